@@ -1,0 +1,1 @@
+"""The `shiftchange` command line: one entry point fronting spec, core and sim."""

@@ -1,0 +1,1 @@
+"""The SimPy world that attacks the core (lands with the simulator issue)."""

@@ -1,0 +1,71 @@
+"""The transition table compiled to a plain lookup for `core`'s hot path.
+
+`core` asks one question per contract call: from this state, does this
+trigger have an enabled row, and where does it lead? A dict keyed by
+(state, trigger) answers it with one lookup and a few set tests, with no
+framework in the loop. The `transitions` Machine built from the same rows
+(`oracle.py`) is the independent interpreter tests compare against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .model import Machine, Row
+
+Holds = Callable[[str], bool]
+"""Answers whether a named guard holds for the call being decided."""
+
+
+class AmbiguousTransition(AssertionError):
+    """Two rows are enabled at once: the spec broke determinism (a bug, not input)."""
+
+
+class CompiledMachine:
+    """A (state, trigger) -> candidate rows lookup with guard evaluation."""
+
+    __slots__ = ("_table", "initial", "name", "states", "terminal", "triggers")
+
+    def __init__(self, machine: Machine) -> None:
+        self.name = machine.name
+        self.initial = machine.initial
+        self.terminal = frozenset(machine.terminal_states)
+        self.states = frozenset(machine.states)
+        self.triggers = frozenset(machine.triggers)
+        table: dict[tuple[str, str], list[tuple[tuple[str, ...], tuple[str, ...], str, Row]]] = {}
+        for source, dest, row in machine.edges():
+            entry = (tuple(row.required), tuple(row.forbidden), dest, row)
+            table.setdefault((source, row.trigger), []).append(entry)
+        self._table = {key: tuple(value) for key, value in table.items()}
+
+    def fire(self, state: str, trigger: str, holds: Holds) -> tuple[str, Row] | None:
+        """The destination and row enabled for this call, or None when refused."""
+        chosen = None
+        for required, forbidden, dest, row in self._table.get((state, trigger), ()):
+            if all(holds(g) for g in required) and not any(holds(g) for g in forbidden):
+                if chosen is not None:
+                    raise AmbiguousTransition(f"{trigger!r} from {state!r}: rows {chosen[1].where} and {row.where} both enabled")
+                chosen = (dest, row)
+        return chosen
+
+    def why_refused(self, state: str, trigger: str, holds: Holds) -> str:
+        """A short reason for a refusal, for the history."""
+        candidates = self._table.get((state, trigger), ())
+        if not candidates:
+            return f"no {trigger!r} from {state!r}"
+        reasons = []
+        for required, forbidden, _dest, _row in candidates:
+            failing = [g for g in required if not holds(g)] + [f"!{g}" for g in forbidden if holds(g)]
+            reasons.append(" and ".join(failing))
+        return f"{trigger!r} from {state!r} refused: guard " + " / ".join(reasons) + " not met"
+
+    def triggers_from(self, state: str) -> tuple[str, ...]:
+        """Triggers with at least one row leaving `state`."""
+        return tuple(sorted({trigger for (source, trigger) in self._table if source == state}))
+
+    def guards_of(self, state: str, trigger: str) -> tuple[str, ...]:
+        """Every guard name the rows for this state and trigger consult."""
+        names: set[str] = set()
+        for required, forbidden, _dest, _row in self._table.get((state, trigger), ()):
+            names.update(required, forbidden)
+        return tuple(sorted(names))
