@@ -1,1 +1,53 @@
-"""The reference core: records, contracts, stores and policy, sans-I/O (lands with the core issue)."""
+"""The reference core: records, the contracts, stores and policy, sans-I/O.
+
+Public surface: `Orchestrator` runs the contracts over a `Store`
+(`MemoryStore`, `SQLiteStore`), a `Clock` and a `ProviderAdapter`; the
+records and result types are re-exported here. Nothing in this package
+sleeps, reads the wall clock, starts threads or draws unseeded randomness
+(lease tokens come from `secrets`, which is the point of them).
+"""
+
+from .clock import Clock, ManualClock
+from .config import CoreConfig
+from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError
+from .orchestrator import Accepted, Claim, Grant, Orchestrator, Reconciliation, Refused, Renewal, mint_key
+from .policy import Decision
+from .provider import Effect, LedgerProvider, ProviderAdapter, ProviderRefused, ProviderTimeout
+from .records import Attempt, Budget, Event, Intent, Lease, Manifest, Plan, Task
+from .store import MemoryStore, Store, Transaction
+
+__all__ = [
+    "Accepted",
+    "Attempt",
+    "Budget",
+    "Claim",
+    "Clock",
+    "CoreConfig",
+    "CoreError",
+    "Decision",
+    "Effect",
+    "Event",
+    "Grant",
+    "InputError",
+    "Intent",
+    "Lease",
+    "LedgerProvider",
+    "Manifest",
+    "ManualClock",
+    "MemoryStore",
+    "NotFound",
+    "Orchestrator",
+    "Plan",
+    "ProviderAdapter",
+    "ProviderRefused",
+    "ProviderTimeout",
+    "Reconciliation",
+    "Refused",
+    "Renewal",
+    "Store",
+    "StoreConflict",
+    "StoreError",
+    "Task",
+    "Transaction",
+    "mint_key",
+]

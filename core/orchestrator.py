@@ -1,0 +1,897 @@
+"""The contracts: dispatch and retry, claim, renew, the tool gateway, complete, the reaper, reconcile, cancel, verify, decide.
+
+Each public method is one contract and runs as one store transaction. Every
+state change is asked of the compiled transition table: the method computes
+the guards the spec names for that call, the table answers with the one
+enabled row or a refusal, and the store writes the change guarded by the
+record's version. Every call, accepted or refused, appends an event, so the
+history alone shows what was asked, with which fence, and why it was refused.
+
+Fencing: a fenced call presents (attempt id, generation, token). It is
+accepted only if the generation is the Attempt's current one and the token's
+digest matches in constant time; otherwise it is kept as a late event and
+changes nothing. A stale completion also triggers reconciliation of the
+Attempt it names, because a late worker is evidence that effects may exist.
+
+Reconciliation and verification read the provider through its adapter
+before they open the write transaction, then write guarded by the version
+they read, so no database lock is held across a provider call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import Clock
+from .config import CoreConfig
+from .errors import InputError, NotFound
+from .machine import ACTIVE, ATTEMPT, EXPIRABLE, LEASED, TASK
+from .policy import Decision, classify, decide, poison, retry_refusal, spend_fits
+from .policy import budget_exhausted as _budget_exhausted
+from .provider import Effect, ProviderAdapter
+from .records import Attempt, Budget, Intent, Lease, Manifest, Plan, Task
+from .store import Store, Transaction
+
+# ----------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A contract call the table or a fence refused; it changed nothing but the history."""
+
+    reason: str
+    accepted: bool = field(default=False, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A contract call that moved a record; `state` is where the Attempt (or Task) now is."""
+
+    state: str
+    detail: str = ""
+    accepted: bool = field(default=True, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    lease: Lease
+    manifest: Manifest
+    accepted: bool = field(default=True, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    expires_at: float
+    cancel_requested: bool
+    accepted: bool = field(default=True, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Authority for one side effect: the orchestrator-minted key, and the recorded result on replay."""
+
+    key: str
+    replay: str | None
+    deadline_at: float
+    accepted: bool = field(default=True, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """What reconciliation found: landed, absent, contradictory, or pending (calls still in flight)."""
+
+    outcome: str
+    state: str
+    findings: tuple[str, ...]
+    accepted: bool = field(default=True, init=False)
+
+
+Result = Refused | Accepted | Claim | Renewal | Grant | Reconciliation
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def mint_key(operation: str, task_id: str, attempt_id: str, identity: str, spans_attempts: bool) -> str:
+    """The operation key: named by the logical operation, never by a moment in time.
+
+    An operation that may span attempts (a PR for a head SHA) is keyed by the
+    Task and the content, so Attempt N+1 finds Attempt N's effect; one the
+    Attempt owns is keyed by the Attempt.
+    """
+    owner = task_id if spans_attempts else attempt_id
+    return f"{operation}:{owner}:{identity}"
+
+
+def _text(value: Any, name: str, limit: int = 10_000, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value.strip()) or len(value) > limit:
+        raise InputError(f"{name} must be a non-empty string of at most {limit} characters, not {value!r:.60}")
+    return value
+
+
+def _number(value: Any, name: str, limit: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= limit or value != value:
+        raise InputError(f"{name} must be a number from 0 to {limit}, not {value!r}")
+    return value
+
+
+def _int(value: Any, name: str, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise InputError(f"{name} must be an integer from 0 to {limit}, not {value!r}")
+    return value
+
+
+class Orchestrator:
+    """The reference orchestrator over one store, one clock and one provider adapter."""
+
+    def __init__(self, store: Store, clock: Clock, provider: ProviderAdapter, config: CoreConfig | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.provider = provider
+        self.config = config or CoreConfig()
+
+    # ------------------------------------------------------------ helpers
+
+    def _event(
+        self,
+        tx: Transaction,
+        actor: str,
+        kind: str,
+        task_id: str,
+        attempt: Attempt | None,
+        accepted: bool,
+        reason: str,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        generation: int | None = None,
+        worker_id: str | None = None,
+        detail: str = "",
+    ) -> None:
+        tx.append_event(
+            at=self.clock.now(),
+            actor=actor,
+            kind=kind,
+            task_id=task_id,
+            attempt_id=attempt.attempt_id if attempt else None,
+            accepted=accepted,
+            reason=reason,
+            from_state=from_state,
+            to_state=to_state,
+            generation=generation,
+            worker_id=worker_id,
+            detail=detail,
+        )
+
+    def _fire(
+        self,
+        tx: Transaction,
+        attempt: Attempt,
+        trigger: str,
+        actor: str,
+        holds: dict[str, bool],
+        presented: int | None = None,
+        detail: str = "",
+        **changes: Any,
+    ) -> Refused | Accepted:
+        """Ask the attempt table; write the change and its event, or record the refusal."""
+        fired = ATTEMPT.fire(attempt.state, trigger, holds.__getitem__)
+        before = attempt.state
+        if fired is None:
+            reason = ATTEMPT.why_refused(before, trigger, holds.__getitem__)
+            self._event(tx, actor, trigger, attempt.task_id, attempt, False, reason, before, before, presented, detail=detail)
+            return Refused(reason)
+        dest, _row = fired
+        tx.update_attempt(attempt, state=dest, **changes)
+        self._event(tx, actor, trigger, attempt.task_id, attempt, True, "accepted", before, dest, presented, detail=detail)
+        return Accepted(dest, detail)
+
+    def _fire_task(
+        self, tx: Transaction, task: Task, trigger: str, actor: str, holds: dict[str, bool], detail: str = "", **changes: Any
+    ) -> Refused | Accepted:
+        fired = TASK.fire(task.state, trigger, holds.__getitem__)
+        before = task.state
+        if fired is None:
+            reason = TASK.why_refused(before, trigger, holds.__getitem__)
+            self._event(tx, actor, trigger, task.task_id, None, False, reason, before, before, detail=detail)
+            return Refused(reason)
+        dest, _row = fired
+        tx.update_task(task, state=dest, **changes)
+        self._event(tx, actor, trigger, task.task_id, None, True, "accepted", before, dest, detail=detail)
+        return Accepted(dest, detail)
+
+    def _task(self, tx: Transaction, task_id: Any) -> Task:
+        task = tx.task(_text(task_id, "task_id", 200))
+        if task is None:
+            raise NotFound(f"unknown task {task_id!r}")
+        return task
+
+    def _attempt(self, tx: Transaction, attempt_id: Any) -> Attempt:
+        attempt = tx.attempt(_text(attempt_id, "attempt_id", 220))
+        if attempt is None:
+            raise NotFound(f"unknown attempt {attempt_id!r}")
+        return attempt
+
+    def _fence(self, tx: Transaction, attempt: Attempt, trigger: str, generation: Any, token: Any) -> Refused | None:
+        """Refuse, and keep as a late event, any fenced call that does not prove the current lease."""
+        _int(generation, "generation", 2**62)
+        _text(token, "token", 200)
+        current = attempt.generation
+        if attempt.token_digest is None:
+            reason = "late: no lease was issued for this attempt"
+        elif generation != current:
+            reason = f"late: stale fence, generation {generation} presented, current is {current}"
+        elif not hmac.compare_digest(token_digest(token), attempt.token_digest):
+            reason = "late: token does not match the lease"
+        else:
+            return None
+        self._event(tx, "worker", trigger, attempt.task_id, attempt, False, reason, attempt.state, attempt.state, generation)
+        return Refused(reason)
+
+    def _lease_current(self, attempt: Attempt) -> bool:
+        return attempt.expires_at is not None and self.clock.now() < attempt.expires_at
+
+    # ---------------------------------------------------- task lifecycle
+
+    def create_task(self, task_id: str, objective: str, workspace: str, scope: str = "", budget: Budget | None = None) -> Task:
+        """Capture a task in the inbox."""
+        task = Task(
+            task_id=_text(task_id, "task_id", 200),
+            objective=_text(objective, "objective"),
+            scope=_text(scope, "scope", empty=True),
+            workspace=_text(workspace, "workspace", 200),
+            state=TASK.initial,
+            budget=budget or Budget(),
+            created_at=self.clock.now(),
+        )
+        self._check_budget(task.budget)
+        with self.store.transaction() as tx:
+            if tx.task(task.task_id) is not None:
+                raise InputError(f"task {task.task_id!r} already exists")
+            tx.insert_task(task)
+            self._event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
+        return task
+
+    @staticmethod
+    def _check_budget(budget: Budget) -> None:
+        if not isinstance(budget, Budget):
+            raise InputError("budget must be a Budget")
+        _int(budget.attempts_max, "attempts_max", 1000)
+        _number(budget.elapsed_max_s, "elapsed_max_s", 365 * 86400)
+        _number(budget.cost_max_usd, "cost_max_usd", 1e7)
+        _int(budget.tokens_max, "tokens_max", 10**12)
+        _int(budget.repeated_signatures_max, "repeated_signatures_max", 1000)
+        _int(budget.interruptions_max, "interruptions_max", 1000)
+
+    def accept_task(self, task_id: str) -> Refused | Accepted:
+        with self.store.transaction() as tx:
+            return self._fire_task(tx, self._task(tx, task_id), "accept", "operator", {})
+
+    def dispatch(self, task_id: str, plan: Plan) -> Refused | Accepted:
+        """First dispatch: only for a dispatchable task with no Attempt at all; appends Attempt 1."""
+        self._check_plan(plan)
+        with self.store.transaction() as tx:
+            task = self._task(tx, task_id)
+            attempts = tx.attempts_of(task.task_id)
+            holds = {"no_prior_attempt": not attempts, "budget_left": _budget_exhausted(task, attempts) is None}
+            result = self._fire_task(tx, task, "dispatch", "orchestrator", holds)
+            if result.accepted:
+                self._append_attempt(tx, task, 1, plan, None, None)
+            return result
+
+    def retry(self, task_id: str, reason: str, plan: Plan) -> Refused | Accepted:
+        """Attempt N+1, only with no active Attempt, the latest failed, a reason, policy's permission and budget left."""
+        self._check_plan(plan)
+        if not isinstance(reason, str):
+            raise InputError("reason must be a string")
+        with self.store.transaction() as tx:
+            task = self._task(tx, task_id)
+            attempts = tx.attempts_of(task.task_id)
+            latest = attempts[-1] if attempts else None
+            refusal = retry_refusal(task, attempts, plan) if latest is not None and latest.state == "failed" else "no failed attempt"
+            holds = {
+                "no_active_attempt": all(a.state not in ACTIVE for a in attempts),
+                "latest_attempt_failed": latest is not None and latest.state == "failed",
+                "reason_given": len(reason.strip()) >= self.config.reason_length_min,
+                "policy_permits_retry": refusal is None,
+                "budget_left": _budget_exhausted(task, attempts) is None,
+            }
+            detail = f"policy: {refusal}" if refusal else reason.strip()
+            result = self._fire_task(
+                tx, task, "retry", "orchestrator", holds, detail=detail, decision="retry", decision_reason=reason.strip()
+            )
+            if result.accepted:
+                self._append_attempt(tx, task, len(attempts) + 1, plan, latest, reason.strip())
+            return result
+
+    @staticmethod
+    def _check_plan(plan: Plan) -> None:
+        if not isinstance(plan, Plan):
+            raise InputError("plan must be a Plan")
+        _text(plan.hypothesis, "hypothesis", 2000)
+        for name in ("base_sha", "executor", "model", "context_version", "policy_version"):
+            _text(getattr(plan, name), name, 200)
+
+    def _append_attempt(self, tx: Transaction, task: Task, number: int, plan: Plan, previous: Attempt | None, reason: str | None) -> None:
+        attempt = Attempt(
+            attempt_id=f"{task.task_id}#{number}",
+            task_id=task.task_id,
+            number=number,
+            state=ATTEMPT.initial,
+            created_at=self.clock.now(),
+            hypothesis=plan.hypothesis,
+            previous_attempt_id=previous.attempt_id if previous else None,
+            reason=reason,
+            plan=plan,
+        )
+        tx.insert_attempt(attempt)
+        self._event(tx, "orchestrator", "append", task.task_id, attempt, True, reason or "first dispatch", None, attempt.state)
+
+    # ----------------------------------------------------------- admission
+
+    def admit(self, attempt_id: str) -> Refused | Accepted:
+        """Queued to admitted while capacity and budget allow; otherwise the attempt waits (defer)."""
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            task = self._task(tx, attempt.task_id)
+            in_flight = tx.count_in(("admitted", *LEASED))
+            capacity = in_flight < self.config.admitted_max
+            budget_left = _budget_exhausted(task, tx.attempts_of(task.task_id)[:-1]) is None
+            if attempt.state == "queued" and not capacity:
+                return self._fire(tx, attempt, "defer", "orchestrator", {"capacity_available": False, "lower_priority_waiting": False})
+            return self._fire(tx, attempt, "admit", "orchestrator", {"capacity_available": capacity, "budget_left": budget_left})
+
+    # --------------------------------------------------------------- lease
+
+    def claim_attempt(self, task_id: str, worker_id: str, workspace: str, healthy: bool = True) -> Refused | Claim:
+        """Atomically take the task's admitted Attempt and a new lease; a second caller is refused."""
+        _text(worker_id, "worker_id", 200)
+        _text(workspace, "workspace", 200)
+        if not isinstance(healthy, bool):
+            raise InputError("healthy must be true or false")
+        with self.store.transaction() as tx:
+            task = self._task(tx, task_id)
+            attempts = tx.attempts_of(task.task_id)
+            if not attempts:
+                self._event(tx, "worker", "claim", task.task_id, None, False, "no attempt to claim", worker_id=worker_id)
+                return Refused("no attempt to claim")
+            attempt = attempts[-1]
+            now = self.clock.now()
+            generation = max(a.generation for a in attempts) + 1
+            token = secrets.token_urlsafe(32)
+            worktree = f"{task.workspace}/{task.task_id}/attempt-{attempt.number}"
+            plan = attempt.plan or Plan(attempt.hypothesis)
+            manifest = Manifest(
+                task.task_id,
+                attempt.number,
+                task.objective,
+                task.scope,
+                task.workspace,
+                worktree,
+                plan.hypothesis,
+                plan.base_sha,
+                plan.executor,
+                plan.model,
+                plan.context_version,
+                plan.policy_version,
+                task.budget,
+            )
+            holds = {"workspace_matches": workspace == task.workspace, "worker_healthy": healthy}
+            result = self._fire(
+                tx,
+                attempt,
+                "claim",
+                "worker",
+                holds,
+                generation,
+                worker_id=worker_id,
+                generation=generation,
+                token_digest=token_digest(token),
+                claimed_at=now,
+                heartbeat_at=now,
+                expires_at=now + self.config.lease_ttl_s,
+                manifest_digest=manifest.digest(),
+                worktree=worktree,
+                base_sha=plan.base_sha,
+                timeout_budget_s=self.config.timeout_budget_s,
+            )
+            if not result.accepted:
+                return result
+            return Claim(Lease(attempt.attempt_id, task.task_id, worker_id, generation, token, attempt.expires_at), manifest)
+
+    def start_attempt(self, attempt_id: str, generation: int, token: str) -> Refused | Accepted:
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "start", generation, token)
+            if refused:
+                return refused
+            return self._fire(
+                tx, attempt, "start", "worker", {"lease_current": self._lease_current(attempt)}, generation, started_at=self.clock.now()
+            )
+
+    def renew_lease(self, attempt_id: str, generation: int, token: str) -> Refused | Renewal:
+        """Extend expiry under the current fence; tells the worker when cancellation was requested."""
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "renew", generation, token)
+            if refused:
+                return refused
+            now = self.clock.now()
+            result = self._fire(
+                tx,
+                attempt,
+                "renew",
+                "worker",
+                {"lease_current": self._lease_current(attempt)},
+                generation,
+                heartbeat_at=now,
+                expires_at=now + self.config.lease_ttl_s,
+            )
+            if not result.accepted:
+                return result
+            return Renewal(attempt.expires_at, attempt.cancel_requested)
+
+    # -------------------------------------------------------- tool gateway
+
+    def grant_tool(
+        self,
+        attempt_id: str,
+        generation: int,
+        token: str,
+        operation: str,
+        identity: str,
+        request: str = "",
+        call_deadline_s: float = 60.0,
+        cost_usd: float = 0.0,
+        tokens: int = 0,
+        spans_attempts: bool = True,
+        key: str | None = None,
+    ) -> Refused | Grant:
+        """The tool gateway: mint and persist the operation key, check fence, time and spend, then authorize one call.
+
+        A key that was already receipted is a replay: the recorded result comes
+        back and the worker must not call the provider again. A worker that
+        presents its own `key` is refused unless it is the one the orchestrator mints.
+        """
+        _text(operation, "operation", 100)
+        _text(identity, "identity", 200)
+        _text(request, "request", 100_000, empty=True)
+        _number(call_deadline_s, "call_deadline_s", self.config.call_deadline_max_s)
+        _number(cost_usd, "cost_usd", 1e6)
+        _int(tokens, "tokens", 10**10)
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "grant_tool", generation, token)
+            if refused:
+                return refused
+            task = self._task(tx, attempt.task_id)
+            now = self.clock.now()
+            minted = mint_key(operation, task.task_id, attempt.attempt_id, identity, spans_attempts)
+            started = attempt.started_at if attempt.started_at is not None else now
+            holds = {
+                "lease_current": self._lease_current(attempt),
+                "key_minted": key is None or key == minted,
+                "timeout_budget_left": now + call_deadline_s <= started + attempt.timeout_budget_s,
+                "spend_within_budget": spend_fits(task, cost_usd, tokens),
+            }
+            intent = tx.intent(minted)
+            replay = intent.result if intent is not None and intent.receipt is not None else None
+            result = self._fire(
+                tx,
+                attempt,
+                "grant_tool",
+                "worker",
+                holds,
+                generation,
+                detail=minted,
+                cost_usd=attempt.cost_usd + cost_usd,
+                tokens=attempt.tokens + tokens,
+            )
+            if not result.accepted:
+                return result
+            deadline = now + call_deadline_s
+            if intent is None:
+                tx.insert_intent(Intent(minted, task.task_id, attempt.attempt_id, operation, identity, request, now, now, deadline))
+            elif replay is None:
+                tx.update_intent(intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline)
+            tx.update_task(task, cost_usd=task.cost_usd + cost_usd, tokens=task.tokens + tokens)
+            return Grant(minted, replay, deadline)
+
+    def record_receipt(
+        self, attempt_id: str, generation: int, token: str, key: str, provider_id: str, result: str = ""
+    ) -> Refused | Accepted:
+        """Record the provider's identity for an operation key (fenced; a late receipt is found by reconciliation instead)."""
+        _text(provider_id, "provider_id", 200)
+        _text(result, "result", 100_000, empty=True)
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "record_receipt", generation, token)
+            if refused:
+                return refused
+            intent = tx.intent(_text(key, "key", 500))
+            if intent is None or intent.task_id != attempt.task_id:
+                raise NotFound(f"no intent {key!r} for task {attempt.task_id!r}")
+            outcome = self._fire(
+                tx,
+                attempt,
+                "record_receipt",
+                "worker",
+                {"lease_current": self._lease_current(attempt)},
+                generation,
+                detail=f"{key} -> {provider_id}",
+            )
+            if outcome.accepted and intent.receipt is None:
+                tx.update_intent(intent, receipt=provider_id, result=result or provider_id)
+            return outcome
+
+    def checkpoint(self, attempt_id: str, generation: int, token: str, checkpoint: str) -> Refused | Accepted:
+        _text(checkpoint, "checkpoint", 10_000)
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "checkpoint", generation, token)
+            if refused:
+                return refused
+            return self._fire(
+                tx, attempt, "checkpoint", "worker", {"lease_current": self._lease_current(attempt)}, generation, checkpoint=checkpoint
+            )
+
+    # ---------------------------------------------------------- completion
+
+    def complete_attempt(self, attempt_id: str, generation: int, token: str, result: str, head_sha: str | None = None) -> Result:
+        """Accept the worker's result for verification under the current fence; a late one triggers reconciliation."""
+        _text(result, "result", 100_000)
+        if head_sha is not None:
+            _text(head_sha, "head_sha", 200)
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "complete", generation, token)
+            if refused is None:
+                now = self.clock.now()
+                outcome = self._fire(
+                    tx,
+                    attempt,
+                    "complete",
+                    "worker",
+                    {"lease_current": self._lease_current(attempt)},
+                    generation,
+                    result=result,
+                    head_sha=head_sha,
+                    ended_at=now,
+                    elapsed_s=self._elapsed(attempt, now),
+                )
+                if outcome.accepted:
+                    return outcome
+                refused = outcome
+            overdue = attempt.state in EXPIRABLE and not self._lease_current(attempt)
+        if overdue:
+            self.reap()
+        if self.store.get_attempt(attempt_id).state == "suspect":
+            self.reconcile_attempt(attempt_id)
+        return refused
+
+    def report_failure(self, attempt_id: str, generation: int, token: str, domain: str, signature: str, detail: str = "") -> Result:
+        """The worker reports a failure; effects may be in flight, so the Attempt goes to Reconciling, never straight to Failed."""
+        classify(_text(domain, "domain", 100))
+        _text(signature, "signature", 500)
+        _text(detail, "detail", 10_000, empty=True)
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "report_failure", generation, token)
+            if refused:
+                return refused
+            now = self.clock.now()
+            return self._fire(
+                tx,
+                attempt,
+                "report_failure",
+                "worker",
+                {"lease_current": self._lease_current(attempt)},
+                generation,
+                detail=detail,
+                failure_domain=domain,
+                failure_signature=signature,
+                ended_at=now,
+                elapsed_s=self._elapsed(attempt, now),
+            )
+
+    def _elapsed(self, attempt: Attempt, now: float) -> float:
+        start = attempt.started_at if attempt.started_at is not None else attempt.claimed_at
+        return 0.0 if start is None else max(0.0, now - start)
+
+    # --------------------------------------------------------------- reaper
+
+    def reap(self) -> list[tuple[str, str]]:
+        """Expired leases make their Attempts Suspect; unanswered cancellations time out into Reconciling."""
+        moved = []
+        with self.store.transaction() as tx:
+            now = self.clock.now()
+            for attempt in tx.attempts_in(LEASED):
+                if attempt.state in EXPIRABLE and attempt.expires_at is not None and attempt.expires_at <= now:
+                    result = self._fire(
+                        tx, attempt, "expire", "reaper", {"lease_expired": True}, ended_at=now, elapsed_s=self._elapsed(attempt, now)
+                    )
+                elif attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now:
+                    result = self._fire(
+                        tx,
+                        attempt,
+                        "cancel_timed_out",
+                        "reaper",
+                        {"lease_issued": attempt.token_digest is not None, "cancel_deadline_passed": True},
+                        detail="executor did not acknowledge",
+                        ended_at=now,
+                    )
+                else:
+                    continue
+                moved.append((attempt.attempt_id, result.state))
+        return moved
+
+    # -------------------------------------------------------- reconciliation
+
+    def _findings(self, intents: list[Intent]) -> tuple[list[tuple[Intent, list[Effect]]], bool]:
+        """Ask the provider about every operation key; returns the matches and whether every call has settled."""
+        now = self.clock.now()
+        found = [(intent, self.provider.find(intent.key, intent.operation, intent.identity)) for intent in intents]
+        settled = all(
+            effects or self.provider.supports_idempotency or intent.deadline_at is None or intent.deadline_at <= now
+            for intent, effects in found
+        )
+        return found, settled
+
+    def reconcile_attempt(self, attempt_id: str) -> Refused | Reconciliation:
+        """For each operation key, find the matching effect at the provider, record it, and classify the outcome."""
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            if attempt.state == "suspect":
+                self._fire(tx, attempt, "reconcile", "orchestrator", {})
+            if attempt.state != "reconciling":
+                reason = f"no reconciliation from {attempt.state!r}"
+                self._event(tx, "orchestrator", "reconcile", attempt.task_id, attempt, False, reason, attempt.state, attempt.state)
+                return Refused(reason)
+            intents = tx.intents_of(attempt.attempt_id)
+            attempts = tx.attempts_of(attempt.task_id)
+        found, settled = self._findings(intents)
+        with self.store.transaction() as tx:
+            current = self._attempt(tx, attempt_id)
+            if current.version != attempt.version:
+                return Refused("the attempt changed during reconciliation; reconcile again")
+            return self._conclude(tx, current, attempts, found, settled)
+
+    def _conclude(
+        self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], found: list[tuple[Intent, list[Effect]]], settled: bool
+    ) -> Reconciliation:
+        findings, landed, contradictions = [], 0, []
+        for intent, effects in found:
+            ids = sorted({e.provider_id for e in effects})
+            findings.append(f"{intent.key}: {', '.join(ids) if ids else 'absent'}")
+            if len(ids) > 1:
+                contradictions.append(f"{intent.key} has {len(ids)} effects")
+            elif intent.receipt is not None and ids != [intent.receipt]:
+                contradictions.append(f"{intent.key} receipt {intent.receipt} not found at the provider")
+            elif ids:
+                landed += 1
+                if intent.receipt is None:
+                    fresh = tx.intent(intent.key)
+                    tx.update_intent(fresh, receipt=ids[0], result=ids[0])
+        text = "; ".join(findings) or "no operation keys"
+        previous = attempts[attempt.number - 2] if attempt.number > 1 else None
+        if contradictions:
+            self._fire(
+                tx,
+                attempt,
+                "evidence_contradictory",
+                "orchestrator",
+                {},
+                detail=text,
+                reconciliation="contradictory",
+                evidence="; ".join(contradictions),
+                failure_domain="contradictory_evidence",
+                failure_signature="contradictory:" + contradictions[0],
+            )
+            return Reconciliation("contradictory", attempt.state, tuple(findings))
+        if not settled:
+            self._event(
+                tx,
+                "orchestrator",
+                "reconcile",
+                attempt.task_id,
+                attempt,
+                True,
+                "pending: calls still in flight",
+                attempt.state,
+                attempt.state,
+                detail=text,
+            )
+            return Reconciliation("pending", attempt.state, tuple(findings))
+        domain = attempt.failure_domain or "executor"
+        signature = attempt.failure_signature or f"{domain}:no effect landed"
+        holds = {"calls_settled": True, "cancel_requested": attempt.cancel_requested, "poison_signature": poison(previous, signature)}
+        if landed:
+            self._fire(tx, attempt, "effects_landed", "orchestrator", holds, detail=text, reconciliation="landed")
+            return Reconciliation("landed", attempt.state, tuple(findings))
+        self._fire(
+            tx,
+            attempt,
+            "effects_absent",
+            "orchestrator",
+            holds,
+            detail=text,
+            reconciliation="absent",
+            failure_domain=None if attempt.cancel_requested else domain,
+            failure_signature=None if attempt.cancel_requested else signature,
+        )
+        return Reconciliation("absent", attempt.state, tuple(findings))
+
+    # -------------------------------------------------------- verification
+
+    def verify_attempt(self, attempt_id: str) -> Refused | Accepted | Reconciliation:
+        """Success needs independent evidence: every effect found at the provider and passed by its verdict."""
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            intents = tx.intents_of(attempt.attempt_id)
+            attempts = tx.attempts_of(attempt.task_id)
+        found, _settled = self._findings(intents)
+        verdicts = [
+            (intent, effects, self.provider.verdict(effects[0].provider_id) if len(effects) == 1 else None) for intent, effects in found
+        ]
+        with self.store.transaction() as tx:
+            current = self._attempt(tx, attempt_id)
+            if current.version != attempt.version:
+                return Refused("the attempt changed during verification; verify again")
+            return self._judge(tx, current, attempts, verdicts)
+
+    def _judge(self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], verdicts: list) -> Refused | Accepted:
+        if attempt.state != "verifying":
+            reason = f"nothing to verify in {attempt.state!r}"
+            self._event(tx, "provider", "verify", attempt.task_id, attempt, False, reason, attempt.state, attempt.state)
+            return Refused(reason)
+        evidence = "; ".join(
+            f"{i.key}: {','.join(e.provider_id for e in effects) or 'absent'} {v or 'pending'}" for i, effects, v in verdicts
+        )
+        problems = [f"{i.key}: {len(effects)} effects" for i, effects, _v in verdicts if len(effects) != 1]
+        if not verdicts or problems:
+            why = "; ".join(problems) or "no effect to verify: the worker's claim alone is not evidence"
+            return self._fire(
+                tx,
+                attempt,
+                "evidence_contradictory",
+                "orchestrator",
+                {},
+                detail=why,
+                evidence=why,
+                failure_domain="contradictory_evidence",
+                failure_signature="evidence:" + why[:200],
+            )
+        failed = [v for _i, _e, v in verdicts if v is not None and v != "passed"]
+        if failed:
+            signature = failed[0].removeprefix("failed:")
+            previous = attempts[attempt.number - 2] if attempt.number > 1 else None
+            domain = attempt.failure_domain or "validation"
+            return self._fire(
+                tx,
+                attempt,
+                "verification_failed",
+                "provider",
+                {"poison_signature": poison(previous, signature)},
+                detail=evidence,
+                evidence=evidence,
+                failure_domain=domain,
+                failure_signature=signature,
+            )
+        if any(v is None for _i, _e, v in verdicts):
+            self._event(
+                tx,
+                "provider",
+                "verify",
+                attempt.task_id,
+                attempt,
+                True,
+                "pending: verdict not in yet",
+                attempt.state,
+                attempt.state,
+                detail=evidence,
+            )
+            return Accepted(attempt.state, "pending")
+        return self._fire(tx, attempt, "verified", "provider", {}, detail=evidence, evidence=evidence)
+
+    # --------------------------------------------------------- cancellation
+
+    def cancel_attempt(self, attempt_id: str, reason: str) -> Result:
+        """The protocol: prevent new claims and grants, signal, then acknowledgement or timeout, reconcile, terminate."""
+        _text(reason, "reason", 2000)
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            now = self.clock.now()
+            first = not attempt.cancel_requested
+            result = self._fire(
+                tx,
+                attempt,
+                "cancel",
+                "operator",
+                {},
+                detail=reason,
+                cancel_requested=True,
+                cancel_reason=attempt.cancel_reason if not first else reason,
+                cancel_deadline_at=attempt.cancel_deadline_at if not first else now + self.config.cancel_ack_timeout_s,
+            )
+            if result.accepted and attempt.state == "cancelling" and attempt.token_digest is None:
+                result = self._fire(tx, attempt, "cancel_unclaimed", "orchestrator", {"lease_issued": False}, detail="nobody to signal")
+            reconcile = attempt.state == "reconciling"
+        return self.reconcile_attempt(attempt_id) if reconcile else result
+
+    def acknowledge_cancel(self, attempt_id: str, generation: int, token: str) -> Result:
+        with self.store.transaction() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "cancel_acknowledged", generation, token)
+            if refused:
+                return refused
+            now = self.clock.now()
+            result = self._fire(
+                tx,
+                attempt,
+                "cancel_acknowledged",
+                "worker",
+                {"lease_issued": True, "lease_current": self._lease_current(attempt)},
+                generation,
+                ended_at=now,
+                elapsed_s=self._elapsed(attempt, now),
+            )
+        return self.reconcile_attempt(attempt_id) if result.accepted else result
+
+    # ------------------------------------------------------------- the loop
+
+    def decide(self, task_id: str) -> Decision | Refused:
+        """After an Attempt ends: exactly one of verify, correct, retry, stop, escalate, recorded with its reason."""
+        with self.store.transaction() as tx:
+            task = self._task(tx, task_id)
+            attempts = tx.attempts_of(task.task_id)
+            if not attempts or attempts[-1].state in ACTIVE:
+                reason = "no ended attempt to decide on"
+                self._event(tx, "orchestrator", "decide", task.task_id, None, False, reason, task.state, task.state)
+                return Refused(reason)
+            latest = attempts[-1]
+            elapsed = sum(a.elapsed_s for a in attempts)
+            if elapsed != task.elapsed_s:
+                tx.update_task(task, elapsed_s=elapsed)
+            decision = decide(task, attempts)
+            changes = {"decision": decision.kind, "decision_reason": decision.reason}
+            if decision.task_trigger is not None and task.state == "in_progress":
+                holds = {"no_active_attempt": True, "budget_left": _budget_exhausted(task, attempts) is None}
+                self._fire_task(tx, task, decision.task_trigger, "orchestrator", holds, detail=decision.reason, **changes)
+            else:
+                tx.update_task(task, **changes)
+            self._event(
+                tx, "orchestrator", "decide", task.task_id, latest, True, decision.kind, task.state, task.state, detail=decision.reason
+            )
+            return decision
+
+    def release(self, task_id: str, reason: str, budget: Budget | None = None) -> Refused | Accepted:
+        """An operator resolves a resting task; only this human decision may extend a budget."""
+        _text(reason, "reason", 2000)
+        if budget is not None:
+            self._check_budget(budget)
+        with self.store.transaction() as tx:
+            task = self._task(tx, task_id)
+            changes: dict[str, Any] = {"interruptions": task.interruptions + 1, "decision": "release", "decision_reason": reason}
+            if budget is not None:
+                changes["budget"] = budget
+            return self._fire_task(tx, task, "release", "operator", {}, detail=reason, **changes)
+
+    def approve(self, task_id: str) -> Refused | Accepted:
+        with self.store.transaction() as tx:
+            return self._fire_task(tx, self._task(tx, task_id), "approve", "operator", {})
+
+    def cancel_task(self, task_id: str, reason: str) -> Refused | Accepted:
+        """Cancel the task, and run the cancellation protocol on its active Attempt."""
+        _text(reason, "reason", 2000)
+        with self.store.transaction() as tx:
+            task = self._task(tx, task_id)
+            result = self._fire_task(tx, task, "cancel", "operator", {}, detail=reason)
+            attempts = tx.attempts_of(task.task_id)
+            active = attempts[-1].attempt_id if attempts and attempts[-1].state in ACTIVE else None
+        if result.accepted and active is not None:
+            self.cancel_attempt(active, reason)
+        return result

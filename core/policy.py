@@ -1,0 +1,129 @@
+"""Policy: failure classification, the retry policy bound to it, budgets, and the loop decision.
+
+Policy, not the worker, controls retry by failure class. The domain table
+comes from the spec (`failure_domains.toml`); this module only reads it. The
+functions here are pure: they look at a Task and its Attempts and answer, so
+the same answer can be recomputed by a checker from the history.
+
+After every Attempt exactly one decision is made, with its reason:
+verify (the Attempt succeeded on independent evidence), correct (a new
+Attempt with a changed hypothesis), retry (a transient failure, paced by
+backoff), stop (a budget is exhausted or the domain says stop), escalate (a
+human must decide: blocked, poison, repeated signature, unsafe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InputError
+from .machine import SPEC
+from .records import Attempt, Plan, Task
+
+DOMAINS = SPEC.domains
+RETRYING_RESPONSES = ("back_off_and_retry", "new_attempt_changed_hypothesis", "reconcile")
+DECISIONS = ("verify", "correct", "retry", "stop", "escalate")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    kind: str
+    reason: str
+    task_trigger: str | None
+    """The task machine's trigger this decision fires, if any (retry and correct leave the task in progress)."""
+
+
+def classify(domain: str) -> str:
+    """Check a reported failure domain against the spec's table; an unknown name is bad input."""
+    if domain not in DOMAINS:
+        raise InputError(f"unknown failure domain {domain!r}; use one of {', '.join(DOMAINS)}")
+    return domain
+
+
+def budget_exhausted(task: Task, attempts: list[Attempt]) -> str | None:
+    """The first exhausted budget dimension, or None while every one has room for another Attempt."""
+    budget = task.budget
+    if len(attempts) >= budget.attempts_max:
+        return f"attempts: {len(attempts)} of {budget.attempts_max} used"
+    if task.elapsed_s >= budget.elapsed_max_s:
+        return f"elapsed time: {task.elapsed_s:.0f}s of {budget.elapsed_max_s:.0f}s used"
+    if task.cost_usd >= budget.cost_max_usd:
+        return f"cost: ${task.cost_usd:.2f} of ${budget.cost_max_usd:.2f} used"
+    if task.tokens >= budget.tokens_max:
+        return f"tokens: {task.tokens} of {budget.tokens_max} used"
+    if task.interruptions > budget.interruptions_max:
+        return f"human interruptions: {task.interruptions} of {budget.interruptions_max} used"
+    return None
+
+
+def spend_fits(task: Task, cost_usd: float, tokens: int) -> bool:
+    """Whether authorizing this spend keeps the task within its cost and token budgets."""
+    return task.cost_usd + cost_usd <= task.budget.cost_max_usd and task.tokens + tokens <= task.budget.tokens_max
+
+
+def repeated_signature(attempts: list[Attempt], budget_repeats_max: int) -> bool:
+    """True when the latest failure signature ends a run of identical ones longer than the budget allows."""
+    signatures = [a.failure_signature for a in attempts if a.state in ("failed", "quarantined")]
+    if not signatures or signatures[-1] is None:
+        return False
+    run = 0
+    for signature in reversed(signatures):
+        if signature != signatures[-1]:
+            break
+        run += 1
+    return run > budget_repeats_max
+
+
+def poison(previous: Attempt | None, signature: str | None) -> bool:
+    """A failure signature identical to the previous Attempt's marks a poison item (dead letter, not retry)."""
+    return signature is not None and previous is not None and previous.failure_signature == signature
+
+
+def retry_refusal(task: Task, attempts: list[Attempt], plan: Plan) -> str | None:
+    """Why the retry policy forbids another automatic Attempt, or None when it permits one."""
+    latest = attempts[-1]
+    domain = DOMAINS.get(latest.failure_domain or "")
+    if domain is None:
+        return "the latest failure is not classified"
+    if domain.response not in RETRYING_RESPONSES:
+        return f"{domain.name} failures respond {domain.response}, not retry"
+    failures_in_domain = sum(1 for a in attempts if a.state == "failed" and a.failure_domain == domain.name)
+    if failures_in_domain > domain.retries_max:
+        return f"{domain.name} allows {domain.retries_max} automatic retries; {failures_in_domain} failures so far"
+    if domain.changed_hypothesis_required and plan.hypothesis.strip() == latest.hypothesis.strip():
+        return f"{domain.name} failures need a changed hypothesis; the plan repeats {latest.hypothesis!r}"
+    if repeated_signature(attempts, task.budget.repeated_signatures_max):
+        return f"failure signature {latest.failure_signature!r} repeats"
+    return None
+
+
+def decide(task: Task, attempts: list[Attempt]) -> Decision:
+    """The one loop decision after the latest Attempt ended."""
+    latest = attempts[-1]
+    if latest.state == "succeeded":
+        return Decision("verify", "independent evidence confirmed the result", "attempt_succeeded")
+    if latest.state == "blocked":
+        return Decision(
+            "escalate", f"evidence is contradictory or insufficient: {latest.evidence or latest.reconciliation}", "attempt_blocked"
+        )
+    if latest.state == "quarantined":
+        return Decision(
+            "escalate", f"poison: failure signature {latest.failure_signature!r} repeated; dead-lettered", "attempt_quarantined"
+        )
+    if latest.state == "cancelled":
+        return Decision("stop", f"cancelled: {latest.cancel_reason}", None)
+    exhausted = budget_exhausted(task, attempts)
+    if exhausted:
+        return Decision("stop", f"budget exhausted ({exhausted})", "stop")
+    if repeated_signature(attempts, task.budget.repeated_signatures_max):
+        return Decision("escalate", f"failure signature {latest.failure_signature!r} repeats across attempts", "escalate")
+    domain = DOMAINS[latest.failure_domain or "internal"]
+    failures_in_domain = sum(1 for a in attempts if a.state == "failed" and a.failure_domain == domain.name)
+    if domain.response not in RETRYING_RESPONSES:
+        kind = "stop" if domain.response == "stop" else "escalate"
+        return Decision(kind, f"{domain.name} failures respond {domain.response} (blast radius: {domain.blast_radius})", "escalate")
+    if failures_in_domain > domain.retries_max:
+        return Decision("escalate", f"{domain.name} retries exhausted ({domain.retries_max} allowed)", "escalate")
+    if domain.changed_hypothesis_required:
+        return Decision("correct", f"{domain.name} failure: a new Attempt must change its hypothesis", None)
+    return Decision("retry", f"{domain.name} failure is transient: retry after backoff", None)

@@ -1,0 +1,203 @@
+"""The durable records: Task, Attempt, Manifest, Lease, Intent (operation key), Receipt, Event.
+
+These are the chapter's records with its field names. They are plain slotted
+dataclasses so the memory store can keep them live and the SQLite store can
+map each field to a column. Each stored record carries a `version`, bumped on
+every write; stores write with `WHERE version = ?`, so a write guarded by a
+stale read fails instead of overwriting (the guard lives in the write).
+
+Lease tokens never sit in a record: an Attempt keeps only the token's SHA-256
+digest, so a leaked database cannot be used to forge a fence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(slots=True)
+class Budget:
+    """The limits of one Task, every dimension the chapter names. Exhausting any one is a stop."""
+
+    attempts_max: int = 5
+    elapsed_max_s: float = 4 * 3600.0
+    cost_max_usd: float = 20.0
+    tokens_max: int = 2_000_000
+    repeated_signatures_max: int = 1
+    """How many consecutive attempts may end with the same failure signature before the loop stops (1: the second stops)."""
+    interruptions_max: int = 3
+    """Human interruptions (escalations, releases) the task may consume."""
+
+
+@dataclass(slots=True)
+class Task:
+    """Stable identity of a bounded piece of work; its lifecycle moves on the task machine."""
+
+    task_id: str
+    objective: str
+    scope: str
+    workspace: str
+    state: str
+    budget: Budget
+    created_at: float
+    cost_usd: float = 0.0
+    tokens: int = 0
+    elapsed_s: float = 0.0
+    interruptions: int = 0
+    decision: str | None = None
+    decision_reason: str | None = None
+    version: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class Plan:
+    """What an Attempt is asked to try: its hypothesis and the versions it will freeze."""
+
+    hypothesis: str
+    base_sha: str = "0" * 40
+    executor: str = "executor/1"
+    model: str = "model/1"
+    context_version: str = "context/1"
+    policy_version: str = "policy/1"
+
+
+@dataclass(slots=True, frozen=True)
+class Manifest:
+    """The frozen inputs of one Attempt, handed to the worker at claim."""
+
+    task_id: str
+    attempt_number: int
+    objective: str
+    scope: str
+    workspace: str
+    worktree: str
+    hypothesis: str
+    base_sha: str
+    executor: str
+    model: str
+    context_version: str
+    policy_version: str
+    budget: Budget
+
+    def digest(self) -> str:
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One historical try at a Task. Appended, never rewritten once terminal."""
+
+    attempt_id: str
+    task_id: str
+    number: int
+    state: str
+    created_at: float
+    hypothesis: str
+    previous_attempt_id: str | None = None
+    reason: str | None = None
+    plan: Plan | None = None
+    # The lease and claim.
+    worker_id: str | None = None
+    generation: int = 0
+    token_digest: str | None = None
+    claimed_at: float | None = None
+    heartbeat_at: float | None = None
+    expires_at: float | None = None
+    manifest_digest: str | None = None
+    worktree: str | None = None
+    base_sha: str | None = None
+    head_sha: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    timeout_budget_s: float = 0.0
+    checkpoint: str | None = None
+    # Outcome and evidence.
+    result: str | None = None
+    reconciliation: str | None = None
+    failure_domain: str | None = None
+    failure_signature: str | None = None
+    evidence: str | None = None
+    cancel_requested: bool = False
+    cancel_reason: str | None = None
+    cancel_deadline_at: float | None = None
+    # Spend.
+    cost_usd: float = 0.0
+    tokens: int = 0
+    elapsed_s: float = 0.0
+    version: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class Lease:
+    """Temporary execution ownership, returned once to the claiming worker."""
+
+    attempt_id: str
+    task_id: str
+    owner: str
+    generation: int
+    token: str
+    expires_at: float
+
+
+@dataclass(slots=True)
+class Intent:
+    """An orchestrator-minted operation key with the intent persisted before any call, and its receipt once known."""
+
+    key: str
+    task_id: str
+    attempt_id: str
+    operation: str
+    identity: str
+    """What names the effect at the provider when it keeps no keys (a PR's head SHA)."""
+    request: str
+    minted_at: float
+    granted_at: float | None = None
+    deadline_at: float | None = None
+    receipt: str | None = None
+    """The provider's identity for the effect (a PR number), once recorded."""
+    result: str | None = None
+    version: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class Event:
+    """One entry of the history: every contract call, accepted or refused, and every provider finding."""
+
+    seq: int
+    at: float
+    actor: str
+    kind: str
+    task_id: str
+    attempt_id: str | None
+    accepted: bool
+    reason: str
+    from_state: str | None = None
+    to_state: str | None = None
+    generation: int | None = None
+    """The fence generation the caller presented, if any."""
+    worker_id: str | None = None
+    detail: str = ""
+
+
+def field_names(record_type: type) -> tuple[str, ...]:
+    """Column order for a record type (used by SQL stores)."""
+    return tuple(f.name for f in fields(record_type))
+
+
+def budget_to_json(budget: Budget) -> str:
+    return json.dumps(asdict(budget), sort_keys=True)
+
+
+def budget_from_json(text: str) -> Budget:
+    return Budget(**json.loads(text))
+
+
+def plan_to_json(plan: Plan | None) -> str | None:
+    return None if plan is None else json.dumps(asdict(plan), sort_keys=True)
+
+
+def plan_from_json(text: str | None) -> Plan | None:
+    return None if text is None else Plan(**json.loads(text))

@@ -1,0 +1,322 @@
+"""The storage boundary: one narrow transactional interface, and the in-memory store.
+
+Why a transaction of guarded record writes, not a method per SQL statement:
+every contract (claim, renew, complete, cancel, reconcile, the reaper,
+dispatch, retry) is written once, in `contracts.py`, and runs inside exactly
+one `store.transaction()`. The store's job is narrow: hand out records, and
+make each write conditional on the version it read (`UPDATE ... WHERE
+version = ?`), refusing any write to a terminal Attempt. A contract therefore
+cannot half-happen and cannot overwrite a change it did not see, on any store.
+
+Prior art and alternatives: procrastinate keeps one named SQL statement per
+operation with the guard in its WHERE clause; that puts the contract logic in
+SQL, once per backend, which is what we avoid here. A PostgreSQL store fits
+this interface as it is: `transaction()` is a database transaction,
+`attempt()` may take `FOR UPDATE`, and `claimable()` may use
+`FOR UPDATE SKIP LOCKED`, without changing any caller.
+
+`MemoryStore` is a real implementation of the same interface (fast, for the
+simulator and unit tests) and passes the same contract suite as SQLite. It
+keeps live records and an undo log, so a transaction that raises leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .errors import StoreConflict
+from .machine import ATTEMPT_TERMINAL
+from .records import Attempt, Event, Intent, Task
+
+
+class Transaction(ABC):
+    """Record access inside one atomic transaction. Reads may return live records: do not mutate them, write through `update_*`."""
+
+    # Reads.
+    @abstractmethod
+    def task(self, task_id: str) -> Task | None: ...
+
+    @abstractmethod
+    def attempt(self, attempt_id: str) -> Attempt | None: ...
+
+    @abstractmethod
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        """Every Attempt of a task, by number."""
+
+    @abstractmethod
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        """Every Attempt currently in one of `states` (the reaper's scan), in attempt-id order."""
+
+    def count_in(self, states: Iterable[str]) -> int:
+        """How many Attempts are in one of `states` (admission's capacity check); stores may answer faster."""
+        return len(self.attempts_in(states))
+
+    @abstractmethod
+    def intent(self, key: str) -> Intent | None: ...
+
+    @abstractmethod
+    def intents_of(self, attempt_id: str) -> list[Intent]:
+        """The intents last granted to this Attempt, by key."""
+
+    # Guarded writes: each raises StoreConflict if the record changed since it was read.
+    @abstractmethod
+    def insert_task(self, task: Task) -> None: ...
+
+    @abstractmethod
+    def update_task(self, task: Task, **changes: Any) -> None:
+        """Apply `changes` if the stored version equals `task.version`; bumps the version on both."""
+
+    @abstractmethod
+    def insert_attempt(self, attempt: Attempt) -> None:
+        """Append an Attempt; its (task_id, number) must be new."""
+
+    @abstractmethod
+    def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        """Apply `changes` if the version matches and the stored Attempt is not terminal."""
+
+    @abstractmethod
+    def insert_intent(self, intent: Intent) -> None: ...
+
+    @abstractmethod
+    def update_intent(self, intent: Intent, **changes: Any) -> None: ...
+
+    @abstractmethod
+    def append_event(self, **fields: Any) -> Event:
+        """Append one history entry; the store assigns its sequence number."""
+
+
+class Store(ABC):
+    """A durable home for Tasks, Attempts, intents and the history."""
+
+    @abstractmethod
+    def transaction(self) -> Any:
+        """A context manager yielding a `Transaction`; commits on success, rolls back on any exception."""
+
+    @abstractmethod
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        """The history, in order; optionally one task's, optionally after a sequence number."""
+
+    def close(self) -> None:  # noqa: B027 - a hook with a sensible default, not an abstract method
+        """Release resources; the memory store has none."""
+
+    # Reads outside contracts return copies, so callers cannot change the store by accident.
+    def get_task(self, task_id: str) -> Task | None:
+        with self.transaction() as tx:
+            return copy.deepcopy(tx.task(task_id))
+
+    def get_attempt(self, attempt_id: str) -> Attempt | None:
+        with self.transaction() as tx:
+            return copy.deepcopy(tx.attempt(attempt_id))
+
+    def get_attempts(self, task_id: str) -> list[Attempt]:
+        with self.transaction() as tx:
+            return copy.deepcopy(tx.attempts_of(task_id))
+
+    def get_intents(self, attempt_id: str) -> list[Intent]:
+        with self.transaction() as tx:
+            return copy.deepcopy(tx.intents_of(attempt_id))
+
+    def get_intent(self, key: str) -> Intent | None:
+        with self.transaction() as tx:
+            return copy.deepcopy(tx.intent(key))
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _MemoryTransaction(Transaction):
+    __slots__ = ("_appended", "_store", "_undo")
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._undo: list[tuple] = []
+        self._appended: list[Event] = []
+
+    def task(self, task_id: str) -> Task | None:
+        return self._store._tasks.get(task_id)
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        return self._store._attempts.get(attempt_id)
+
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        return list(self._store._by_task.get(task_id, ()))
+
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        found = []
+        for state in states:
+            found.extend(self._store._by_state.get(state, {}).values())
+        return sorted(found, key=lambda a: a.attempt_id)
+
+    def count_in(self, states: Iterable[str]) -> int:
+        return sum(len(self._store._by_state.get(state, ())) for state in states)
+
+    def intent(self, key: str) -> Intent | None:
+        return self._store._intents.get(key)
+
+    def intents_of(self, attempt_id: str) -> list[Intent]:
+        keys = self._store._intent_keys.get(attempt_id, ())
+        return [self._store._intents[k] for k in sorted(keys) if self._store._intents[k].attempt_id == attempt_id]
+
+    def insert_task(self, task: Task) -> None:
+        if task.task_id in self._store._tasks:
+            raise StoreConflict(f"task {task.task_id!r} already exists")
+        self._store._tasks[task.task_id] = task
+        self._undo.append(("delete", self._store._tasks, task.task_id))
+
+    def update_task(self, task: Task, **changes: Any) -> None:
+        live = self._store._tasks.get(task.task_id)
+        if live is None or live.version != task.version:
+            raise StoreConflict(f"task {task.task_id!r} changed since it was read")
+        self._apply(live, changes)
+        if task is not live:
+            self._apply(task, changes, undo=False)
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        store = self._store
+        if attempt.attempt_id in store._attempts:
+            raise StoreConflict(f"attempt {attempt.attempt_id!r} already exists")
+        siblings = store._by_task.setdefault(attempt.task_id, [])
+        if len(siblings) != attempt.number - 1:
+            raise StoreConflict(f"attempt numbers must run 1..N: task {attempt.task_id!r} has {len(siblings)}, got {attempt.number}")
+        store._attempts[attempt.attempt_id] = attempt
+        siblings.append(attempt)
+        store._by_state.setdefault(attempt.state, {})[attempt.attempt_id] = attempt
+        self._undo.append(("insert_attempt", attempt))
+
+    def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        live = self._store._attempts.get(attempt.attempt_id)
+        if live is None or live.version != attempt.version:
+            raise StoreConflict(f"attempt {attempt.attempt_id!r} changed since it was read")
+        if live.state in ATTEMPT_TERMINAL:
+            raise StoreConflict(f"attempt {attempt.attempt_id!r} is terminal ({live.state}) and immutable")
+        old_state = live.state
+        self._apply(live, changes)
+        if live.state != old_state:
+            self._move(live, old_state, live.state)
+            self._undo.append(("move", live, live.state, old_state))
+        if attempt is not live:
+            self._apply(attempt, changes, undo=False)
+
+    def insert_intent(self, intent: Intent) -> None:
+        if intent.key in self._store._intents:
+            raise StoreConflict(f"intent {intent.key!r} already exists")
+        self._store._intents[intent.key] = intent
+        self._store._intent_keys.setdefault(intent.attempt_id, set()).add(intent.key)
+        self._undo.append(("delete", self._store._intents, intent.key))
+        self._undo.append(("discard_key", intent.attempt_id, intent.key))
+
+    def update_intent(self, intent: Intent, **changes: Any) -> None:
+        live = self._store._intents.get(intent.key)
+        if live is None or live.version != intent.version:
+            raise StoreConflict(f"intent {intent.key!r} changed since it was read")
+        if "attempt_id" in changes and changes["attempt_id"] != live.attempt_id:
+            self._store._intent_keys.setdefault(changes["attempt_id"], set()).add(live.key)
+            self._undo.append(("discard_key", changes["attempt_id"], live.key))
+        self._apply(live, changes)
+        if intent is not live:
+            self._apply(intent, changes, undo=False)
+
+    def append_event(self, **fields: Any) -> Event:
+        store = self._store
+        event = Event(seq=store._next_seq, **fields)
+        store._next_seq += 1
+        if store._keep_events:
+            store._events.append(event)
+            self._undo.append(("pop_event",))
+        else:
+            self._undo.append(("unseq",))
+        self._appended.append(event)
+        return event
+
+    def _apply(self, record: Any, changes: dict[str, Any], undo: bool = True) -> None:
+        if undo:
+            self._undo.append(("restore", record, {name: getattr(record, name) for name in changes}, record.version))
+        for name, value in changes.items():
+            setattr(record, name, value)
+        record.version += 1
+
+    def _move(self, attempt: Attempt, old: str, new: str) -> None:
+        index = self._store._by_state
+        del index[old][attempt.attempt_id]
+        index.setdefault(new, {})[attempt.attempt_id] = attempt
+
+    def rollback(self) -> None:
+        store = self._store
+        for entry in reversed(self._undo):
+            kind = entry[0]
+            if kind == "restore":
+                _kind, record, values, version = entry
+                for name, value in values.items():
+                    setattr(record, name, value)
+                record.version = version
+            elif kind == "delete":
+                del entry[1][entry[2]]
+            elif kind == "discard_key":
+                store._intent_keys.get(entry[1], set()).discard(entry[2])
+            elif kind == "insert_attempt":
+                attempt = entry[1]
+                del store._attempts[attempt.attempt_id]
+                store._by_task[attempt.task_id].pop()
+                del store._by_state[attempt.state][attempt.attempt_id]
+            elif kind == "move":
+                self._move(entry[1], entry[2], entry[3])
+            elif kind == "pop_event":
+                store._events.pop()
+                store._next_seq -= 1
+            elif kind == "unseq":
+                store._next_seq -= 1
+        self._undo.clear()
+        self._appended.clear()
+
+
+class MemoryStore(Store):
+    """Records in dictionaries; single-threaded (the simulator's and unit tests' store).
+
+    `keep_events=False` drops the history after listeners have seen it, so a
+    long simulation can stream events to its checkers in bounded memory.
+    """
+
+    def __init__(self, keep_events: bool = True) -> None:
+        self._tasks: dict[str, Task] = {}
+        self._attempts: dict[str, Attempt] = {}
+        self._by_task: dict[str, list[Attempt]] = {}
+        self._by_state: dict[str, dict[str, Attempt]] = {}
+        self._intents: dict[str, Intent] = {}
+        self._intent_keys: dict[str, set[str]] = {}
+        self._events: list[Event] = []
+        self._next_seq = 1
+        self._keep_events = keep_events
+        self._listeners: list = []
+        self._open = False
+
+    def subscribe(self, listener) -> None:
+        """Call `listener(event)` for every event of every committed transaction, in order."""
+        self._listeners.append(listener)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        if self._open:
+            raise RuntimeError("MemoryStore transactions do not nest")
+        self._open = True
+        tx = _MemoryTransaction(self)
+        try:
+            yield tx
+        except BaseException:
+            tx.rollback()
+            raise
+        finally:
+            self._open = False
+        for event in tx._appended:
+            for listener in self._listeners:
+                listener(event)
+
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        return [e for e in self._events if e.seq > after_seq and (task_id is None or e.task_id == task_id)]
