@@ -1,0 +1,474 @@
+"""SQLiteStore: the storage interface on one SQLite file that several processes may share.
+
+Why these choices:
+
+- `BEGIN IMMEDIATE` with the module's own transaction handling switched off
+  (`isolation_level=None`). Python's sqlite3 otherwise begins a transaction
+  lazily at the first write, so a contract's reads would run before it holds
+  the write lock and another process could change the rows in between.
+  IMMEDIATE takes the write lock at BEGIN: each contract's read-then-write is
+  serialized against every other process, and commits or rolls back whole.
+- WAL journal mode. Readers (a checker polling `events()`) neither block the
+  writer nor see its uncommitted rows. A process killed at any instant
+  (SIGKILL included) leaves the file at its last commit: the next opener
+  ignores a WAL tail that was never committed. `synchronous=FULL` syncs the
+  WAL at every commit, so a committed contract survives a power cut as well;
+  NORMAL keeps atomicity but may lose the latest commits on a power cut.
+- Guards in the writes. Every update is `UPDATE ... WHERE <id> = ? AND version
+  = ?` (and, for an Attempt, `AND state NOT IN <terminal>`): the write lock
+  alone would make a check in Python safe here, but the guard in the WHERE
+  clause is what stays correct when this store is ported to a server database
+  running at READ COMMITTED, and it keeps one rule for every backend.
+- Columns derived from the record dataclasses (`records.field_names` and their
+  type hints), so a field added to a record cannot be forgotten by the store;
+  Budget and Plan are JSON text, booleans 0/1.
+
+Alternatives set aside: an ORM is a dependency and a layer a porter must see
+through; one JSON blob per record loses the indexes and the column guards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import typing
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, NotFound, StoreConflict, StoreError
+from .machine import ATTEMPT_TERMINAL
+from .records import (
+    Attempt,
+    Budget,
+    Event,
+    Intent,
+    Plan,
+    Task,
+    budget_from_json,
+    budget_to_json,
+    field_names,
+    plan_from_json,
+    plan_to_json,
+)
+from .store import Store, Transaction
+
+__all__ = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS", "SQLiteStore"]
+
+BUSY_TIMEOUT_S = 30.0
+"""How long a transaction waits for another process to release the write lock before it gives up."""
+
+SCHEMA_VERSION = 1
+"""Kept in `PRAGMA user_version`; a file with another version is refused rather than guessed at."""
+
+SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
+"""The `PRAGMA synchronous` levels allowed. Each keeps the file consistent through a power cut; OFF may not, so it is refused."""
+
+
+class _Table:
+    """How one record type maps to one table: its columns, their SQL types, and the conversions each way."""
+
+    __slots__ = ("columns", "key", "kinds", "name", "optional", "record_type")
+
+    # Python type of a field -> SQL column type, and the conversions for the types SQLite lacks.
+    SQL_TYPES: typing.ClassVar[dict[type, str]] = {
+        str: "TEXT",
+        int: "INTEGER",
+        float: "REAL",
+        bool: "INTEGER",
+        Budget: "TEXT",
+        Plan: "TEXT",
+    }
+    ENCODERS: typing.ClassVar[dict[type, Any]] = {bool: int, Budget: budget_to_json, Plan: plan_to_json}
+    DECODERS: typing.ClassVar[dict[type, Any]] = {bool: bool, Budget: budget_from_json, Plan: plan_from_json}
+
+    def __init__(self, name: str, record_type: type, key: str) -> None:
+        self.name = name
+        self.record_type = record_type
+        self.key = key
+        self.columns = field_names(record_type)
+        self.kinds: dict[str, type] = {}
+        self.optional: set[str] = set()
+        hints = typing.get_type_hints(record_type)
+        for column in self.columns:
+            arguments = typing.get_args(hints[column])
+            if type(None) in arguments:
+                self.optional.add(column)
+                (kind,) = (argument for argument in arguments if argument is not type(None))
+            else:
+                kind = hints[column]
+            # A field of a type with no column mapping must fail at import, not corrupt rows later.
+            assert kind in self.SQL_TYPES, f"{record_type.__name__}.{column}: no SQL type for {kind!r}"
+            self.kinds[column] = kind
+
+    def definitions(self, key_constraint: str) -> str:
+        """The column definitions of CREATE TABLE, in field order; the key column gets `key_constraint`."""
+        lines = []
+        for column in self.columns:
+            line = column + " " + self.SQL_TYPES[self.kinds[column]]
+            if column not in self.optional:
+                line += " NOT NULL"
+            if column == self.key:
+                line += " " + key_constraint
+            lines.append(line)
+        return ",\n    ".join(lines)
+
+    def select(self, clause: str) -> str:
+        return "SELECT " + ", ".join(self.columns) + " FROM " + self.name + " " + clause
+
+    def insert(self, columns: tuple[str, ...]) -> str:
+        return "INSERT INTO " + self.name + " (" + ", ".join(columns) + ") VALUES (" + _placeholders(len(columns)) + ")"
+
+    def update(self, guard: str) -> str:
+        """An UPDATE template; `{assignments}` is filled per call from validated field names only."""
+        return "UPDATE " + self.name + " SET {assignments} WHERE " + self.key + " = ? AND version = ?" + guard
+
+    def encode(self, column: str, value: Any) -> Any:
+        encoder = self.ENCODERS.get(self.kinds[column])
+        return encoder(value) if encoder is not None and value is not None else value
+
+    def to_row(self, record: Any, columns: tuple[str, ...]) -> tuple:
+        return tuple(self.encode(column, getattr(record, column)) for column in columns)
+
+    def from_row(self, row: tuple) -> Any:
+        values = {}
+        for column, value in zip(self.columns, row, strict=True):
+            decoder = self.DECODERS.get(self.kinds[column])
+            values[column] = decoder(value) if decoder is not None and value is not None else value
+        return self.record_type(**values)
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+TASKS = _Table("tasks", Task, "task_id")
+ATTEMPTS = _Table("attempts", Attempt, "attempt_id")
+INTENTS = _Table("intents", Intent, "key")
+EVENTS = _Table("events", Event, "seq")
+
+# The guard on every Attempt write; the states are bound as parameters, only their count is in the text.
+_TERMINAL_STATES = tuple(sorted(ATTEMPT_TERMINAL))
+
+# ---- Every statement the store runs. Column names come only from the record fields; every value is a `?`. ----
+
+CREATE_TASKS = "CREATE TABLE tasks (\n    " + TASKS.definitions("PRIMARY KEY") + "\n)"
+CREATE_ATTEMPTS = (
+    "CREATE TABLE attempts (\n    "
+    + ATTEMPTS.definitions("PRIMARY KEY")
+    + ",\n    UNIQUE (task_id, number)"
+    + ",\n    FOREIGN KEY (task_id) REFERENCES tasks (task_id)"
+    + ",\n    FOREIGN KEY (previous_attempt_id) REFERENCES attempts (attempt_id)\n)"
+)
+CREATE_ATTEMPTS_BY_STATE = "CREATE INDEX attempts_by_state ON attempts (state)"
+CREATE_INTENTS = (
+    "CREATE TABLE intents (\n    "
+    + INTENTS.definitions("PRIMARY KEY")
+    + ",\n    FOREIGN KEY (task_id) REFERENCES tasks (task_id)"
+    + ",\n    FOREIGN KEY (attempt_id) REFERENCES attempts (attempt_id)\n)"
+)
+CREATE_INTENTS_BY_ATTEMPT = "CREATE INDEX intents_by_attempt ON intents (attempt_id)"
+# AUTOINCREMENT: a sequence number is never handed out twice, even after the newest events are gone.
+# No foreign key on events: a refused call about an unknown task is history too.
+CREATE_EVENTS = "CREATE TABLE events (\n    " + EVENTS.definitions("PRIMARY KEY AUTOINCREMENT") + "\n)"
+# An index entry carries the rowid (here `seq`), so this index also yields one task's events in seq order.
+CREATE_EVENTS_BY_TASK = "CREATE INDEX events_by_task ON events (task_id)"
+SCHEMA = (
+    CREATE_TASKS,
+    CREATE_ATTEMPTS,
+    CREATE_ATTEMPTS_BY_STATE,
+    CREATE_INTENTS,
+    CREATE_INTENTS_BY_ATTEMPT,
+    CREATE_EVENTS,
+    CREATE_EVENTS_BY_TASK,
+    # PRAGMA takes no parameters; the version is this module's own integer constant.
+    "PRAGMA user_version = " + str(int(SCHEMA_VERSION)),
+)
+
+READ_SCHEMA_VERSION = "PRAGMA user_version"
+COUNT_SCHEMA_OBJECTS = "SELECT count(*) FROM sqlite_master"
+SET_WAL = "PRAGMA journal_mode = WAL"
+SET_FOREIGN_KEYS = "PRAGMA foreign_keys = ON"
+# Formatted only with a member of SYNCHRONOUS_LEVELS, checked before use: PRAGMA takes no parameters.
+SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
+BEGIN = "BEGIN IMMEDIATE"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+
+SELECT_TASK = TASKS.select("WHERE task_id = ?")
+INSERT_TASK = TASKS.insert(TASKS.columns)
+UPDATE_TASK = TASKS.update("")
+
+SELECT_ATTEMPT = ATTEMPTS.select("WHERE attempt_id = ?")
+SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = ? ORDER BY number")
+SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state IN ({placeholders}) ORDER BY attempt_id")
+COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = ?"
+INSERT_ATTEMPT = ATTEMPTS.insert(ATTEMPTS.columns)
+UPDATE_ATTEMPT = ATTEMPTS.update(" AND state NOT IN (" + _placeholders(len(_TERMINAL_STATES)) + ")")
+
+SELECT_INTENT = INTENTS.select("WHERE key = ?")
+SELECT_INTENTS_OF_ATTEMPT = INTENTS.select("WHERE attempt_id = ? ORDER BY key")
+INSERT_INTENT = INTENTS.insert(INTENTS.columns)
+UPDATE_INTENT = INTENTS.update("")
+
+_EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
+INSERT_EVENT = EVENTS.insert(_EVENT_FIELDS)
+SELECT_EVENTS = EVENTS.select("WHERE seq > ? ORDER BY seq")
+SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = ? AND seq > ? ORDER BY seq")
+
+_SELECT_BY_KEY = {"tasks": SELECT_TASK, "attempts": SELECT_ATTEMPT, "intents": SELECT_INTENT}
+
+
+def _refusal(error: sqlite3.IntegrityError, what: str) -> Exception:
+    """The typed error for a constraint the database enforced."""
+    name = getattr(error, "sqlite_errorname", "")
+    if name in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"):
+        return StoreConflict(f"{what} already exists")
+    if name == "SQLITE_CONSTRAINT_FOREIGNKEY":
+        return NotFound(f"{what} names a task or attempt that does not exist")
+    return InputError(f"{what} was refused by the database: {error}")
+
+
+class _SQLiteTransaction(Transaction):
+    """Record access inside one `BEGIN IMMEDIATE` transaction; every read builds fresh records from rows."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection: sqlite3.Connection | None = connection
+
+    def end(self) -> None:
+        # A transaction object kept past its `with` block would write outside any lock; make that fail loudly.
+        self._connection = None
+
+    def _execute(self, sql: str, parameters: Iterable[Any]) -> sqlite3.Cursor:
+        if self._connection is None:
+            raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
+        return self._connection.execute(sql, tuple(parameters))
+
+    def _one(self, table: _Table, sql: str, parameters: tuple) -> Any:
+        row = self._execute(sql, parameters).fetchone()
+        return None if row is None else table.from_row(row)
+
+    def _all(self, table: _Table, sql: str, parameters: tuple) -> list:
+        return [table.from_row(row) for row in self._execute(sql, parameters).fetchall()]
+
+    # Reads.
+    def task(self, task_id: str) -> Task | None:
+        return self._one(TASKS, SELECT_TASK, (task_id,))
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        return self._one(ATTEMPTS, SELECT_ATTEMPT, (attempt_id,))
+
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        return self._all(ATTEMPTS, SELECT_ATTEMPTS_OF_TASK, (task_id,))
+
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        wanted = tuple(dict.fromkeys(states))
+        if not wanted:
+            return []
+        sql = SELECT_ATTEMPTS_IN_STATES.format(placeholders=_placeholders(len(wanted)))
+        return self._all(ATTEMPTS, sql, wanted)
+
+    def intent(self, key: str) -> Intent | None:
+        return self._one(INTENTS, SELECT_INTENT, (key,))
+
+    def intents_of(self, attempt_id: str) -> list[Intent]:
+        return self._all(INTENTS, SELECT_INTENTS_OF_ATTEMPT, (attempt_id,))
+
+    # Guarded writes.
+    def insert_task(self, task: Task) -> None:
+        self._insert(TASKS, INSERT_TASK, task, f"task {task.task_id!r}")
+
+    def update_task(self, task: Task, **changes: Any) -> None:
+        self._update(TASKS, UPDATE_TASK, task, changes, ())
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        # The write lock is held since BEGIN, so no other process can append between this count and the insert.
+        (siblings,) = self._execute(COUNT_ATTEMPTS_OF_TASK, (attempt.task_id,)).fetchone()
+        if siblings != attempt.number - 1:
+            raise StoreConflict(f"attempt numbers must run 1..N: task {attempt.task_id!r} has {siblings}, got {attempt.number}")
+        self._insert(ATTEMPTS, INSERT_ATTEMPT, attempt, f"attempt {attempt.attempt_id!r}")
+
+    def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        self._update(ATTEMPTS, UPDATE_ATTEMPT, attempt, changes, _TERMINAL_STATES)
+
+    def insert_intent(self, intent: Intent) -> None:
+        self._insert(INTENTS, INSERT_INTENT, intent, f"intent {intent.key!r}")
+
+    def update_intent(self, intent: Intent, **changes: Any) -> None:
+        self._update(INTENTS, UPDATE_INTENT, intent, changes, ())
+
+    def append_event(self, **fields: Any) -> Event:
+        # Build the record first, so a missing or unknown field fails exactly as it does on the memory store.
+        event = Event(seq=0, **fields)
+        try:
+            cursor = self._execute(INSERT_EVENT, EVENTS.to_row(event, _EVENT_FIELDS))
+        except sqlite3.IntegrityError as error:
+            raise _refusal(error, f"event {event.kind!r}") from error
+        return dataclasses.replace(event, seq=cursor.lastrowid)
+
+    def _insert(self, table: _Table, sql: str, record: Any, what: str) -> None:
+        try:
+            self._execute(sql, table.to_row(record, table.columns))
+        except sqlite3.IntegrityError as error:
+            raise _refusal(error, what) from error
+
+    def _update(self, table: _Table, template: str, record: Any, changes: dict[str, Any], guard: tuple) -> None:
+        """Write `changes` only if the row still has `record.version` (and passes `guard`); then mirror them on `record`."""
+        _check_changes(table, changes)
+        names = tuple(changes)
+        assignments = ", ".join([name + " = ?" for name in names] + ["version = version + 1"])
+        identity = getattr(record, table.key)
+        parameters = [table.encode(name, changes[name]) for name in names] + [identity, record.version, *guard]
+        what = f"{table.record_type.__name__.lower()} {identity!r}"
+        try:
+            cursor = self._execute(template.format(assignments=assignments), parameters)
+        except sqlite3.IntegrityError as error:
+            raise _refusal(error, what) from error
+        if cursor.rowcount != 1:
+            raise StoreConflict(self._why_refused(table, record, what))
+        for name in names:
+            setattr(record, name, changes[name])
+        record.version += 1
+
+    def _why_refused(self, table: _Table, record: Any, what: str) -> str:
+        """Explain a refused update; the guard already decided, this read only words the message."""
+        stored = self._one(table, _SELECT_BY_KEY[table.name], (getattr(record, table.key),))
+        if stored is None:
+            return f"{what} does not exist"
+        if stored.version != record.version:
+            return f"{what} changed since it was read (stored version {stored.version}, read {record.version})"
+        return f"{what} is terminal ({stored.state}) and immutable"
+
+
+def _check_changes(table: _Table, changes: dict[str, Any]) -> None:
+    """Only real fields reach the SQL text; the identity and the version are the store's to manage."""
+    unknown = sorted(name for name in changes if name not in table.kinds)
+    if unknown:
+        raise InputError(f"{table.record_type.__name__} has no field(s) {', '.join(map(repr, unknown))}")
+    managed = sorted(name for name in changes if name in (table.key, "version"))
+    if managed:
+        raise InputError(f"cannot change {', '.join(map(repr, managed))} of a {table.record_type.__name__}: the store manages it")
+
+
+class SQLiteStore(Store):
+    """Records in one SQLite file (WAL, guarded writes); several processes may open the same file at once.
+
+    `synchronous` is the durability level: FULL (default) syncs every commit;
+    NORMAL keeps every transaction atomic but may lose the latest commits on a
+    power cut; EXTRA is FULL plus SQLite's additional syncs. `busy_timeout_s`
+    bounds how long a transaction waits for the write lock held by another
+    process before it raises StoreError.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        if synchronous not in SYNCHRONOUS_LEVELS:
+            raise InputError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
+        if isinstance(busy_timeout_s, bool) or not isinstance(busy_timeout_s, int | float) or not busy_timeout_s >= 0:
+            raise InputError(f"busy_timeout_s must be a number of seconds >= 0, not {busy_timeout_s!r}")
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self.busy_timeout_s = float(busy_timeout_s)
+        self._in_transaction = False
+        self._connection: sqlite3.Connection | None = None
+        if not self.path.parent.is_dir():
+            raise StoreError(f"cannot open store {self.path}: directory {self.path.parent} does not exist")
+        try:
+            # `timeout` is SQLite's busy timeout: wait for another process's lock instead of failing at once.
+            connection = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout_s)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open store {self.path}: {error}") from error
+        try:
+            self._configure(connection)
+        except sqlite3.Error as error:
+            connection.close()
+            raise StoreError(f"cannot open store {self.path}: {error}") from error
+        except StoreError:
+            connection.close()
+            raise
+        self._connection = connection
+
+    def _configure(self, connection: sqlite3.Connection) -> None:
+        # Look before changing anything, so a foreign file is refused untouched (not even switched to WAL).
+        self._check_schema(connection)
+        (mode,) = connection.execute(SET_WAL).fetchone()
+        if mode.lower() != "wal":
+            raise StoreError(f"cannot open store {self.path}: WAL journal mode unavailable (got {mode!r})")
+        connection.execute(SET_SYNCHRONOUS.format(level=self.synchronous))
+        connection.execute(SET_FOREIGN_KEYS)
+        connection.execute(BEGIN)
+        try:
+            # Checked again under the write lock: another process may have created the schema meanwhile.
+            if self._check_schema(connection) == 0:
+                for statement in SCHEMA:
+                    connection.execute(statement)
+            connection.execute(COMMIT)
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute(ROLLBACK)
+            raise
+
+    def _check_schema(self, connection: sqlite3.Connection) -> int:
+        """The file's schema version: SCHEMA_VERSION, or 0 for an empty file; anything else is refused."""
+        (version,) = connection.execute(READ_SCHEMA_VERSION).fetchone()
+        if version == SCHEMA_VERSION:
+            return version
+        if version != 0:
+            raise StoreError(f"cannot open store {self.path}: schema version {version}, this code knows {SCHEMA_VERSION}")
+        (objects,) = connection.execute(COUNT_SCHEMA_OBJECTS).fetchone()
+        if objects:
+            raise StoreError(f"cannot open store {self.path}: an SQLite database, but not a shiftchange store")
+        return 0
+
+    def _open_connection(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise StoreError(f"store {self.path} is closed")
+        return self._connection
+
+    def _error(self, error: sqlite3.Error) -> StoreError:
+        if getattr(error, "sqlite_errorname", "") == "SQLITE_BUSY":
+            return StoreError(f"store {self.path} is busy: another process held its write lock for over {self.busy_timeout_s} s")
+        return StoreError(f"store {self.path}: {error}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        if self._in_transaction:
+            raise RuntimeError("SQLiteStore transactions do not nest")
+        connection = self._open_connection()
+        self._in_transaction = True
+        tx = _SQLiteTransaction(connection)
+        try:
+            connection.execute(BEGIN)
+            try:
+                yield tx
+                connection.execute(COMMIT)
+            except BaseException:
+                # SQLite rolls back by itself after some errors (a full disk); only roll back what is still open.
+                if connection.in_transaction:
+                    connection.execute(ROLLBACK)
+                raise
+        except sqlite3.Error as error:
+            raise self._error(error) from error
+        finally:
+            tx.end()
+            self._in_transaction = False
+
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        connection = self._open_connection()
+        try:
+            if task_id is None:
+                rows = connection.execute(SELECT_EVENTS, (after_seq,)).fetchall()
+            else:
+                rows = connection.execute(SELECT_EVENTS_OF_TASK, (task_id, after_seq)).fetchall()
+        except sqlite3.Error as error:
+            raise self._error(error) from error
+        return [EVENTS.from_row(row) for row in rows]
+
+    def close(self) -> None:
+        """Close the file; safe to call twice. A transaction still open is rolled back by SQLite."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
