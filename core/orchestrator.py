@@ -463,6 +463,13 @@ class Orchestrator:
         _number(call_deadline_s, "call_deadline_s", self.config.call_deadline_max_s)
         _number(cost_usd, "cost_usd", 1e6)
         _int(tokens, "tokens", 10**10)
+        prior = self.store.get_attempt(_text(attempt_id, "attempt_id", 220))
+        if prior is None:
+            raise NotFound(f"unknown attempt {attempt_id!r}")
+        minted = mint_key(operation, prior.task_id, prior.attempt_id, identity, spans_attempts)
+        earlier = self.store.get_intent(minted)
+        # An earlier grant without a receipt may have landed: ask provider truth before authorizing the call again.
+        found = self.provider.find(minted, operation, identity) if earlier is not None and earlier.receipt is None else []
         with self.store.transaction() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "grant_tool", generation, token)
@@ -470,16 +477,25 @@ class Orchestrator:
                 return refused
             task = self._task(tx, attempt.task_id)
             now = self.clock.now()
-            minted = mint_key(operation, task.task_id, attempt.attempt_id, identity, spans_attempts)
+            intent = tx.intent(minted)
+            receipt = intent.receipt if intent is not None else None
+            if receipt is None and len({e.provider_id for e in found}) == 1:
+                receipt = found[0].provider_id
+            in_flight = (
+                intent is not None
+                and receipt is None
+                and not self.provider.supports_idempotency
+                and intent.deadline_at is not None
+                and now < intent.deadline_at
+            )
             started = attempt.started_at if attempt.started_at is not None else now
             holds = {
                 "lease_current": self._lease_current(attempt),
                 "key_minted": key is None or key == minted,
+                "no_call_in_flight": not in_flight and len({e.provider_id for e in found}) <= 1,
                 "timeout_budget_left": now + call_deadline_s <= started + attempt.timeout_budget_s,
                 "spend_within_budget": spend_fits(task, cost_usd, tokens),
             }
-            intent = tx.intent(minted)
-            replay = intent.result if intent is not None and intent.receipt is not None else None
             result = self._fire(
                 tx,
                 attempt,
@@ -494,9 +510,14 @@ class Orchestrator:
             if not result.accepted:
                 return result
             deadline = now + call_deadline_s
+            replay = None
             if intent is None:
                 tx.insert_intent(Intent(minted, task.task_id, attempt.attempt_id, operation, identity, request, now, now, deadline))
-            elif replay is None:
+            elif receipt is not None:
+                replay = intent.result if intent.receipt is not None else receipt
+                if intent.receipt is None:
+                    tx.update_intent(intent, receipt=receipt, result=receipt, attempt_id=attempt.attempt_id)
+            else:
                 tx.update_intent(intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline)
             tx.update_task(task, cost_usd=task.cost_usd + cost_usd, tokens=task.tokens + tokens)
             return Grant(minted, replay, deadline)
@@ -626,7 +647,8 @@ class Orchestrator:
                     )
                 else:
                     continue
-                moved.append((attempt.attempt_id, result.state))
+                if result.accepted:
+                    moved.append((attempt.attempt_id, result.state))
         return moved
 
     # -------------------------------------------------------- reconciliation

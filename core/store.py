@@ -29,9 +29,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .errors import StoreConflict
+from .errors import InputError, NotFound, StoreConflict
 from .machine import ATTEMPT_TERMINAL
-from .records import Attempt, Event, Intent, Task
+from .records import Attempt, Event, Intent, Task, field_names
+
+# Fields a write may change: never an identity field nor the version the store itself bumps.
+_WRITABLE = {
+    Task: frozenset(field_names(Task)) - {"task_id", "version"},
+    Attempt: frozenset(field_names(Attempt)) - {"attempt_id", "task_id", "number", "version"},
+    Intent: frozenset(field_names(Intent)) - {"key", "task_id", "version"},
+}
 
 
 class Transaction(ABC):
@@ -151,7 +158,7 @@ class _MemoryTransaction(Transaction):
 
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
         found = []
-        for state in states:
+        for state in set(states):
             found.extend(self._store._by_state.get(state, {}).values())
         return sorted(found, key=lambda a: a.attempt_id)
 
@@ -181,6 +188,8 @@ class _MemoryTransaction(Transaction):
 
     def insert_attempt(self, attempt: Attempt) -> None:
         store = self._store
+        if attempt.task_id not in store._tasks:
+            raise NotFound(f"unknown task {attempt.task_id!r}")
         if attempt.attempt_id in store._attempts:
             raise StoreConflict(f"attempt {attempt.attempt_id!r} already exists")
         siblings = store._by_task.setdefault(attempt.task_id, [])
@@ -206,6 +215,8 @@ class _MemoryTransaction(Transaction):
             self._apply(attempt, changes, undo=False)
 
     def insert_intent(self, intent: Intent) -> None:
+        if intent.task_id not in self._store._tasks or intent.attempt_id not in self._store._attempts:
+            raise NotFound(f"intent {intent.key!r} names an unknown task or attempt")
         if intent.key in self._store._intents:
             raise StoreConflict(f"intent {intent.key!r} already exists")
         self._store._intents[intent.key] = intent
@@ -237,6 +248,8 @@ class _MemoryTransaction(Transaction):
         return event
 
     def _apply(self, record: Any, changes: dict[str, Any], undo: bool = True) -> None:
+        if not changes.keys() <= _WRITABLE[type(record)]:
+            raise InputError(f"cannot write {sorted(changes.keys() - _WRITABLE[type(record)])} of a {type(record).__name__}")
         if undo:
             self._undo.append(("restore", record, {name: getattr(record, name) for name in changes}, record.version))
         for name, value in changes.items():
