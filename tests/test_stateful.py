@@ -34,7 +34,7 @@ from shiftchange.core import (
     ProviderTimeout,
 )
 from shiftchange.core import orchestrator as orchestrator_module
-from shiftchange.core.machine import ACTIVE, ATTEMPT, ATTEMPT_TERMINAL, LEASED, SPEC
+from shiftchange.core.machine import ACTIVE, ATTEMPT, ATTEMPT_TERMINAL, LEASED, SPEC, TASK
 from shiftchange.core.policy import DOMAINS, RETRYING_RESPONSES
 from shiftchange.spec.oracle import build_oracle, oracle_fire
 
@@ -71,10 +71,10 @@ class Lifecycle(RuleBasedStateMachine):
         self.store = self.make_store()
         self.provider = LedgerProvider(supports_idempotency=False, clock=self.clock)
         self.orchestrator = Orchestrator(self.store, self.clock, self.provider, CONFIG)
-        self.recorder = RecordingMachine(ATTEMPT)
-        self._original = orchestrator_module.ATTEMPT
-        orchestrator_module.ATTEMPT = self.recorder
-        self.oracle, self.oracle_model = build_oracle(SPEC.attempt)
+        self._originals = (orchestrator_module.ATTEMPT, orchestrator_module.TASK)
+        self.recorders = {"attempt": RecordingMachine(ATTEMPT), "task": RecordingMachine(TASK)}
+        orchestrator_module.ATTEMPT, orchestrator_module.TASK = self.recorders["attempt"], self.recorders["task"]
+        self.oracles = {name: build_oracle(SPEC.machines[name]) for name in self.recorders}
         self.leases: list = []
         self.last_call = None
         self.frozen: dict[str, dict] = {}
@@ -85,7 +85,7 @@ class Lifecycle(RuleBasedStateMachine):
         return MemoryStore()
 
     def teardown(self) -> None:
-        orchestrator_module.ATTEMPT = self._original
+        orchestrator_module.ATTEMPT, orchestrator_module.TASK = self._originals
         self.store.close()
 
     # ----------------------------------------------------------- helpers
@@ -370,9 +370,12 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def compiled_table_agrees_with_transitions(self):
-        for state, trigger, values, dest in self.recorder.asked:
-            assert oracle_fire(self.oracle, self.oracle_model, state, trigger, values) == dest, (state, trigger, values)
-        self.recorder.asked.clear()
+        """Differential: every question the core asked of a compiled table gets the same answer from the transitions Machine."""
+        for name, recorder in self.recorders.items():
+            oracle, model = self.oracles[name]
+            for state, trigger, values, dest in recorder.asked:
+                assert oracle_fire(oracle, model, state, trigger, values) == dest, (name, state, trigger, values)
+            recorder.asked.clear()
 
 
 class SQLiteLifecycle(Lifecycle):
