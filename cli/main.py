@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from shiftchange.spec import SpecError, check_spec, load_spec
 from shiftchange.spec.diagram import FORMATS, RENDERERS, DiagramError, render
@@ -21,6 +22,10 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 class UsageError(Exception):
     """Bad arguments: reported as one line, exit status 2."""
+
+
+class BadInput(Exception):
+    """Input that names nothing usable (a missing store, a file that is not a store, an unknown task): one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +64,29 @@ def _spec_review(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _timeline(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: the core compiles the packaged spec when it is imported, and
+    # `spec check` must still report a broken spec as one line rather than fail on import.
+    from shiftchange.core import CoreError
+    from shiftchange.core.sqlite_store import SQLiteStore
+    from shiftchange.core.timeline import build_timeline, render_timeline
+
+    path = Path(args.store)
+    # SQLite creates a database for a path that does not exist, and the store lays its schema into an
+    # empty file; a command that only reads must change neither, so both are refused before opening.
+    if not path.is_file():
+        raise BadInput(f"no store at {path}")
+    if path.stat().st_size == 0:
+        raise BadInput(f"{path} is empty, not a shiftchange store")
+    try:
+        with SQLiteStore(path) as store:
+            text = render_timeline(build_timeline(store, args.task_id))
+    except CoreError as error:
+        raise BadInput(str(error)) from error
+    print(text, end="")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="shiftchange", description="Durable agent execution: the spec, its reference core, and its simulator.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -84,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("-o", "--output", metavar="DIR", required=True)
     review.add_argument("--renderer", choices=RENDERERS, default="auto")
     review.set_defaults(handler=_spec_review)
+
+    timeline = commands.add_parser("timeline", help="print a task's recovery timeline from a SQLite store")
+    timeline.add_argument("--store", metavar="PATH", required=True, help="a SQLite store file; it is only read")
+    timeline.add_argument("task_id", metavar="TASK_ID")
+    timeline.set_defaults(handler=_timeline)
     return parser
 
 
@@ -92,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.handler(args)
-    except (UsageError, SpecError, DiagramError) as error:
+    except (UsageError, BadInput, SpecError, DiagramError) as error:
         print(f"shiftchange: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

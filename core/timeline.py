@@ -1,0 +1,338 @@
+"""The recovery timeline: per Attempt, its hypothesis, actions, evidence, cost and the budget left.
+
+The chapter's build sequence ends with "surface a recovery timeline to the
+operator: hypotheses, actions, evidence, cost, and remaining budget per
+Attempt". Everything here is read from the store, never from a worker or a
+transcript: the Task and Attempt records, the intents with their receipts, and
+the one history of events, accepted and refused.
+
+Why two steps, data then text: `build_timeline` returns frozen values that a
+test, a notebook or another renderer can inspect, and `render_timeline` only
+formats them. Neither reads a clock or prints: "now" would make the same
+store render differently twice, so elapsed time is what the records say.
+
+Why one transaction for the reads: the timeline may be built while another
+process writes to the store; reading the Task, its Attempts, their intents and
+the history in one transaction shows one consistent moment, so no event can
+name an Attempt the timeline has not read.
+
+What counts as late: a refused fenced call (a row marked `fenced` in the spec)
+that arrived after its Attempt's lease had expired, or that the fence itself
+refused as late. Its event is kept for audit and marked, because it is exactly
+the evidence the operator needs when a stale worker claims success. A claim
+that lost a race is refused, but it is not late: it never had a lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import NotFound
+from .machine import ATTEMPT, SPEC
+from .policy import budget_exhausted, repeated_signature
+from .records import Attempt, Event, Intent, Task
+from .store import Store
+
+__all__ = ["Action", "AttemptTimeline", "BudgetLine", "Evidence", "Receipt", "Timeline", "build_timeline", "render_timeline"]
+
+LATE_PREFIX = "late:"
+"""How the fence words a refusal of a stale or forged lease (see `Orchestrator._fence`)."""
+
+FENCED = frozenset(row.trigger for row in SPEC.attempt.rows if row.fenced)
+"""Calls that must prove the lease, read from the spec; only these can be late."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLine:
+    """One budget dimension of the Task: its limit, what is used and what is left."""
+
+    name: str
+    unit: str
+    """The unit of used, limit and left: usd, s, or empty for a count."""
+    used: float
+    limit: float
+    left: float
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One event of the history, as the operator reads it."""
+
+    seq: int
+    at: float
+    actor: str
+    kind: str
+    accepted: bool
+    reason: str
+    from_state: str | None
+    to_state: str | None
+    generation: int | None
+    """The fence generation the caller presented, if any."""
+    worker_id: str | None
+    detail: str
+    late: bool
+    """Refused because its lease had expired or its fence was stale: kept for audit, no authority."""
+    late_after: float | None = None
+    """When the lease it needed had expired, if that is why it is late."""
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """An operation key the orchestrator minted for the Attempt, and the provider's identity for it once known."""
+
+    key: str
+    operation: str
+    identity: str
+    receipt: str | None
+    granted_at: float | None
+    deadline_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the Attempt left behind: reconciliation, independent evidence, classification, receipts."""
+
+    reconciliation: str | None
+    evidence: str | None
+    failure_domain: str | None
+    failure_signature: str | None
+    claimed_result: str | None
+    """The worker's own claim; recorded, but never evidence by itself."""
+    receipts: tuple[Receipt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimeline:
+    number: int
+    attempt_id: str
+    state: str
+    hypothesis: str
+    recovery_reason: str | None
+    """Why this Attempt exists; None for the first dispatch."""
+    previous_attempt_id: str | None
+    worker_id: str | None
+    generation: int
+    head_sha: str | None
+    state_path: tuple[str, ...]
+    actions: tuple[Action, ...]
+    evidence: Evidence
+    cost_usd: float
+    tokens: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    task_id: str
+    objective: str
+    state: str
+    decision: str | None
+    decision_reason: str | None
+    budget: tuple[BudgetLine, ...]
+    exhausted: str | None
+    """The first exhausted budget dimension, as the policy words it; None while another Attempt fits."""
+    repeating_signature: str | None
+    """The latest failure signature when it repeats beyond the budget (a stop), else None."""
+    repeats_allowed: int
+    task_actions: tuple[Action, ...]
+    """Events about the Task as a whole (create, accept, dispatch, retry, release, approve)."""
+    attempts: tuple[AttemptTimeline, ...]
+
+
+# ------------------------------------------------------------------ build
+
+
+def build_timeline(store: Store, task_id: str) -> Timeline:
+    """Read one Task's records and history; raises NotFound for an unknown task id."""
+    with store.transaction() as tx:
+        task = tx.task(task_id)
+        if task is None:
+            raise NotFound(f"unknown task {task_id!r}")
+        attempts = tx.attempts_of(task_id)
+        intents = {attempt.attempt_id: tx.intents_of(attempt.attempt_id) for attempt in attempts}
+        # Inside the transaction, so the history and the records show the same moment.
+        events = store.events(task_id)
+        # Build the frozen values before the transaction ends: a memory store hands out live records.
+        return _timeline(task, attempts, intents, events)
+
+
+def _timeline(task: Task, attempts: list[Attempt], intents: dict[str, list[Intent]], events: list[Event]) -> Timeline:
+    by_attempt: dict[str | None, list[Event]] = {}
+    for event in events:
+        by_attempt.setdefault(event.attempt_id, []).append(event)
+    repeats_allowed = task.budget.repeated_signatures_max
+    return Timeline(
+        task_id=task.task_id,
+        objective=task.objective,
+        state=task.state,
+        decision=task.decision,
+        decision_reason=task.decision_reason,
+        budget=_budget_lines(task, attempts),
+        exhausted=budget_exhausted(task, attempts),
+        repeating_signature=attempts[-1].failure_signature if attempts and repeated_signature(attempts, repeats_allowed) else None,
+        repeats_allowed=repeats_allowed,
+        task_actions=tuple(_action(event, None) for event in by_attempt.get(None, ())),
+        attempts=tuple(_attempt(a, by_attempt.get(a.attempt_id, []), intents[a.attempt_id]) for a in attempts),
+    )
+
+
+def _budget_lines(task: Task, attempts: list[Attempt]) -> tuple[BudgetLine, ...]:
+    """Every dimension, counted as `policy.budget_exhausted` counts it, so the two always agree."""
+    budget = task.budget
+    dimensions = (
+        ("attempts", "", len(attempts), budget.attempts_max),
+        ("elapsed time", "s", task.elapsed_s, budget.elapsed_max_s),
+        ("cost", "usd", task.cost_usd, budget.cost_max_usd),
+        ("tokens", "", task.tokens, budget.tokens_max),
+        ("human interruptions", "", task.interruptions, budget.interruptions_max),
+    )
+    return tuple(BudgetLine(name, unit, used, limit, max(0, limit - used)) for name, unit, used, limit in dimensions)
+
+
+def _attempt(attempt: Attempt, events: list[Event], intents: list[Intent]) -> AttemptTimeline:
+    return AttemptTimeline(
+        number=attempt.number,
+        attempt_id=attempt.attempt_id,
+        state=attempt.state,
+        hypothesis=attempt.hypothesis,
+        recovery_reason=attempt.reason,
+        previous_attempt_id=attempt.previous_attempt_id,
+        worker_id=attempt.worker_id,
+        generation=attempt.generation,
+        head_sha=attempt.head_sha,
+        state_path=_state_path(events),
+        actions=tuple(_action(event, attempt.expires_at) for event in events),
+        evidence=Evidence(
+            reconciliation=attempt.reconciliation,
+            evidence=attempt.evidence,
+            failure_domain=attempt.failure_domain,
+            failure_signature=attempt.failure_signature,
+            claimed_result=attempt.result,
+            receipts=tuple(Receipt(i.key, i.operation, i.identity, i.receipt, i.granted_at, i.deadline_at) for i in intents),
+        ),
+        cost_usd=attempt.cost_usd,
+        tokens=attempt.tokens,
+        elapsed_s=attempt.elapsed_s,
+    )
+
+
+def _state_path(events: list[Event]) -> tuple[str, ...]:
+    """The states the Attempt passed through, from its accepted attempt-machine events (the append opens it)."""
+    path: list[str] = []
+    for event in events:
+        moved = event.kind == "append" or (event.kind in ATTEMPT.triggers and event.from_state != event.to_state)
+        if event.accepted and moved and event.to_state is not None:
+            path.append(event.to_state)
+    return tuple(path)
+
+
+def _action(event: Event, expires_at: float | None) -> Action:
+    refused_fenced = not event.accepted and event.kind in FENCED
+    stale = refused_fenced and event.reason.startswith(LATE_PREFIX)
+    expired = refused_fenced and not stale and expires_at is not None and event.at >= expires_at
+    return Action(
+        seq=event.seq,
+        at=event.at,
+        actor=event.actor,
+        kind=event.kind,
+        accepted=event.accepted,
+        reason=event.reason,
+        from_state=event.from_state,
+        to_state=event.to_state,
+        generation=event.generation,
+        worker_id=event.worker_id,
+        detail=event.detail,
+        late=stale or expired,
+        late_after=expires_at if expired else None,
+    )
+
+
+# ----------------------------------------------------------------- render
+
+
+def render_timeline(timeline: Timeline) -> str:
+    """Plain text for an operator: a header with the Task and its budget, then one block per Attempt."""
+    lines = [f"Recovery timeline of task {timeline.task_id}", *_header(timeline)]
+    for attempt in timeline.attempts:
+        lines.append("")
+        lines.extend(_attempt_block(attempt))
+    return "\n".join(lines) + "\n"
+
+
+def _header(timeline: Timeline) -> list[str]:
+    decision = "none yet" if timeline.decision is None else f"{timeline.decision}: {timeline.decision_reason}"
+    lines = [f"  objective   {timeline.objective}", f"  state       {timeline.state}", f"  decision    {decision}", "  budget"]
+    width = max(len(name) for name in (*(line.name for line in timeline.budget), "repeated signature"))
+    for line in timeline.budget:
+        used, limit, left = (_amount(value, line.unit) for value in (line.used, line.limit, line.left))
+        lines.append(f"    {line.name:<{width}}  {used} of {limit} used, {left} left")
+    lines.append(f"    {'exhausted':<{width}}  {timeline.exhausted or 'none: another attempt fits'}")
+    if timeline.repeating_signature is None:
+        repeats = f"none beyond the {timeline.repeats_allowed} allowed"
+    else:
+        repeats = f"{timeline.repeating_signature!r} repeats beyond the {timeline.repeats_allowed} allowed"
+    lines.append(f"    {'repeated signature':<{width}}  {repeats}")
+    lines.append("  task events")
+    lines.extend(_action_line(action) for action in timeline.task_actions)
+    return lines
+
+
+def _attempt_block(attempt: AttemptTimeline) -> list[str]:
+    recovery = (
+        "first dispatch" if attempt.previous_attempt_id is None else f"after {attempt.previous_attempt_id}: {attempt.recovery_reason}"
+    )
+    worker = "never claimed" if attempt.worker_id is None else f"{attempt.worker_id}, lease generation {attempt.generation}"
+    evidence = attempt.evidence
+    lines = [
+        f"Attempt {attempt.number} ({attempt.attempt_id}): {attempt.state}",
+        f"  hypothesis  {attempt.hypothesis}",
+        f"  recovery    {recovery}",
+        f"  worker      {worker}",
+        f"  path        {' -> '.join(attempt.state_path)}",
+        f"  spend       {_amount(attempt.cost_usd, 'usd')}, {attempt.tokens} tokens, {_amount(attempt.elapsed_s, 's')} elapsed",
+        "  evidence",
+        f"    reconciliation  {evidence.reconciliation or 'not needed'}",
+    ]
+    if evidence.evidence:
+        lines.append(f"    verdict         {evidence.evidence}")
+    if evidence.failure_domain:
+        lines.append(f"    failure         {evidence.failure_domain}, signature {evidence.failure_signature!r}")
+    if evidence.claimed_result:
+        lines.append(f"    worker's claim  {evidence.claimed_result} (head {attempt.head_sha or 'unknown'}; not evidence by itself)")
+    for receipt in evidence.receipts:
+        lines.append(f"    receipt         {receipt.key} -> {receipt.receipt or 'none recorded'}")
+    lines.append("  actions")
+    lines.extend(_action_line(action) for action in attempt.actions)
+    return lines
+
+
+def _action_line(action: Action) -> str:
+    actor = action.worker_id or action.actor
+    who = actor if action.generation is None else f"{actor} gen {action.generation}"
+    if action.accepted:
+        notes = [_movement(action), "" if action.reason == "accepted" else action.reason, action.detail]
+    elif action.late_after is not None:
+        notes = [f"REFUSED (late: lease expired at {_moment(action.late_after)}; {action.reason})", action.detail]
+    else:
+        notes = [f"REFUSED ({action.reason})", action.detail]
+    text = "  ".join(note for note in notes if note)
+    return f"    {_moment(action.at):>9}  {who:<18} {action.kind:<20} {text}".rstrip()
+
+
+def _movement(action: Action) -> str:
+    if action.from_state == action.to_state:
+        return ""
+    return f"{action.from_state} -> {action.to_state}" if action.from_state else f"-> {action.to_state}"
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "usd":
+        return f"${value:.2f}"
+    if unit == "s":
+        return f"{value:.0f}s"
+    return f"{value:.0f}"
+
+
+def _moment(at: float) -> str:
+    """A time on the store's clock; only differences mean anything."""
+    return f"{at:.1f}s"
