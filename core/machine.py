@@ -24,5 +24,8 @@ LEASED = frozenset(source for source, _dest, row in SPEC.attempt.edges() if row.
 EXPIRABLE = frozenset(source for source, _dest, row in SPEC.attempt.edges() if row.trigger == "expire")
 """States the reaper turns Suspect when the lease expires."""
 
+FENCED = frozenset(row.trigger for row in SPEC.attempt.rows if row.fenced)
+"""Triggers whose caller must prove the current lease generation and token."""
+
 ACTIVE = frozenset(SPEC.attempt.states) - ATTEMPT_TERMINAL
 """Non-terminal Attempt states: an Attempt here blocks a retry of its task."""

@@ -29,7 +29,7 @@ from typing import Any
 from .clock import Clock
 from .config import CoreConfig
 from .errors import InputError, NotFound
-from .machine import ACTIVE, ATTEMPT, EXPIRABLE, LEASED, TASK
+from .machine import ACTIVE, ATTEMPT, EXPIRABLE, FENCED, LEASED, TASK
 from .policy import Decision, classify, decide, poison, retry_refusal, spend_fits
 from .policy import budget_exhausted as _budget_exhausted
 from .provider import Effect, ProviderAdapter
@@ -178,16 +178,23 @@ class Orchestrator:
         detail: str = "",
         **changes: Any,
     ) -> Refused | Accepted:
-        """Ask the attempt table; write the change and its event, or record the refusal."""
+        """Ask the attempt table; write the change and its event, or record the refusal.
+
+        A refused fenced call whose lease is no longer honoured (expired, or the
+        Attempt left the leased states) is marked late: its authority is gone.
+        """
         fired = ATTEMPT.fire(attempt.state, trigger, holds.__getitem__)
         before = attempt.state
+        worker = changes.get("worker_id", attempt.worker_id) if actor == "worker" else None
         if fired is None:
             reason = ATTEMPT.why_refused(before, trigger, holds.__getitem__)
-            self._event(tx, actor, trigger, attempt.task_id, attempt, False, reason, before, before, presented, detail=detail)
+            if trigger in FENCED and not (before in LEASED and self._lease_current(attempt)):
+                reason = f"late: the lease is no longer honoured (expired at {attempt.expires_at}); {reason}"
+            self._event(tx, actor, trigger, attempt.task_id, attempt, False, reason, before, before, presented, worker, detail)
             return Refused(reason)
         dest, _row = fired
         tx.update_attempt(attempt, state=dest, **changes)
-        self._event(tx, actor, trigger, attempt.task_id, attempt, True, "accepted", before, dest, presented, detail=detail)
+        self._event(tx, actor, trigger, attempt.task_id, attempt, True, "accepted", before, dest, presented, worker, detail)
         return Accepted(dest, detail)
 
     def _fire_task(
@@ -229,7 +236,9 @@ class Orchestrator:
             reason = "late: token does not match the lease"
         else:
             return None
-        self._event(tx, "worker", trigger, attempt.task_id, attempt, False, reason, attempt.state, attempt.state, generation)
+        self._event(
+            tx, "worker", trigger, attempt.task_id, attempt, False, reason, attempt.state, attempt.state, generation, attempt.worker_id
+        )
         return Refused(reason)
 
     def _lease_current(self, attempt: Attempt) -> bool:
@@ -301,9 +310,7 @@ class Orchestrator:
                 "budget_left": _budget_exhausted(task, attempts) is None,
             }
             detail = f"policy: {refusal}" if refusal else reason.strip()
-            result = self._fire_task(
-                tx, task, "retry", "orchestrator", holds, detail=detail, decision="retry", decision_reason=reason.strip()
-            )
+            result = self._fire_task(tx, task, "retry", "orchestrator", holds, detail=detail)
             if result.accepted:
                 self._append_attempt(tx, task, len(attempts) + 1, plan, latest, reason.strip())
             return result

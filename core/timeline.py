@@ -16,11 +16,12 @@ process writes to the store; reading the Task, its Attempts, their intents and
 the history in one transaction shows one consistent moment, so no event can
 name an Attempt the timeline has not read.
 
-What counts as late: a refused fenced call (a row marked `fenced` in the spec)
-that arrived after its Attempt's lease had expired, or that the fence itself
-refused as late. Its event is kept for audit and marked, because it is exactly
-the evidence the operator needs when a stale worker claims success. A claim
-that lost a race is refused, but it is not late: it never had a lease.
+What counts as late is the core's word, not the timeline's: the orchestrator
+words every refusal of a fenced call whose authority is gone (stale or forged
+fence, expired lease, Attempt no longer leased) with the `late:` prefix. Such
+an event is kept for audit and marked, because it is exactly the evidence the
+operator needs when a stale worker claims success. A claim that lost a race
+is refused, but it is not late: it never had a lease.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import NotFound
-from .machine import ATTEMPT, SPEC
+from .machine import ATTEMPT
 from .policy import budget_exhausted, repeated_signature
 from .records import Attempt, Event, Intent, Task
 from .store import Store
@@ -36,10 +37,7 @@ from .store import Store
 __all__ = ["Action", "AttemptTimeline", "BudgetLine", "Evidence", "Receipt", "Timeline", "build_timeline", "render_timeline"]
 
 LATE_PREFIX = "late:"
-"""How the fence words a refusal of a stale or forged lease (see `Orchestrator._fence`)."""
-
-FENCED = frozenset(row.trigger for row in SPEC.attempt.rows if row.fenced)
-"""Calls that must prove the lease, read from the spec; only these can be late."""
+"""How the orchestrator words a refused call whose lease no longer gives it authority."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +70,6 @@ class Action:
     detail: str
     late: bool
     """Refused because its lease had expired or its fence was stale: kept for audit, no authority."""
-    late_after: float | None = None
-    """When the lease it needed had expired, if that is why it is late."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +167,7 @@ def _timeline(task: Task, attempts: list[Attempt], intents: dict[str, list[Inten
         exhausted=budget_exhausted(task, attempts),
         repeating_signature=attempts[-1].failure_signature if attempts and repeated_signature(attempts, repeats_allowed) else None,
         repeats_allowed=repeats_allowed,
-        task_actions=tuple(_action(event, None) for event in by_attempt.get(None, ())),
+        task_actions=tuple(_action(event) for event in by_attempt.get(None, ())),
         attempts=tuple(_attempt(a, by_attempt.get(a.attempt_id, []), intents[a.attempt_id]) for a in attempts),
     )
 
@@ -201,7 +197,7 @@ def _attempt(attempt: Attempt, events: list[Event], intents: list[Intent]) -> At
         generation=attempt.generation,
         head_sha=attempt.head_sha,
         state_path=_state_path(events),
-        actions=tuple(_action(event, attempt.expires_at) for event in events),
+        actions=tuple(_action(event) for event in events),
         evidence=Evidence(
             reconciliation=attempt.reconciliation,
             evidence=attempt.evidence,
@@ -226,10 +222,7 @@ def _state_path(events: list[Event]) -> tuple[str, ...]:
     return tuple(path)
 
 
-def _action(event: Event, expires_at: float | None) -> Action:
-    refused_fenced = not event.accepted and event.kind in FENCED
-    stale = refused_fenced and event.reason.startswith(LATE_PREFIX)
-    expired = refused_fenced and not stale and expires_at is not None and event.at >= expires_at
+def _action(event: Event) -> Action:
     return Action(
         seq=event.seq,
         at=event.at,
@@ -242,8 +235,7 @@ def _action(event: Event, expires_at: float | None) -> Action:
         generation=event.generation,
         worker_id=event.worker_id,
         detail=event.detail,
-        late=stale or expired,
-        late_after=expires_at if expired else None,
+        late=not event.accepted and event.reason.startswith(LATE_PREFIX),
     )
 
 
@@ -311,8 +303,6 @@ def _action_line(action: Action) -> str:
     who = actor if action.generation is None else f"{actor} gen {action.generation}"
     if action.accepted:
         notes = [_movement(action), "" if action.reason == "accepted" else action.reason, action.detail]
-    elif action.late_after is not None:
-        notes = [f"REFUSED (late: lease expired at {_moment(action.late_after)}; {action.reason})", action.detail]
     else:
         notes = [f"REFUSED ({action.reason})", action.detail]
     text = "  ".join(note for note in notes if note)
