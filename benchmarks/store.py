@@ -1,0 +1,215 @@
+"""Store throughput: claim -> renew -> complete cycles per second on each store, against raw SQLite commits.
+
+    python benchmarks/store.py [--cycles N] [--dir DIRECTORY]
+
+What is timed: for each task, `claim_attempt`, `renew_lease` and
+`complete_attempt`, each timed on its own with `time.perf_counter`; a cycle is
+the sum of the three. What is not: creating, accepting and dispatching the
+tasks (done for every task before the loop), `admit` (run just before each
+claim, so one Attempt at a time is in flight), and `start_attempt`, which must
+run between claim and renew (complete needs a running Attempt); each of these
+is timed apart and reported per cycle as untimed setup.
+
+SQLiteStore runs on a temporary file with its defaults (WAL, synchronous
+FULL), then again with synchronous NORMAL. Each is compared with the raw rate
+of the same file settings: a bare sqlite3 connection with the same pragmas,
+`isolation_level=None`, one `UPDATE t SET v = v + 1 WHERE id = ?` per
+autocommit transaction, measured before and after the contracts (the mean is
+used; both are printed, since the disk's rate drifts). Every contract is one
+transaction, so the ratio of contract commits to raw commits says how much
+the core adds to what the disk costs anyway.
+
+Targets: MemoryStore at least 50,000 cycles/s; SQLite contract commits/s at
+least half the raw UPDATE commits/s. A missed target prints which contract
+dominates. Exit status 0 when every target passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shiftchange.core import Claim, LedgerProvider, ManualClock, MemoryStore, Orchestrator, Plan, Store
+from shiftchange.core.sqlite_store import BUSY_TIMEOUT_S, SQLiteStore
+
+CYCLES_DEFAULT = 2_000
+MEMORY_CYCLES_PER_S_MIN = 50_000
+"""The memory store must not be what limits a simulation: at least this many cycles per second."""
+COMMIT_RATIO_MIN = 0.5
+"""SQLite contract commits per second, as a share of raw single-row UPDATE commits per second on the same settings."""
+CONTRACTS = ("claim", "renew", "complete")
+"""The timed contracts of one cycle; each is one store transaction, so one commit on SQLite."""
+RAW_ROWS = 1_000
+"""Rows the raw UPDATE benchmark cycles through, so it does not touch one hot page only."""
+WORKSPACE = "bench/repo"
+
+
+@dataclass
+class Timing:
+    """What one run of cycles cost: the timed contracts, and the untimed setup reported beside them."""
+
+    cycles: int
+    prepare_s: float = 0.0
+    admit_s: float = 0.0
+    start_s: float = 0.0
+    contract_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CONTRACTS, 0.0))
+
+    @property
+    def cycle_s(self) -> float:
+        return sum(self.contract_s.values())
+
+    @property
+    def cycles_per_s(self) -> float:
+        return self.cycles / self.cycle_s
+
+    @property
+    def contracts_per_s(self) -> float:
+        return self.cycles * len(CONTRACTS) / self.cycle_s
+
+
+def prepare(orchestrator: Orchestrator, cycles: int) -> list[str]:
+    """Create, accept and first-dispatch one task per cycle; returns their ids."""
+    task_ids = [f"bench-{number}" for number in range(cycles)]
+    for task_id in task_ids:
+        orchestrator.create_task(task_id, "benchmark the store", WORKSPACE)
+        orchestrator.accept_task(task_id)
+        orchestrator.dispatch(task_id, Plan("the store is fast enough"))
+    return task_ids
+
+
+def run_cycles(store: Store, cycles: int) -> Timing:
+    """Prepare `cycles` tasks, then (admit) -> claim -> (start) -> renew -> complete each, timing every contract apart.
+
+    Admission runs just before each claim, so one Attempt at a time is in
+    flight, as under a steady load; the untimed steps are timed on their own.
+    """
+    clock = ManualClock(1_000.0)
+    orchestrator = Orchestrator(store, clock, LedgerProvider(clock=clock))
+    timing = Timing(cycles)
+    began = time.perf_counter()
+    task_ids = prepare(orchestrator, cycles)
+    timing.prepare_s = time.perf_counter() - began
+    spent = timing.contract_s
+    for task_id in task_ids:
+        began = time.perf_counter()
+        assert orchestrator.admit(f"{task_id}#1").accepted
+        admitted = time.perf_counter()
+        claim = orchestrator.claim_attempt(task_id, "worker-1", WORKSPACE)
+        claimed = time.perf_counter()
+        assert isinstance(claim, Claim), claim
+        fence = (claim.lease.attempt_id, claim.lease.generation, claim.lease.token)
+        assert orchestrator.start_attempt(*fence).accepted
+        started = time.perf_counter()
+        assert orchestrator.renew_lease(*fence).accepted
+        renewed = time.perf_counter()
+        assert orchestrator.complete_attempt(*fence, "benchmark result", head_sha="b" * 40).accepted
+        completed = time.perf_counter()
+        timing.admit_s += admitted - began
+        spent["claim"] += claimed - admitted
+        timing.start_s += started - claimed
+        spent["renew"] += renewed - started
+        spent["complete"] += completed - renewed
+    return timing
+
+
+def raw_update_commits_per_s(path: Path, synchronous: str, commits: int) -> float:
+    """Single-row UPDATE commits per second on a bare connection with the store's pragmas."""
+    connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(f"PRAGMA synchronous = {synchronous}")
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+        connection.execute("BEGIN")
+        connection.executemany("INSERT INTO t (id, v) VALUES (?, 0)", ((row,) for row in range(RAW_ROWS)))
+        connection.execute("COMMIT")
+        began = time.perf_counter()
+        for number in range(commits):
+            connection.execute("UPDATE t SET v = v + 1 WHERE id = ?", (number % RAW_ROWS,))
+        return commits / (time.perf_counter() - began)
+    finally:
+        connection.close()
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def report_setup(timing: Timing) -> None:
+    prepare_us, admit_us, start_us = (1e6 * spent / timing.cycles for spent in (timing.prepare_s, timing.admit_s, timing.start_s))
+    print(f"  untimed setup, per cycle: create+accept+dispatch {prepare_us:,.1f} us, admit {admit_us:,.1f} us, start {start_us:,.1f} us")
+
+
+def profile_hint(name: str, timing: Timing) -> None:
+    """Which contract dominates the cycle, to say where to look first."""
+    shares = sorted(timing.contract_s.items(), key=lambda item: item[1], reverse=True)
+    parts = ", ".join(
+        f"{contract} {1e6 * spent / timing.cycles:.1f} us ({100 * spent / timing.cycle_s:.0f}%)" for contract, spent in shares
+    )
+    print(f"  hint ({name}): per cycle {parts}; {shares[0][0]} dominates")
+
+
+def memory_run(cycles: int) -> bool:
+    timing = run_cycles(MemoryStore(), cycles)
+    ok = timing.cycles_per_s >= MEMORY_CYCLES_PER_S_MIN
+    print(f"MemoryStore                {timing.cycles_per_s:>10,.0f} cycles/s   target >= {MEMORY_CYCLES_PER_S_MIN:,}   {verdict(ok)}")
+    print(f"  contract calls           {timing.contracts_per_s:>10,.0f} calls/s")
+    report_setup(timing)
+    if not ok:
+        profile_hint("memory", timing)
+    return ok
+
+
+def sqlite_run(directory: Path, synchronous: str, cycles: int) -> bool:
+    # The disk's rate drifts (writeback, other load): take the raw rate before and after the contracts, and use the mean.
+    commits = cycles * len(CONTRACTS)
+    before_per_s = raw_update_commits_per_s(directory / f"raw-before-{synchronous}.sqlite", synchronous, commits)
+    with SQLiteStore(directory / f"contracts-{synchronous}.sqlite", synchronous=synchronous) as store:
+        timing = run_cycles(store, cycles)
+    after_per_s = raw_update_commits_per_s(directory / f"raw-after-{synchronous}.sqlite", synchronous, commits)
+    raw_per_s = (before_per_s + after_per_s) / 2
+    ratio = timing.contracts_per_s / raw_per_s
+    ok = ratio >= COMMIT_RATIO_MIN
+    label = f"SQLiteStore {synchronous:<7}"
+    print(f"{label}        {timing.cycles_per_s:>10,.0f} cycles/s")
+    print(f"  contract commits         {timing.contracts_per_s:>10,.0f} commits/s")
+    print(f"  raw UPDATE commits       {raw_per_s:>10,.0f} commits/s   (mean of {before_per_s:,.0f} before and {after_per_s:,.0f} after)")
+    print(f"  contract / raw ratio     {ratio:>10.2f}            target >= {COMMIT_RATIO_MIN}   {verdict(ok)}")
+    report_setup(timing)
+    if not ok:
+        profile_hint(f"sqlite {synchronous}", timing)
+    return ok
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=positive, default=CYCLES_DEFAULT, help=f"cycles per store (default {CYCLES_DEFAULT})")
+    parser.add_argument("--dir", type=Path, default=None, help="directory for the SQLite files (default: a new temporary directory)")
+    arguments = parser.parse_args(argv)
+    runs: list[Callable[[Path], bool]] = [
+        lambda _directory: memory_run(arguments.cycles),
+        lambda directory: sqlite_run(directory, "FULL", arguments.cycles),
+        lambda directory: sqlite_run(directory, "NORMAL", arguments.cycles),
+    ]
+    with tempfile.TemporaryDirectory(prefix="shiftchange-bench-", dir=arguments.dir) as name:
+        directory = Path(name)
+        print(f"{arguments.cycles} cycles per store; timed: claim + renew + complete; untimed setup reported apart; files in {directory}")
+        results = [run(directory) for run in runs]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
