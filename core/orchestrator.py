@@ -193,8 +193,23 @@ class Orchestrator:
             self._event(tx, actor, trigger, attempt.task_id, attempt, False, reason, before, before, presented, worker, detail)
             return Refused(reason)
         dest, _row = fired
-        tx.update_attempt(attempt, state=dest, **changes)
-        self._event(tx, actor, trigger, attempt.task_id, attempt, True, "accepted", before, dest, presented, worker, detail)
+        if dest != before:
+            changes["state"] = dest
+        tx.update_attempt(attempt, **changes)
+        self._event(
+            tx,
+            actor,
+            trigger,
+            attempt.task_id,
+            attempt,
+            True,
+            "accepted",
+            before,
+            dest,
+            changes.get("generation", presented),
+            worker,
+            detail,
+        )
         return Accepted(dest, detail)
 
     def _fire_task(
@@ -228,17 +243,17 @@ class Orchestrator:
         _int(generation, "generation", 2**62)
         _text(token, "token", 200)
         current = attempt.generation
+        # Only a stale generation is "late" (a lease that once was real); the others never proved anything.
         if attempt.token_digest is None:
-            reason = "late: no lease was issued for this attempt"
+            reason = "unfenced: no lease was issued for this attempt"
         elif generation != current:
             reason = f"late: stale fence, generation {generation} presented, current is {current}"
         elif not hmac.compare_digest(token_digest(token), attempt.token_digest):
-            reason = "late: token does not match the lease"
+            reason = "forged: the token does not match the lease"
         else:
             return None
-        self._event(
-            tx, "worker", trigger, attempt.task_id, attempt, False, reason, attempt.state, attempt.state, generation, attempt.worker_id
-        )
+        # No worker id: an unproven call cannot be attributed to the lease holder.
+        self._event(tx, "worker", trigger, attempt.task_id, attempt, False, reason, attempt.state, attempt.state, generation, None)
         return Refused(reason)
 
     def _lease_current(self, attempt: Attempt) -> bool:
@@ -394,7 +409,7 @@ class Orchestrator:
                 "claim",
                 "worker",
                 holds,
-                generation,
+                None,
                 worker_id=worker_id,
                 generation=generation,
                 token_digest=token_digest(token),

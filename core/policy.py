@@ -111,7 +111,8 @@ def decide(task: Task, attempts: list[Attempt]) -> Decision:
             "escalate", f"poison: failure signature {latest.failure_signature!r} repeated; dead-lettered", "attempt_quarantined"
         )
     if latest.state == "cancelled":
-        return Decision("stop", f"cancelled: {latest.cancel_reason}", None)
+        # The Attempt was cancelled but its Task was not: a human decides whether to release it or cancel it too.
+        return Decision("stop", f"cancelled: {latest.cancel_reason}", "escalate")
     exhausted = budget_exhausted(task, attempts)
     if exhausted:
         return Decision("stop", f"budget exhausted ({exhausted})", "stop")

@@ -82,8 +82,11 @@ class Manifest:
     budget: Budget
 
     def digest(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        """SHA-256 of the fields' reprs in declaration order, budget inlined, unit-separated; stable across runs and stores."""
+        budget = self.budget
+        values = [getattr(self, name) for name in _MANIFEST_FIELDS]
+        values += [getattr(budget, name) for name in _BUDGET_FIELDS]
+        return hashlib.sha256("\x1f".join(map(repr, values)).encode()).hexdigest()
 
 
 @dataclass(slots=True)
@@ -185,6 +188,10 @@ class Event:
 def field_names(record_type: type) -> tuple[str, ...]:
     """Column order for a record type (used by SQL stores)."""
     return tuple(f.name for f in fields(record_type))
+
+
+_MANIFEST_FIELDS = tuple(name for name in field_names(Manifest) if name != "budget")
+_BUDGET_FIELDS = field_names(Budget)
 
 
 def budget_to_json(budget: Budget) -> str:

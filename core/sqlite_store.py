@@ -29,7 +29,6 @@ through; one JSON blob per record loses the indexes and the column guards.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import typing
@@ -70,7 +69,7 @@ SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
 class _Table:
     """How one record type maps to one table: its columns, their SQL types, and the conversions each way."""
 
-    __slots__ = ("columns", "key", "kinds", "name", "optional", "record_type")
+    __slots__ = ("_decoders", "columns", "key", "kinds", "name", "optional", "record_type")
 
     # Python type of a field -> SQL column type, and the conversions for the types SQLite lacks.
     SQL_TYPES: typing.ClassVar[dict[type, str]] = {
@@ -102,6 +101,9 @@ class _Table:
             # A field of a type with no column mapping must fail at import, not corrupt rows later.
             assert kind in self.SQL_TYPES, f"{record_type.__name__}.{column}: no SQL type for {kind!r}"
             self.kinds[column] = kind
+        self._decoders = tuple(
+            (index, self.DECODERS[self.kinds[column]]) for index, column in enumerate(self.columns) if self.kinds[column] in self.DECODERS
+        )
 
     def definitions(self, key_constraint: str) -> str:
         """The column definitions of CREATE TABLE, in field order; the key column gets `key_constraint`."""
@@ -133,11 +135,12 @@ class _Table:
         return tuple(self.encode(column, getattr(record, column)) for column in columns)
 
     def from_row(self, row: tuple) -> Any:
-        values = {}
-        for column, value in zip(self.columns, row, strict=True):
-            decoder = self.DECODERS.get(self.kinds[column])
-            values[column] = decoder(value) if decoder is not None and value is not None else value
-        return self.record_type(**values)
+        # Decoders are looked up once per table (in __init__), not per column per row: reads sit on every contract.
+        values = list(row)
+        for index, decoder in self._decoders:
+            if values[index] is not None:
+                values[index] = decoder(values[index])
+        return self.record_type(*values)
 
 
 def _placeholders(count: int) -> str:
@@ -170,9 +173,10 @@ CREATE_INTENTS = (
     + ",\n    FOREIGN KEY (attempt_id) REFERENCES attempts (attempt_id)\n)"
 )
 CREATE_INTENTS_BY_ATTEMPT = "CREATE INDEX intents_by_attempt ON intents (attempt_id)"
-# AUTOINCREMENT: a sequence number is never handed out twice, even after the newest events are gone.
+# A plain INTEGER PRIMARY KEY (the rowid): the history is append-only, so the newest seq is never deleted and
+# never reused; AUTOINCREMENT would add a write to sqlite_sequence on every commit for nothing.
 # No foreign key on events: a refused call about an unknown task is history too.
-CREATE_EVENTS = "CREATE TABLE events (\n    " + EVENTS.definitions("PRIMARY KEY AUTOINCREMENT") + "\n)"
+CREATE_EVENTS = "CREATE TABLE events (\n    " + EVENTS.definitions("PRIMARY KEY") + "\n)"
 # An index entry carries the rowid (here `seq`), so this index also yields one task's events in seq order.
 CREATE_EVENTS_BY_TASK = "CREATE INDEX events_by_task ON events (task_id)"
 SCHEMA = (
@@ -205,6 +209,7 @@ SELECT_ATTEMPT = ATTEMPTS.select("WHERE attempt_id = ?")
 SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = ? ORDER BY number")
 SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state IN ({placeholders}) ORDER BY attempt_id")
 COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = ?"
+COUNT_ATTEMPTS_IN_STATES = "SELECT count(*) FROM attempts WHERE state IN ({placeholders})"
 INSERT_ATTEMPT = ATTEMPTS.insert(ATTEMPTS.columns)
 UPDATE_ATTEMPT = ATTEMPTS.update(" AND state NOT IN (" + _placeholders(len(_TERMINAL_STATES)) + ")")
 
@@ -214,6 +219,7 @@ INSERT_INTENT = INTENTS.insert(INTENTS.columns)
 UPDATE_INTENT = INTENTS.update("")
 
 _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
+_EVENT_FIELD_SET = frozenset(_EVENT_FIELDS)
 INSERT_EVENT = EVENTS.insert(_EVENT_FIELDS)
 SELECT_EVENTS = EVENTS.select("WHERE seq > ? ORDER BY seq")
 SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = ? AND seq > ? ORDER BY seq")
@@ -272,6 +278,13 @@ class _SQLiteTransaction(Transaction):
         sql = SELECT_ATTEMPTS_IN_STATES.format(placeholders=_placeholders(len(wanted)))
         return self._all(ATTEMPTS, sql, wanted)
 
+    def count_in(self, states: Iterable[str]) -> int:
+        wanted = tuple(dict.fromkeys(states))
+        if not wanted:
+            return 0
+        (count,) = self._execute(COUNT_ATTEMPTS_IN_STATES.format(placeholders=_placeholders(len(wanted))), wanted).fetchone()
+        return count
+
     def intent(self, key: str) -> Intent | None:
         return self._one(INTENTS, SELECT_INTENT, (key,))
 
@@ -302,13 +315,15 @@ class _SQLiteTransaction(Transaction):
         self._update(INTENTS, UPDATE_INTENT, intent, changes, ())
 
     def append_event(self, **fields: Any) -> Event:
-        # Build the record first, so a missing or unknown field fails exactly as it does on the memory store.
-        event = Event(seq=0, **fields)
+        # Fill defaults and reject unknown fields as the memory store's Event(...) does, before writing anything.
+        if fields.keys() != _EVENT_FIELD_SET:
+            complete = Event(seq=0, **fields)
+            fields = {name: getattr(complete, name) for name in _EVENT_FIELDS}
         try:
-            cursor = self._execute(INSERT_EVENT, EVENTS.to_row(event, _EVENT_FIELDS))
+            cursor = self._execute(INSERT_EVENT, [EVENTS.encode(name, fields[name]) for name in _EVENT_FIELDS])
         except sqlite3.IntegrityError as error:
-            raise _refusal(error, f"event {event.kind!r}") from error
-        return dataclasses.replace(event, seq=cursor.lastrowid)
+            raise _refusal(error, f"event {fields['kind']!r}") from error
+        return Event(seq=cursor.lastrowid, **fields)
 
     def _insert(self, table: _Table, sql: str, record: Any, what: str) -> None:
         try:
