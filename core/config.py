@@ -31,3 +31,75 @@ class CoreConfig:
                 raise InputError(f"CoreConfig.{item.name} must be a positive number, not {value!r}")
         if self.heartbeat_interval_s >= self.lease_ttl_s:
             raise InputError("CoreConfig.heartbeat_interval_s must be shorter than lease_ttl_s, or every lease expires between heartbeats")
+
+
+BACKOFF_STRATEGIES = ("none", "exponential", "full_jitter", "equal_jitter", "decorrelated_jitter")
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffConfig:
+    """Pacing between a classified transient failure and the next claim."""
+
+    strategy: str = "full_jitter"
+    """One of BACKOFF_STRATEGIES; full jitter spreads recovering workers furthest for the least total wait."""
+    base_s: float = 1.0
+    """The first wait (before jitter)."""
+    cap_s: float = 60.0
+    """No wait exceeds this."""
+
+    def __post_init__(self) -> None:
+        if self.strategy not in BACKOFF_STRATEGIES:
+            raise InputError(f"BackoffConfig.strategy must be one of {', '.join(BACKOFF_STRATEGIES)}, not {self.strategy!r}")
+        _positive(self, ("base_s", "cap_s"))
+        if self.cap_s < self.base_s:
+            raise InputError("BackoffConfig.cap_s must be at least base_s")
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitConfig:
+    """A token bucket for one dependency (a model provider, a code host)."""
+
+    rate_per_s: float = 10.0
+    """Tokens added per second: the sustained rate."""
+    burst: int = 20
+    """Bucket capacity: the most calls admitted at once after a quiet spell."""
+
+    def __post_init__(self) -> None:
+        _positive(self, ("rate_per_s", "burst"))
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerConfig:
+    """A circuit breaker for one dependency."""
+
+    failures_to_open: int = 5
+    """Consecutive failures with one failure signature that open the circuit."""
+    cool_down_s: float = 30.0
+    """How long an open circuit refuses every call before it lets probes through (half-open)."""
+    probes_half_open: int = 1
+    """Calls let through while half-open; one success closes the circuit, one failure reopens it."""
+
+    def __post_init__(self) -> None:
+        _positive(self, ("failures_to_open", "cool_down_s", "probes_half_open"))
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionConfig:
+    """Backpressure, bulkheads and load shedding at the queued -> admitted step."""
+
+    queue_depth_max: int = 1000
+    """Queued attempts beyond which new work is shed or deferred."""
+    queue_age_max_s: float = 600.0
+    """When the oldest queued attempt has waited this long, admission applies backpressure."""
+    partition_concurrency_max: int = 8
+    """Admitted or leased attempts one partition (workspace, repository, workflow family) may hold at once: the bulkhead."""
+
+    def __post_init__(self) -> None:
+        _positive(self, ("queue_depth_max", "queue_age_max_s", "partition_concurrency_max"))
+
+
+def _positive(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise InputError(f"{type(config).__name__}.{name} must be a positive number, not {value!r}")
