@@ -20,6 +20,7 @@ they read, so no database lock is held across a provider call.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import secrets
@@ -278,7 +279,7 @@ class Orchestrator:
                 raise InputError(f"task {task.task_id!r} already exists")
             tx.insert_task(task)
             self._event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
-        return task
+        return copy.copy(task)
 
     @staticmethod
     def _check_budget(budget: Budget) -> None:
@@ -310,8 +311,7 @@ class Orchestrator:
     def retry(self, task_id: str, reason: str, plan: Plan) -> Refused | Accepted:
         """Attempt N+1, only with no active Attempt, the latest failed, a reason, policy's permission and budget left."""
         self._check_plan(plan)
-        if not isinstance(reason, str):
-            raise InputError("reason must be a string")
+        _text(reason, "reason", 2000, empty=True)
         with self.store.transaction() as tx:
             task = self._task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
@@ -485,6 +485,10 @@ class Orchestrator:
         _number(call_deadline_s, "call_deadline_s", self.config.call_deadline_max_s)
         _number(cost_usd, "cost_usd", 1e6)
         _int(tokens, "tokens", 10**10)
+        if not isinstance(spans_attempts, bool):
+            raise InputError("spans_attempts must be true or false")
+        if key is not None:
+            _text(key, "key", 500)
         prior = self.store.get_attempt(_text(attempt_id, "attempt_id", 220))
         if prior is None:
             raise NotFound(f"unknown attempt {attempt_id!r}")
@@ -536,9 +540,9 @@ class Orchestrator:
             if intent is None:
                 tx.insert_intent(Intent(minted, task.task_id, attempt.attempt_id, operation, identity, request, now, now, deadline))
             elif receipt is not None:
+                # A replay hands the effect to this Attempt, so its reconciliation and verification see it.
                 replay = intent.result if intent.receipt is not None else receipt
-                if intent.receipt is None:
-                    tx.update_intent(intent, receipt=receipt, result=receipt, attempt_id=attempt.attempt_id)
+                tx.update_intent(intent, receipt=receipt, result=replay, attempt_id=attempt.attempt_id)
             else:
                 tx.update_intent(intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline)
             tx.update_task(task, cost_usd=task.cost_usd + cost_usd, tokens=task.tokens + tokens)
@@ -697,12 +701,18 @@ class Orchestrator:
                 return Refused(reason)
             intents = tx.intents_of(attempt.attempt_id)
             attempts = tx.attempts_of(attempt.task_id)
+            seen = attempt.version
         found, settled = self._findings(intents)
         with self.store.transaction() as tx:
             current = self._attempt(tx, attempt_id)
-            if current.version != attempt.version:
-                return Refused("the attempt changed during reconciliation; reconcile again")
+            if current.version != seen:
+                return self._lost_race(tx, current, "reconcile", "the attempt changed during reconciliation; reconcile again")
             return self._conclude(tx, current, attempts, found, settled)
+
+    def _lost_race(self, tx: Transaction, attempt: Attempt, kind: str, reason: str) -> Refused:
+        """The provider was read while another call moved the Attempt: refuse, keep the refusal, decide nothing on stale findings."""
+        self._event(tx, "orchestrator", kind, attempt.task_id, attempt, False, reason, attempt.state, attempt.state)
+        return Refused(reason)
 
     def _conclude(
         self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], found: list[tuple[Intent, list[Effect]]], settled: bool
@@ -777,14 +787,15 @@ class Orchestrator:
             attempt = self._attempt(tx, attempt_id)
             intents = tx.intents_of(attempt.attempt_id)
             attempts = tx.attempts_of(attempt.task_id)
+            seen = attempt.version
         found, _settled = self._findings(intents)
         verdicts = [
             (intent, effects, self.provider.verdict(effects[0].provider_id) if len(effects) == 1 else None) for intent, effects in found
         ]
         with self.store.transaction() as tx:
             current = self._attempt(tx, attempt_id)
-            if current.version != attempt.version:
-                return Refused("the attempt changed during verification; verify again")
+            if current.version != seen:
+                return self._lost_race(tx, current, "verify", "the attempt changed during verification; verify again")
             return self._judge(tx, current, attempts, verdicts)
 
     def _judge(self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], verdicts: list) -> Refused | Accepted:

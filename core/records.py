@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Budget:
     """The limits of one Task, every dimension the chapter names. Exhausting any one is a stop."""
 

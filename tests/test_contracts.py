@@ -26,6 +26,7 @@ compound calls:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -391,7 +392,6 @@ def test_second_claimer_is_refused_and_gets_no_lease(world):
     assert world.orchestrator.renew_lease(*fence(held)).accepted
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: claim events carry no worker id (only the no-attempt refusal does)")
 def test_claim_events_name_the_claiming_worker(world):
     """The history says which worker asked for a claim, whether it was granted or refused."""
     world.claimed(world.dispatched(), "worker-a")
@@ -538,7 +538,6 @@ def test_stale_completion_after_takeover_is_refused_and_changes_nothing(world):
     assert world.orchestrator.renew_lease(*fence(new)).accepted
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: a stale fence on the superseded Attempt is refused by the table, not kept as late")
 def test_stale_completion_after_takeover_is_kept_as_a_late_event(world):
     """A completion presenting a generation older than the task's current lease is kept in the history as late."""
     old, new = superseded(world)
@@ -682,20 +681,9 @@ class RacingProvider(LedgerProvider):
         return super().find(key, operation, identity)
 
 
-RACE_BUGS = {
-    ("memory", "reconcile_attempt"): "the memory store's live record defeats the version check: reconcile concludes twice and "
-    "returns an accepted Reconciliation while its event is refused",
-    ("sqlite", "reconcile_attempt"): "a reconcile that loses a race returns Refused without any event",
-    ("sqlite", "verify_attempt"): "a verify that loses a race returns Refused without any event",
-}
-
-
 @pytest.mark.parametrize("contract", ["reconcile_attempt", "verify_attempt"])
-def test_a_contract_that_loses_a_race_is_refused_and_recorded(request, store, contract):
+def test_a_contract_that_loses_a_race_is_refused_and_recorded(store, contract):
     """A reconciliation or verification whose Attempt changed during its provider lookup is refused, and the refusal is in the history."""
-    bug = RACE_BUGS.get((request.node.callspec.params["store"], contract))
-    if bug:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="core bug: " + bug))
     world = World(store)
     world.provider = world.orchestrator.provider = RacingProvider(world.clock)
     lease = world.running()
@@ -960,7 +948,6 @@ def test_decide_on_an_active_attempt_is_refused(world):
     assert world.store.get_task("task-1").decision is None
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: decide says stop after a cancelled attempt but leaves the task in progress")
 def test_stop_after_a_cancelled_attempt_takes_the_task_out_of_progress(world):
     """A stop decision stops the task: it does not stay in progress with nothing active and no way to retry."""
     end_cancelled(world)
@@ -1002,10 +989,8 @@ def test_nothing_a_worker_sends_raises_the_budget(world):
     assert world.store.get_task("task-1").cost_usd == 0
 
 
-def test_records_handed_out_by_contracts_are_not_live(request, world):
-    """Editing the Task create_task returned or the manifest a claim returned changes nothing in the store."""
-    if isinstance(world.store, MemoryStore):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="core bug: the memory store hands out live Task and Budget objects"))
+def test_records_handed_out_by_contracts_are_not_live(world):
+    """Editing the Task create_task returned changes nothing in the store, and a manifest's budget cannot be edited at all."""
     task = world.orchestrator.create_task("task-1", "make the flaky test pass", WORKSPACE, budget=Budget(cost_max_usd=1.0))
     world.task_ids.append("task-1")
     world.orchestrator.accept_task("task-1")
@@ -1014,7 +999,8 @@ def test_records_handed_out_by_contracts_are_not_live(request, world):
     claim = world.orchestrator.claim_attempt("task-1", "worker-a", WORKSPACE)
     before = world.snapshot()
     task.state = "done"
-    claim.manifest.budget.cost_max_usd = 1e6
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        claim.manifest.budget.cost_max_usd = 1e6
     assert world.snapshot() == before
 
 
@@ -1142,17 +1128,7 @@ def bad_input_calls(lease: Lease) -> dict[str, Callable[[Orchestrator], object]]
     }
 
 
-CORE_BUGS = {
-    "retry huge reason": "retry accepts and stores a recovery reason of any length",
-    "grant non-str key": "grant_tool does not type-check a worker's key; a non-str key is a refusal, not InputError",
-    "grant huge key": "grant_tool does not bound a worker's key",
-    "grant non-bool spans_attempts": "grant_tool treats any truthy spans_attempts as true",
-}
-
-BAD_INPUT_CALLS = [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="core bug: " + CORE_BUGS[name])) if name in CORE_BUGS else name
-    for name in sorted(bad_input_calls(Lease("", "", "", 0, "", 0)))
-]
+BAD_INPUT_CALLS = sorted(bad_input_calls(Lease("", "", "", 0, "", 0)))
 
 
 @pytest.mark.parametrize("call", BAD_INPUT_CALLS)
