@@ -26,7 +26,7 @@ def _enabled(required: tuple[str, ...], forbidden: tuple[str, ...], holds: Holds
     for guard in required:
         if not holds(guard):
             return False
-    for guard in forbidden:
+    for guard in forbidden:  # noqa: SIM110 - a loop on purpose, see above
         if holds(guard):
             return False
     return True
