@@ -7,18 +7,30 @@ sleeps, reads the wall clock, starts threads or draws unseeded randomness
 (lease tokens come from `secrets`, which is the point of them).
 """
 
+from .admission import AdmissionController, AdmissionDecision
+from .backoff import Backoff
+from .breaker import Breaker, Breakers
 from .clock import Clock, ManualClock
-from .config import CoreConfig
+from .config import AdmissionConfig, BackoffConfig, BreakerConfig, CoreConfig, Fallback, RateLimitConfig, ReliabilityConfig
 from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError
 from .orchestrator import Accepted, Claim, Grant, Orchestrator, Reconciliation, Refused, Renewal, mint_key
 from .policy import Decision
 from .provider import Effect, LedgerProvider, ProviderAdapter, ProviderRefused, ProviderTimeout
+from .rate_limit import RateLimiter, TokenBucket
 from .records import Attempt, Budget, Event, Intent, Lease, Manifest, Plan, Task
 from .store import MemoryStore, Store, Transaction
 
 __all__ = [
     "Accepted",
+    "AdmissionConfig",
+    "AdmissionController",
+    "AdmissionDecision",
     "Attempt",
+    "Backoff",
+    "BackoffConfig",
+    "Breaker",
+    "BreakerConfig",
+    "Breakers",
     "Budget",
     "Claim",
     "Clock",
@@ -27,6 +39,7 @@ __all__ = [
     "Decision",
     "Effect",
     "Event",
+    "Fallback",
     "Grant",
     "InputError",
     "Intent",
@@ -41,13 +54,17 @@ __all__ = [
     "ProviderAdapter",
     "ProviderRefused",
     "ProviderTimeout",
+    "RateLimitConfig",
+    "RateLimiter",
     "Reconciliation",
     "Refused",
+    "ReliabilityConfig",
     "Renewal",
     "Store",
     "StoreConflict",
     "StoreError",
     "Task",
+    "TokenBucket",
     "Transaction",
     "mint_key",
 ]

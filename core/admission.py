@@ -76,13 +76,13 @@ class AdmissionDecision:
     """Why, in words, for the history."""
     capacity_available: bool
     """The spec guard: this attempt may be admitted now (bulkhead, capacity and backpressure allow it)."""
-    lower_priority_waiting: bool
+    selected_for_shedding: bool
     """The spec guard: capacity is exhausted and this attempt is the lowest in the shedding order, so it goes."""
 
     @property
     def guards(self) -> dict[str, bool]:
         """The guard values the admit, defer and shed rows read; the orchestrator adds budget_left for admit."""
-        return {"capacity_available": self.capacity_available, "lower_priority_waiting": self.lower_priority_waiting}
+        return {"capacity_available": self.capacity_available, "selected_for_shedding": self.selected_for_shedding}
 
 
 @dataclass(slots=True)

@@ -78,6 +78,10 @@ class Backoff:
         """Start a new sequence: decorrelated jitter forgets its previous delay."""
         self._previous_s = self._config.base_s
 
+    def restore(self, previous_s: float) -> None:
+        """Continue a sequence whose last delay was recorded (on the previous Attempt): decorrelated jitter's memory."""
+        self._previous_s = _check_previous(self._config, previous_s)
+
     def delay_s(self, retry_number: int) -> float:
         """Seconds to wait before retry `retry_number` (0 for the first retry)."""
         _check_retry_number(retry_number)

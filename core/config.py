@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from .errors import InputError
 
@@ -103,3 +103,50 @@ def _positive(config: object, names: tuple[str, ...]) -> None:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise InputError(f"{type(config).__name__}.{name} must be a positive number, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """A prequalified substitute for a dependency, declared before it is needed, never improvised."""
+
+    dependency: str
+    substitute: str
+    semantic_equivalence: str
+    """What stays the same when the substitute answers (e.g. "same API, smaller model: plans, no refactors")."""
+    cost_factor: float
+    latency_factor: float
+    quality: str
+    autonomy_ceiling: str
+    """The most an Attempt on the substitute may do without a human (e.g. "draft PR only")."""
+
+    def __post_init__(self) -> None:
+        _positive(self, ("cost_factor", "latency_factor"))
+        if self.dependency == self.substitute:
+            raise InputError("a fallback must name a different dependency")
+
+
+def _default_rate_limits() -> dict[str, RateLimitConfig]:
+    return {"code_host": RateLimitConfig(rate_per_s=10.0, burst=20), "model_provider": RateLimitConfig(rate_per_s=5.0, burst=10)}
+
+
+@dataclass(frozen=True)
+class ReliabilityConfig:
+    """The reliability controls the orchestrator applies at admission and at the tool gateway."""
+
+    backoff: BackoffConfig = field(default_factory=BackoffConfig)
+    rate_limits: dict[str, RateLimitConfig] = field(default_factory=_default_rate_limits)
+    """One token bucket per dependency; a call to a dependency not named here is bad input."""
+    breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    fallbacks: tuple[Fallback, ...] = ()
+    attempt_spend_max_usd: float = 5.0
+    """Spend ceiling of one Attempt, whatever its task's budget has left: the denial-of-wallet stop inside a run."""
+    health_probe_max_age_s: float = 60.0
+    """A worker may claim only if its last health probe passed at most this long ago; heartbeats are separate."""
+
+    def __post_init__(self) -> None:
+        _positive(self, ("attempt_spend_max_usd", "health_probe_max_age_s"))
+        for fallback in self.fallbacks:
+            for name in (fallback.dependency, fallback.substitute):
+                if name not in self.rate_limits:
+                    raise InputError(f"fallback names dependency {name!r}, which has no rate limit configured")

@@ -23,17 +23,23 @@ from __future__ import annotations
 import copy
 import hashlib
 import hmac
+import random
 import secrets
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from .admission import ADMIT, SHED, AdmissionController
+from .backoff import Backoff
+from .breaker import OPEN, Breakers
 from .clock import Clock
-from .config import CoreConfig
+from .config import CoreConfig, ReliabilityConfig
 from .errors import InputError, NotFound
-from .machine import ACTIVE, ATTEMPT, EXPIRABLE, FENCED, LEASED, TASK
-from .policy import Decision, classify, decide, poison, retry_refusal, spend_fits
+from .machine import ACTIVE, ATTEMPT, ATTEMPT_TERMINAL, EXPIRABLE, FENCED, LEASED, TASK
+from .policy import DOMAINS, Decision, classify, decide, poison, retry_refusal, spend_fits
 from .policy import budget_exhausted as _budget_exhausted
 from .provider import Effect, ProviderAdapter
+from .rate_limit import RateLimiter
 from .records import Attempt, Budget, Intent, Lease, Manifest, Plan, Task
 from .store import Store, Transaction
 
@@ -78,6 +84,10 @@ class Grant:
     key: str
     replay: str | None
     deadline_at: float
+    dependency: str
+    """Where the call goes: the dependency asked for, or its declared fallback while the circuit is open."""
+    timeout_left_s: float
+    """What the Attempt's timeout budget has left, before this call."""
     accepted: bool = field(default=True, init=False)
 
 
@@ -127,14 +137,75 @@ def _int(value: Any, name: str, limit: int) -> int:
     return value
 
 
+class _Unit:
+    """One store transaction, plus the in-memory bookkeeping its writes imply, applied only if it commits."""
+
+    __slots__ = ("_context", "_pending")
+
+    def __init__(self, context: Any, pending: list) -> None:
+        self._context = context
+        self._pending = pending
+
+    def __enter__(self) -> Transaction:
+        self._pending.clear()
+        return self._context.__enter__()
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: Any) -> None:
+        try:
+            self._context.__exit__(kind, error, trace)
+        finally:
+            pending, self._pending[:] = list(self._pending), []
+        if kind is None:
+            for step in pending:
+                step()
+
+
 class Orchestrator:
     """The reference orchestrator over one store, one clock and one provider adapter."""
 
-    def __init__(self, store: Store, clock: Clock, provider: ProviderAdapter, config: CoreConfig | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        provider: ProviderAdapter,
+        config: CoreConfig | None = None,
+        reliability: ReliabilityConfig | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        """`rng` draws backoff jitter; pass a seeded `random.Random` (the default is seeded with 0, never the global one)."""
         self.store = store
         self.clock = clock
         self.provider = provider
         self.config = config or CoreConfig()
+        self.reliability = reliability or ReliabilityConfig()
+        self.rng = rng if rng is not None else random.Random(0)
+        # Rate limits, breakers and health are this orchestrator's view of its dependencies and workers: they
+        # live in memory, like a process's connection pool, and start fresh (closed, full, unprobed) on restart.
+        now = clock.now()
+        self.limiter = RateLimiter(self.reliability.rate_limits, now)
+        self.breakers = Breakers({name: self.reliability.breaker for name in self.reliability.rate_limits})
+        self.fallbacks = {fallback.dependency: fallback for fallback in self.reliability.fallbacks}
+        self._probes: dict[str, tuple[float, bool]] = {}
+        self._pending: list = []
+        self.admission = AdmissionController(self.reliability.admission, capacity_max=self.config.admitted_max)
+        self._rebuild_admission()
+
+    def _unit(self) -> _Unit:
+        return _Unit(self.store.transaction(), self._pending)
+
+    def _rebuild_admission(self) -> None:
+        """The admission controller is derived state: rebuild it from the store's active Attempts (after a restart too)."""
+        with self.store.transaction() as tx:
+            for attempt in sorted(tx.attempts_in(ACTIVE), key=lambda a: (a.created_at, a.attempt_id)):
+                task = tx.task(attempt.task_id)
+                if attempt.state == "queued":
+                    self.admission.enqueue(attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
+                else:
+                    self.admission.restore(attempt.attempt_id, task.workspace)
+
+    def _release(self, attempt_id: str) -> None:
+        if self.admission.status(attempt_id) == "in_flight":
+            self.admission.release(attempt_id)
 
     # ------------------------------------------------------------ helpers
 
@@ -196,6 +267,10 @@ class Orchestrator:
         dest, _row = fired
         if dest != before:
             changes["state"] = dest
+            if before == "queued":
+                self._pending.append(partial(self.admission.remove, attempt.attempt_id))
+            elif dest in ATTEMPT_TERMINAL:
+                self._pending.append(partial(self._release, attempt.attempt_id))
         tx.update_attempt(attempt, **changes)
         self._event(
             tx,
@@ -262,8 +337,21 @@ class Orchestrator:
 
     # ---------------------------------------------------- task lifecycle
 
-    def create_task(self, task_id: str, objective: str, workspace: str, scope: str = "", budget: Budget | None = None) -> Task:
-        """Capture a task in the inbox."""
+    def create_task(
+        self,
+        task_id: str,
+        objective: str,
+        workspace: str,
+        scope: str = "",
+        budget: Budget | None = None,
+        priority: int = 0,
+        deadline_at: float | None = None,
+    ) -> Task:
+        """Capture a task in the inbox. Its workspace is its bulkhead partition; priority and deadline steer load shedding."""
+        if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 1_000_000:
+            raise InputError(f"priority must be an integer within a million of 0, not {priority!r}")
+        if deadline_at is not None:
+            _number(deadline_at, "deadline_at", 1e12)
         task = Task(
             task_id=_text(task_id, "task_id", 200),
             objective=_text(objective, "objective"),
@@ -272,9 +360,11 @@ class Orchestrator:
             state=TASK.initial,
             budget=budget or Budget(),
             created_at=self.clock.now(),
+            priority=priority,
+            deadline_at=deadline_at,
         )
         self._check_budget(task.budget)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             if tx.task(task.task_id) is not None:
                 raise InputError(f"task {task.task_id!r} already exists")
             tx.insert_task(task)
@@ -293,13 +383,13 @@ class Orchestrator:
         _int(budget.interruptions_max, "interruptions_max", 1000)
 
     def accept_task(self, task_id: str) -> Refused | Accepted:
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             return self._fire_task(tx, self._task(tx, task_id), "accept", "operator", {})
 
     def dispatch(self, task_id: str, plan: Plan) -> Refused | Accepted:
         """First dispatch: only for a dispatchable task with no Attempt at all; appends Attempt 1."""
         self._check_plan(plan)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             task = self._task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
             holds = {"no_prior_attempt": not attempts, "budget_left": _budget_exhausted(task, attempts) is None}
@@ -312,7 +402,7 @@ class Orchestrator:
         """Attempt N+1, only with no active Attempt, the latest failed, a reason, policy's permission and budget left."""
         self._check_plan(plan)
         _text(reason, "reason", 2000, empty=True)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             task = self._task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
             latest = attempts[-1] if attempts else None
@@ -327,8 +417,25 @@ class Orchestrator:
             detail = f"policy: {refusal}" if refusal else reason.strip()
             result = self._fire_task(tx, task, "retry", "orchestrator", holds, detail=detail)
             if result.accepted:
-                self._append_attempt(tx, task, len(attempts) + 1, plan, latest, reason.strip())
+                backoff_s = self._backoff_s(attempts)
+                self._append_attempt(tx, task, len(attempts) + 1, plan, latest, reason.strip(), backoff_s)
             return result
+
+    def _backoff_s(self, attempts: list[Attempt]) -> float:
+        """The pause before the next claim: only after a transient failure (a back-off-and-retry domain)."""
+        latest = attempts[-1]
+        if DOMAINS[latest.failure_domain].response != "back_off_and_retry":
+            return 0.0
+        run = 0
+        for attempt in reversed(attempts):
+            if attempt.failure_domain != latest.failure_domain:
+                break
+            run += 1
+        config = self.reliability.backoff
+        backoff = Backoff(config, self.rng)
+        if run > 1 and config.strategy == "decorrelated_jitter":
+            backoff.restore(latest.backoff_s)  # the sequence continues from the delay before the latest Attempt
+        return backoff.delay_s(run - 1)
 
     @staticmethod
     def _check_plan(plan: Plan) -> None:
@@ -338,7 +445,9 @@ class Orchestrator:
         for name in ("base_sha", "executor", "model", "context_version", "policy_version"):
             _text(getattr(plan, name), name, 200)
 
-    def _append_attempt(self, tx: Transaction, task: Task, number: int, plan: Plan, previous: Attempt | None, reason: str | None) -> None:
+    def _append_attempt(
+        self, tx: Transaction, task: Task, number: int, plan: Plan, previous: Attempt | None, reason: str | None, backoff_s: float = 0.0
+    ) -> None:
         attempt = Attempt(
             attempt_id=f"{task.task_id}#{number}",
             task_id=task.task_id,
@@ -349,33 +458,113 @@ class Orchestrator:
             previous_attempt_id=previous.attempt_id if previous else None,
             reason=reason,
             plan=plan,
+            eligible_at=self.clock.now() + backoff_s if backoff_s else None,
+            backoff_s=backoff_s,
         )
         tx.insert_attempt(attempt)
         self._event(tx, "orchestrator", "append", task.task_id, attempt, True, reason or "first dispatch", None, attempt.state)
+        self._pending.append(
+            partial(self.admission.enqueue, attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
+        )
 
     # ----------------------------------------------------------- admission
 
+    def run_admission(self) -> dict[str, Refused | Accepted]:
+        """One admission step: admit, defer or shed waiting Attempts (bulkheads, backpressure, shedding, budgets, rate)."""
+        now = self.clock.now()
+        decisions = self.admission.decide(now)
+        results: dict[str, Refused | Accepted] = {}
+        with self._unit() as tx:
+            for decision in decisions:
+                attempt = self._attempt(tx, decision.item_id)
+                task = self._task(tx, attempt.task_id)
+                results[attempt.attempt_id] = self._apply_admission(tx, attempt, task, decision, now)
+        return results
+
+    def _apply_admission(self, tx: Transaction, attempt: Attempt, task: Task, decision: Any, now: float) -> Refused | Accepted:
+        budget_left = _budget_exhausted(task, tx.attempts_of(task.task_id)[:-1]) is None
+        holds = {**decision.guards, "budget_left": budget_left}
+        if decision.trigger == ADMIT and not budget_left:
+            # Denial of wallet: a budget ran out while it waited; it fails (classified) rather than wait forever.
+            self._pending.append(partial(self._release, attempt.attempt_id))
+            return self._fire(
+                tx,
+                attempt,
+                "exceed_budget",
+                "orchestrator",
+                holds,
+                detail="budget exhausted at admission",
+                failure_domain="capacity",
+                failure_signature="budget:exhausted at admission",
+                ended_at=now,
+            )
+        if decision.trigger == ADMIT and "admission" in self.reliability.rate_limits and not self.limiter.try_acquire("admission", now):
+            # Rate limit at admission: hand the slot back and keep its place in the queue (same priority and enqueue time).
+            self.admission.release(attempt.attempt_id)
+            self.admission.enqueue(attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
+            return self._fire(
+                tx,
+                attempt,
+                "defer",
+                "orchestrator",
+                {"capacity_available": False, "selected_for_shedding": False},
+                detail="admission rate limit: a capacity denial",
+            )
+        changes = {}
+        if decision.trigger == SHED:
+            changes = {"failure_domain": "capacity", "failure_signature": "capacity:shed", "ended_at": now}
+        result = self._fire(tx, attempt, decision.trigger, "orchestrator", holds, detail=decision.reason, **changes)
+        if decision.trigger == ADMIT and not result.accepted:
+            self._pending.append(partial(self._release, attempt.attempt_id))
+        return result
+
     def admit(self, attempt_id: str) -> Refused | Accepted:
-        """Queued to admitted while capacity and budget allow; otherwise the attempt waits (defer)."""
-        with self.store.transaction() as tx:
+        """Run one admission step and say what it decided for this Attempt: Accepted only when admitted.
+
+        A deferral or a shed is refused here with its reason (the step itself
+        recorded it as an accepted defer or shed transition).
+        """
+        result = self.run_admission().get(_text(attempt_id, "attempt_id", 220))
+        if result is not None and result.accepted and result.state != "admitted":
+            return Refused(f"not admitted ({result.state}): {result.detail}")
+        if result is not None:
+            return result
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
-            task = self._task(tx, attempt.task_id)
-            in_flight = tx.count_in(("admitted", *LEASED))
-            capacity = in_flight < self.config.admitted_max
-            budget_left = _budget_exhausted(task, tx.attempts_of(task.task_id)[:-1]) is None
-            if attempt.state == "queued" and not capacity:
-                return self._fire(tx, attempt, "defer", "orchestrator", {"capacity_available": False, "lower_priority_waiting": False})
-            return self._fire(tx, attempt, "admit", "orchestrator", {"capacity_available": capacity, "budget_left": budget_left})
+            if attempt.state != "queued":
+                return self._fire(tx, attempt, "admit", "orchestrator", {"capacity_available": False, "budget_left": False})
+            status = self.admission.status(attempt.attempt_id)
+            reason = f"still waiting for admission ({status}; queue depth {self.admission.queue_depth()})"
+            self._event(tx, "orchestrator", "admit", attempt.task_id, attempt, False, reason, attempt.state, attempt.state)
+            return Refused(reason)
 
     # --------------------------------------------------------------- lease
 
-    def claim_attempt(self, task_id: str, worker_id: str, workspace: str, healthy: bool = True) -> Refused | Claim:
-        """Atomically take the task's admitted Attempt and a new lease; a second caller is refused."""
+    def record_health_probe(self, worker_id: str, ok: bool) -> None:
+        """The platform's cheap check that a worker can do work. Health probes gate claims; heartbeats gate renewals."""
+        _text(worker_id, "worker_id", 200)
+        if not isinstance(ok, bool):
+            raise InputError("ok must be true or false")
+        self._probes[worker_id] = (self.clock.now(), ok)
+
+    def _healthy(self, worker_id: str) -> bool:
+        """A worker never probed may claim (probing is opt-in); a probed one needs a passing probe no older than the limit."""
+        probe = self._probes.get(worker_id)
+        if probe is None:
+            return True
+        at_s, ok = probe
+        return ok and self.clock.now() - at_s <= self.reliability.health_probe_max_age_s
+
+    def claim_attempt(self, task_id: str, worker_id: str, workspace: str, healthy: bool | None = None) -> Refused | Claim:
+        """Atomically take the task's admitted Attempt and a new lease; a second caller is refused.
+
+        `healthy`, when given, is a health probe taken with the claim and recorded first.
+        """
         _text(worker_id, "worker_id", 200)
         _text(workspace, "workspace", 200)
-        if not isinstance(healthy, bool):
-            raise InputError("healthy must be true or false")
-        with self.store.transaction() as tx:
+        if healthy is not None:
+            self.record_health_probe(worker_id, healthy)
+        with self._unit() as tx:
             task = self._task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
             if not attempts:
@@ -402,7 +591,11 @@ class Orchestrator:
                 plan.policy_version,
                 task.budget,
             )
-            holds = {"workspace_matches": workspace == task.workspace, "worker_healthy": healthy}
+            holds = {
+                "workspace_matches": workspace == task.workspace,
+                "worker_healthy": self._healthy(worker_id),
+                "backoff_elapsed": attempt.eligible_at is None or now >= attempt.eligible_at,
+            }
             result = self._fire(
                 tx,
                 attempt,
@@ -426,7 +619,7 @@ class Orchestrator:
             return Claim(Lease(attempt.attempt_id, task.task_id, worker_id, generation, token, attempt.expires_at), manifest)
 
     def start_attempt(self, attempt_id: str, generation: int, token: str) -> Refused | Accepted:
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "start", generation, token)
             if refused:
@@ -437,7 +630,7 @@ class Orchestrator:
 
     def renew_lease(self, attempt_id: str, generation: int, token: str) -> Refused | Renewal:
         """Extend expiry under the current fence; tells the worker when cancellation was requested."""
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "renew", generation, token)
             if refused:
@@ -472,13 +665,18 @@ class Orchestrator:
         tokens: int = 0,
         spans_attempts: bool = True,
         key: str | None = None,
+        dependency: str = "code_host",
     ) -> Refused | Grant:
-        """The tool gateway: mint and persist the operation key, check fence, time and spend, then authorize one call.
+        """The tool gateway: mint and persist the operation key, check fence, time, spend, rate and circuit, then authorize one call.
 
         A key that was already receipted is a replay: the recorded result comes
         back and the worker must not call the provider again. A worker that
         presents its own `key` is refused unless it is the one the orchestrator mints.
+        When `dependency`'s circuit is open and a fallback is declared for it, the
+        call goes to the fallback and the switch is recorded on the Attempt.
         """
+        if dependency not in self.reliability.rate_limits:
+            raise InputError(f"unknown dependency {dependency!r}; configured: {', '.join(sorted(self.reliability.rate_limits))}")
         _text(operation, "operation", 100)
         _text(identity, "identity", 200)
         _text(request, "request", 100_000, empty=True)
@@ -496,7 +694,7 @@ class Orchestrator:
         earlier = self.store.get_intent(minted)
         # An earlier grant without a receipt may have landed: ask provider truth before authorizing the call again.
         found = self.provider.find(minted, operation, identity) if earlier is not None and earlier.receipt is None else []
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "grant_tool", generation, token)
             if refused:
@@ -514,39 +712,53 @@ class Orchestrator:
                 and intent.deadline_at is not None
                 and now < intent.deadline_at
             )
-            started = attempt.started_at if attempt.started_at is not None else now
+            timeout_left_s = (attempt.started_at if attempt.started_at is not None else now) + attempt.timeout_budget_s - now
             holds = {
                 "lease_current": self._lease_current(attempt),
                 "key_minted": key is None or key == minted,
                 "no_call_in_flight": not in_flight and len({e.provider_id for e in found}) <= 1,
-                "timeout_budget_left": now + call_deadline_s <= started + attempt.timeout_budget_s,
-                "spend_within_budget": spend_fits(task, cost_usd, tokens),
+                "timeout_budget_left": call_deadline_s <= timeout_left_s,
+                "spend_within_budget": spend_fits(task, cost_usd, tokens)
+                and attempt.cost_usd + cost_usd <= self.reliability.attempt_spend_max_usd,
             }
-            result = self._fire(
-                tx,
-                attempt,
-                "grant_tool",
-                "worker",
-                holds,
-                generation,
-                detail=minted,
-                cost_usd=attempt.cost_usd + cost_usd,
-                tokens=attempt.tokens + tokens,
-            )
+            chosen, switched = self._route(dependency, now)
+            holds["rate_allows"] = self.limiter.available(chosen, now) >= 1
+            # allow() may spend a half-open probe, so it is asked only for a call every other guard already permits.
+            others_allow = all(holds.values())
+            holds["circuit_allows"] = self.breakers.allow(chosen, now) if others_allow else self.breakers.state(chosen, now) != OPEN
+            changes = {"cost_usd": attempt.cost_usd + cost_usd, "tokens": attempt.tokens + tokens}
+            if switched and switched != attempt.fallback:
+                changes["fallback"] = switched
+            detail = minted if holds["circuit_allows"] else f"{minted}: {self._circuit_refusal(chosen)}"
+            result = self._fire(tx, attempt, "grant_tool", "worker", holds, generation, detail=detail, **changes)
             if not result.accepted:
                 return result
+            self.limiter.try_acquire(chosen, now)
             deadline = now + call_deadline_s
             replay = None
             if intent is None:
-                tx.insert_intent(Intent(minted, task.task_id, attempt.attempt_id, operation, identity, request, now, now, deadline))
+                tx.insert_intent(
+                    Intent(minted, task.task_id, attempt.attempt_id, operation, identity, request, now, now, deadline, dependency=chosen)
+                )
             elif receipt is not None:
                 # A replay hands the effect to this Attempt, so its reconciliation and verification see it.
                 replay = intent.result if intent.receipt is not None else receipt
                 tx.update_intent(intent, receipt=receipt, result=replay, attempt_id=attempt.attempt_id)
             else:
-                tx.update_intent(intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline)
+                tx.update_intent(intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline, dependency=chosen)
             tx.update_task(task, cost_usd=task.cost_usd + cost_usd, tokens=task.tokens + tokens)
-            return Grant(minted, replay, deadline)
+            return Grant(minted, replay, deadline, chosen, timeout_left_s)
+
+    def _route(self, dependency: str, now: float) -> tuple[str, str | None]:
+        """The dependency that serves a call: the one asked for, or its declared fallback while its circuit is open."""
+        fallback = self.fallbacks.get(dependency)
+        if fallback is None or self.breakers.state(dependency, now) != OPEN:
+            return dependency, None
+        return fallback.substitute, f"{dependency} -> {fallback.substitute}"
+
+    def _circuit_refusal(self, dependency: str) -> str:
+        refusal = self.breakers.last_refusal(dependency)
+        return refusal.reason if refusal is not None else f"circuit of {dependency} is not closed"
 
     def record_receipt(
         self, attempt_id: str, generation: int, token: str, key: str, provider_id: str, result: str = ""
@@ -554,7 +766,7 @@ class Orchestrator:
         """Record the provider's identity for an operation key (fenced; a late receipt is found by reconciliation instead)."""
         _text(provider_id, "provider_id", 200)
         _text(result, "result", 100_000, empty=True)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "record_receipt", generation, token)
             if refused:
@@ -577,7 +789,7 @@ class Orchestrator:
 
     def checkpoint(self, attempt_id: str, generation: int, token: str, checkpoint: str) -> Refused | Accepted:
         _text(checkpoint, "checkpoint", 10_000)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "checkpoint", generation, token)
             if refused:
@@ -593,7 +805,7 @@ class Orchestrator:
         _text(result, "result", 100_000)
         if head_sha is not None:
             _text(head_sha, "head_sha", 200)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "complete", generation, token)
             if refused is None:
@@ -625,7 +837,7 @@ class Orchestrator:
         classify(_text(domain, "domain", 100))
         _text(signature, "signature", 500)
         _text(detail, "detail", 10_000, empty=True)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "report_failure", generation, token)
             if refused:
@@ -654,7 +866,7 @@ class Orchestrator:
     def reap(self) -> list[tuple[str, str]]:
         """Expired leases make their Attempts Suspect; unanswered cancellations time out into Reconciling."""
         moved = []
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             now = self.clock.now()
             for attempt in tx.attempts_in(LEASED):
                 if attempt.state in EXPIRABLE and attempt.expires_at is not None and attempt.expires_at <= now:
@@ -691,7 +903,7 @@ class Orchestrator:
 
     def reconcile_attempt(self, attempt_id: str) -> Refused | Reconciliation:
         """For each operation key, find the matching effect at the provider, record it, and classify the outcome."""
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             if attempt.state == "suspect":
                 self._fire(tx, attempt, "reconcile", "orchestrator", {})
@@ -703,7 +915,7 @@ class Orchestrator:
             attempts = tx.attempts_of(attempt.task_id)
             seen = attempt.version
         found, settled = self._findings(intents)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             current = self._attempt(tx, attempt_id)
             if current.version != seen:
                 return self._lost_race(tx, current, "reconcile", "the attempt changed during reconciliation; reconcile again")
@@ -783,7 +995,7 @@ class Orchestrator:
 
     def verify_attempt(self, attempt_id: str) -> Refused | Accepted | Reconciliation:
         """Success needs independent evidence: every effect found at the provider and passed by its verdict."""
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             intents = tx.intents_of(attempt.attempt_id)
             attempts = tx.attempts_of(attempt.task_id)
@@ -792,7 +1004,7 @@ class Orchestrator:
         verdicts = [
             (intent, effects, self.provider.verdict(effects[0].provider_id) if len(effects) == 1 else None) for intent, effects in found
         ]
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             current = self._attempt(tx, attempt_id)
             if current.version != seen:
                 return self._lost_race(tx, current, "verify", "the attempt changed during verification; verify again")
@@ -857,7 +1069,7 @@ class Orchestrator:
     def cancel_attempt(self, attempt_id: str, reason: str) -> Result:
         """The protocol: prevent new claims and grants, signal, then acknowledgement or timeout, reconcile, terminate."""
         _text(reason, "reason", 2000)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             now = self.clock.now()
             first = not attempt.cancel_requested
@@ -878,7 +1090,7 @@ class Orchestrator:
         return self.reconcile_attempt(attempt_id) if reconcile else result
 
     def acknowledge_cancel(self, attempt_id: str, generation: int, token: str) -> Result:
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             refused = self._fence(tx, attempt, "cancel_acknowledged", generation, token)
             if refused:
@@ -900,7 +1112,7 @@ class Orchestrator:
 
     def decide(self, task_id: str) -> Decision | Refused:
         """After an Attempt ends: exactly one of verify, correct, retry, stop, escalate, recorded with its reason."""
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             task = self._task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
             if not attempts or attempts[-1].state in ACTIVE:
@@ -928,7 +1140,7 @@ class Orchestrator:
         _text(reason, "reason", 2000)
         if budget is not None:
             self._check_budget(budget)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             task = self._task(tx, task_id)
             changes: dict[str, Any] = {"interruptions": task.interruptions + 1, "decision": "release", "decision_reason": reason}
             if budget is not None:
@@ -936,13 +1148,13 @@ class Orchestrator:
             return self._fire_task(tx, task, "release", "operator", {}, detail=reason, **changes)
 
     def approve(self, task_id: str) -> Refused | Accepted:
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             return self._fire_task(tx, self._task(tx, task_id), "approve", "operator", {})
 
     def cancel_task(self, task_id: str, reason: str) -> Refused | Accepted:
         """Cancel the task, and run the cancellation protocol on its active Attempt."""
         _text(reason, "reason", 2000)
-        with self.store.transaction() as tx:
+        with self._unit() as tx:
             task = self._task(tx, task_id)
             result = self._fire_task(tx, task, "cancel", "operator", {}, detail=reason)
             attempts = tx.attempts_of(task.task_id)

@@ -46,6 +46,10 @@ class Task:
     tokens: int = 0
     elapsed_s: float = 0.0
     interruptions: int = 0
+    priority: int = 0
+    """Higher is more important; load shedding drops the lowest first."""
+    deadline_at: float | None = None
+    """When the work stops being worth doing; shedding drops work that can no longer meet it."""
     decision: str | None = None
     decision_reason: str | None = None
     version: int = 0
@@ -126,6 +130,13 @@ class Attempt:
     cancel_requested: bool = False
     cancel_reason: str | None = None
     cancel_deadline_at: float | None = None
+    # Reliability controls.
+    eligible_at: float | None = None
+    """Not claimable before this time: the backoff after the previous Attempt's transient failure."""
+    backoff_s: float = 0.0
+    """The backoff drawn before this Attempt (decorrelated jitter continues from it)."""
+    fallback: str | None = None
+    """A declared fallback the gateway switched to ("model_provider -> small_model"): the frozen dependency changed."""
     # Spend.
     cost_usd: float = 0.0
     tokens: int = 0
@@ -161,6 +172,8 @@ class Intent:
     deadline_at: float | None = None
     receipt: str | None = None
     """The provider's identity for the effect (a PR number), once recorded."""
+    dependency: str = "code_host"
+    """The dependency the call went to, whose circuit breaker learns its outcome."""
     result: str | None = None
     version: int = 0
 

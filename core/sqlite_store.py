@@ -59,7 +59,7 @@ __all__ = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS", "SQLiteStor
 BUSY_TIMEOUT_S = 30.0
 """How long a transaction waits for another process to release the write lock before it gives up."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Kept in `PRAGMA user_version`; a file with another version is refused rather than guessed at."""
 
 SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")

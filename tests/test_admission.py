@@ -423,7 +423,7 @@ class AdmissionUnderLoad(RuleBasedStateMachine):
         assert len({decision.item_id for decision in decisions}) == len(decisions), "two decisions for one item"
         for decision in decisions:
             assert self.where.get(decision.item_id) == "waiting", "a decision for an item that was not waiting"
-            assert (decision.capacity_available, decision.lower_priority_waiting) == GUARDS_BY_TRIGGER[decision.trigger]
+            assert (decision.capacity_available, decision.selected_for_shedding) == GUARDS_BY_TRIGGER[decision.trigger]
             assert decision.reason
         return decisions
 

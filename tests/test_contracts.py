@@ -55,6 +55,7 @@ from shiftchange.core import (
     Renewal,
     Store,
 )
+from shiftchange.core.config import BackoffConfig, ReliabilityConfig
 from shiftchange.core.sqlite_store import SQLiteStore
 
 WORKSPACE = "repo-a"
@@ -83,7 +84,9 @@ class World:
         self.clock = ManualClock()
         self.provider = LedgerProvider(supports_idempotency=supports_idempotency, clock=self.clock)
         self.config = CoreConfig(**config)
-        self.orchestrator = Orchestrator(store, self.clock, self.provider, self.config)
+        # No backoff here: these tests claim a retry at once; tests/test_reliability.py proves the pacing.
+        reliability = ReliabilityConfig(backoff=BackoffConfig(strategy="none"))
+        self.orchestrator = Orchestrator(store, self.clock, self.provider, self.config, reliability)
         self.task_ids: list[str] = []
 
     # ---- steps that must succeed: each asserts it did, so a broken step fails where it broke.

@@ -76,7 +76,7 @@ trigger = "shed"
 source = "queued"
 dest = "cancelled"
 actor = "orchestrator"
-guards = ["lower_priority_waiting"]
+guards = ["selected_for_shedding"]
 """
 
 UNUSED_TRIGGER = """

@@ -57,8 +57,8 @@ def test_overlapping_rows_raise_at_run_time(spec_copy):
     spec_copy.append(
         "attempt.toml",
         '[[transition]]\ntrigger = "shed"\nsource = "queued"\ndest = "cancelled"\n'
-        'actor = "orchestrator"\nguards = ["lower_priority_waiting"]\n',
+        'actor = "orchestrator"\nguards = ["selected_for_shedding"]\n',
     )
     compiled = CompiledMachine(load_spec(spec_copy.root).attempt)
     with pytest.raises(AmbiguousTransition):
-        compiled.fire("queued", "shed", lambda g: g == "lower_priority_waiting")
+        compiled.fire("queued", "shed", lambda g: g == "selected_for_shedding")

@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from shiftchange.core import Claim, CoreConfig, LedgerProvider, ManualClock, Orchestrator, Plan, ProviderTimeout, Reconciliation
+from shiftchange.core.config import AdmissionConfig, ReliabilityConfig
 from shiftchange.core.machine import ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC
 from shiftchange.core.records import Attempt, Event, Intent, Lease, Task
 from shiftchange.core.sqlite_store import SQLiteStore
@@ -35,6 +36,8 @@ from shiftchange.core.sqlite_store import SQLiteStore
 SPAWN = multiprocessing.get_context("spawn")
 WORKSPACE = "acme/web"
 CONFIG = CoreConfig()
+RELIABILITY = ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=10_000))
+"""Every task shares one workspace here; the bulkhead is not what these tests are about."""
 WAIT_TIMEOUT_S = 60.0
 """The longest any parent or child waits on another process; only a broken run ever reaches it."""
 
@@ -42,7 +45,7 @@ FENCED_TRIGGERS = frozenset(row.trigger for row in SPEC.attempt.rows if row.fenc
 
 
 def open_orchestrator(path: str | Path, clock: ManualClock, provider: LedgerProvider | None = None) -> Orchestrator:
-    return Orchestrator(SQLiteStore(path), clock, provider or LedgerProvider(clock=clock), CONFIG)
+    return Orchestrator(SQLiteStore(path), clock, provider or LedgerProvider(clock=clock), CONFIG, RELIABILITY)
 
 
 def latest_time_s(path: str | Path) -> float:
