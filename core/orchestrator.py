@@ -785,6 +785,25 @@ class Orchestrator:
             )
             if outcome.accepted and intent.receipt is None:
                 tx.update_intent(intent, receipt=provider_id, result=result or provider_id)
+            if outcome.accepted:
+                self._pending.append(partial(self.breakers.record_success, intent.dependency, self.clock.now()))
+            return outcome
+
+    def report_call_failure(self, attempt_id: str, generation: int, token: str, key: str, signature: str) -> Refused | Accepted:
+        """A granted provider call failed: its dependency's circuit breaker counts the failure signature (fenced)."""
+        _text(signature, "signature", 500)
+        with self._unit() as tx:
+            attempt = self._attempt(tx, attempt_id)
+            refused = self._fence(tx, attempt, "report_call_failure", generation, token)
+            if refused:
+                return refused
+            intent = tx.intent(_text(key, "key", 500))
+            if intent is None or intent.task_id != attempt.task_id:
+                raise NotFound(f"no intent {key!r} for task {attempt.task_id!r}")
+            holds = {"lease_current": self._lease_current(attempt)}
+            outcome = self._fire(tx, attempt, "report_call_failure", "worker", holds, generation, detail=f"{key}: {signature}")
+            if outcome.accepted:
+                self._pending.append(partial(self.breakers.record_failure, intent.dependency, self.clock.now(), signature))
             return outcome
 
     def checkpoint(self, attempt_id: str, generation: int, token: str, checkpoint: str) -> Refused | Accepted:
@@ -972,6 +991,13 @@ class Orchestrator:
                 detail=text,
             )
             return Reconciliation("pending", attempt.state, tuple(findings))
+        # Settled calls teach the breakers too, so a half-open probe whose worker vanished still reports.
+        now = self.clock.now()
+        for intent, effects in found:
+            if effects:
+                self._pending.append(partial(self.breakers.record_success, intent.dependency, now))
+            else:
+                self._pending.append(partial(self.breakers.record_failure, intent.dependency, now, "unknown_result: no effect landed"))
         domain = attempt.failure_domain or "executor"
         signature = attempt.failure_signature or f"{domain}:no effect landed"
         holds = {"calls_settled": True, "cancel_requested": attempt.cancel_requested, "poison_signature": poison(previous, signature)}
