@@ -115,6 +115,10 @@ class AttemptTimeline:
     cost_usd: float
     tokens: int
     elapsed_s: float
+    backoff_s: float = 0.0
+    """The pause drawn before this Attempt could be claimed (after a transient failure)."""
+    fallback: str | None = None
+    """A declared fallback the gateway switched this Attempt to: its frozen dependency changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,8 @@ def _attempt(attempt: Attempt, events: list[Event], intents: list[Intent]) -> At
         worker_id=attempt.worker_id,
         generation=attempt.generation,
         head_sha=attempt.head_sha,
+        backoff_s=attempt.backoff_s,
+        fallback=attempt.fallback,
         state_path=_state_path(events),
         actions=tuple(_action(event) for event in events),
         evidence=Evidence(
@@ -282,6 +288,12 @@ def _attempt_block(attempt: AttemptTimeline) -> list[str]:
         f"  worker      {worker}",
         f"  path        {' -> '.join(attempt.state_path)}",
         f"  spend       {_amount(attempt.cost_usd, 'usd')}, {attempt.tokens} tokens, {_amount(attempt.elapsed_s, 's')} elapsed",
+    ]
+    if attempt.backoff_s:
+        lines.append(f"  backoff     waited {_amount(attempt.backoff_s, 's')} after a transient failure before it could be claimed")
+    if attempt.fallback:
+        lines.append(f"  fallback    {attempt.fallback} (the frozen dependency changed)")
+    lines += [
         "  evidence",
         f"    reconciliation  {evidence.reconciliation or 'not needed'}",
     ]

@@ -10,7 +10,18 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.core import LedgerProvider, ManualClock, MemoryStore, NotFound, Orchestrator, Plan
+from shiftchange.core import (
+    BreakerConfig,
+    Fallback,
+    LedgerProvider,
+    ManualClock,
+    MemoryStore,
+    NotFound,
+    Orchestrator,
+    Plan,
+    RateLimitConfig,
+    ReliabilityConfig,
+)
 from shiftchange.core.sqlite_store import SQLiteStore
 from shiftchange.core.timeline import build_timeline, render_timeline
 
@@ -238,3 +249,38 @@ def test_only_fenced_calls_after_expiry_are_late():
     assert not refused["claim"].late
     assert refused["renew"].late and f"expired at {lease.expires_at}" in refused["renew"].reason
     assert attempt.state_path == ("queued", "admitted", "claimed", "suspect")
+
+
+def test_timeline_shows_the_backoff_and_the_fallback_of_an_attempt():
+    """An Attempt that waited out a backoff and was switched to a declared fallback says both, in data and in text."""
+    store, clock = MemoryStore(), ManualClock(0.0)
+    reliability = ReliabilityConfig(
+        breaker=BreakerConfig(failures_to_open=1),
+        rate_limits={"code_host": RateLimitConfig(), "model_provider": RateLimitConfig(), "small_model": RateLimitConfig()},
+        fallbacks=(Fallback("model_provider", "small_model", "same API, smaller model", 0.3, 0.5, "lower", "draft PR only"),),
+    )
+    orchestrator = Orchestrator(store, clock, LedgerProvider(clock=clock), reliability=reliability)
+    orchestrator.create_task("t", "summarize the incident", "ws")
+    orchestrator.accept_task("t")
+    orchestrator.dispatch("t", Plan("summarize from the logs"))
+    orchestrator.admit("t#1")
+    lease = orchestrator.claim_attempt("t", "worker-a", "ws").lease
+    orchestrator.start_attempt("t#1", lease.generation, lease.token)
+    orchestrator.report_failure("t#1", lease.generation, lease.token, "provider", "503 from the model provider")
+    orchestrator.reconcile_attempt("t#1")
+    assert orchestrator.retry("t", "the provider answered 503; transient", Plan("summarize from the logs")).accepted
+    second = store.get_attempt("t#2")
+    assert second.backoff_s > 0 and second.eligible_at == second.backoff_s
+    clock.advance(second.backoff_s)
+    orchestrator.admit("t#2")
+    lease = orchestrator.claim_attempt("t", "worker-a", "ws").lease
+    orchestrator.start_attempt("t#2", lease.generation, lease.token)
+    grant = orchestrator.grant_tool("t#2", lease.generation, lease.token, "summarize", "logs-1", dependency="model_provider")
+    orchestrator.report_call_failure("t#2", lease.generation, lease.token, grant.key, "503")
+    switched = orchestrator.grant_tool("t#2", lease.generation, lease.token, "summarize", "logs-2", dependency="model_provider")
+    assert switched.dependency == "small_model"
+    timeline = build_timeline(store, "t")
+    assert timeline.attempts[1].backoff_s == second.backoff_s and timeline.attempts[1].fallback == "model_provider -> small_model"
+    text = render_timeline(timeline)
+    assert "backoff     waited" in text and "fallback    model_provider -> small_model" in text
+    assert "backoff" not in text.split("Attempt 2")[0].split("Attempt 1")[1]
