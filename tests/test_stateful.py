@@ -207,6 +207,19 @@ class Lifecycle(RuleBasedStateMachine):
         self.fenced_call(self.orchestrator.report_failure, lease, False, domain, signature)
 
     @precondition(lambda self: self.leases)
+    @rule(data=st.data(), signature=st.sampled_from(("503", "timeout")))
+    def call_failed(self, data, signature):
+        """A worker reports that a granted provider call failed; the dependency's breaker counts it."""
+        lease = data.draw(st.sampled_from(self.leases))
+        intents = self.store.get_intents(lease.attempt_id)
+        if intents:
+            self.fenced_call(self.orchestrator.report_call_failure, lease, False, intents[0].key, signature)
+
+    @rule(worker=st.sampled_from(WORKERS), ok=st.booleans())
+    def health_probe(self, worker, ok):
+        self.orchestrator.record_health_probe(worker, ok)
+
+    @precondition(lambda self: self.leases)
     @rule(data=st.data())
     def acknowledge_cancel(self, data):
         lease = data.draw(st.sampled_from(self.leases))
@@ -367,6 +380,20 @@ class Lifecycle(RuleBasedStateMachine):
             record = self.store.get_task(task)
             assert record.cost_usd <= record.budget.cost_max_usd
             assert len(self.store.get_attempts(task)) <= record.budget.attempts_max
+            for attempt in self.store.get_attempts(task):
+                assert attempt.cost_usd <= self.orchestrator.reliability.attempt_spend_max_usd
+
+    @invariant()
+    def admission_matches_the_store(self):
+        """The admission controller (derived state) agrees with the store: queued ones wait, admitted or later are in flight."""
+        limit = self.orchestrator.reliability.admission.partition_concurrency_max
+        assert self.orchestrator.admission.in_flight(WORKSPACE) <= limit
+        for attempt in self.attempts():
+            status = self.orchestrator.admission.status(attempt.attempt_id)
+            if attempt.state == "queued":
+                assert status == "waiting", (attempt.attempt_id, status)
+            elif attempt.state in ATTEMPT_TERMINAL:
+                assert status == "gone", (attempt.attempt_id, attempt.state, status)
 
     @invariant()
     def compiled_table_agrees_with_transitions(self):
