@@ -217,12 +217,16 @@ class AdmissionController:
 
     # ------------------------------------------------------------- decide
 
-    def decide(self, now_s: float) -> list[AdmissionDecision]:
+    def decide(self, now_s: float, admissions_max: int | None = None) -> list[AdmissionDecision]:
         """One admission step at `now_s`: the admissions in admission order, then the sheds and deferrals.
 
         Every admitted or shed attempt leaves the queue at once; a deferred one
         stays, and is reported again only when the cause that holds it changes.
+        `admissions_max` caps this step's admissions (an admission rate limit);
+        items it holds back are deferred, and shed if the queue is too deep.
         """
+        if admissions_max is not None and (isinstance(admissions_max, bool) or not isinstance(admissions_max, int) or admissions_max < 0):
+            raise InputError(f"admissions_max must be a non-negative integer or None, not {admissions_max!r}")
         if _time(now_s, "now_s") < self._now_s:
             raise InputError(f"now_s went backwards: {now_s!r} after {self._now_s!r}")
         self._now_s = now_s
@@ -232,7 +236,7 @@ class AdmissionController:
         held: list[tuple[_Waiting, str, str]] = []
         admissions = 0
         for item in sorted(self._waiting.values(), key=_Waiting.walk_key):
-            hold = self._hold(item, admissions, braking_age_s)
+            hold = self._hold(item, admissions, braking_age_s, admissions_max)
             if hold is None:
                 decisions.append(self._admit(item))
                 admissions += 1
@@ -248,13 +252,15 @@ class AdmissionController:
         assert len(self._waiting) <= self.config.queue_depth_max, "shedding left the queue deeper than queue_depth_max"
         return decisions
 
-    def _hold(self, item: _Waiting, admissions: int, braking_age_s: float | None) -> tuple[str, str] | None:
+    def _hold(self, item: _Waiting, admissions: int, braking_age_s: float | None, admissions_max: int | None) -> tuple[str, str] | None:
         """Why this item cannot be admitted now, as (cause, words); None when it can."""
         held = self._partition_in_flight.get(item.partition, 0)
         if held >= self.config.partition_concurrency_max:
             return "bulkhead", f"partition {item.partition!r} holds {held} of {self.config.partition_concurrency_max} in flight (bulkhead)"
         if len(self._in_flight) >= self.capacity_max:
             return "capacity", f"{len(self._in_flight)} of {self.capacity_max} attempts in flight (capacity)"
+        if admissions_max is not None and admissions >= admissions_max:
+            return "rate", f"{admissions} admission(s) this step use up the admission rate limit (a capacity denial)"
         if braking_age_s is not None and admissions >= self.backpressure_admissions_max:
             return "backpressure", (
                 f"queue age {braking_age_s:g} s over {self.config.queue_age_max_s:g} s; "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 
 from .errors import InputError
@@ -25,10 +26,8 @@ class CoreConfig:
     """Attempts admitted or holding a lease at once; beyond it admission defers or sheds (backpressure)."""
 
     def __post_init__(self) -> None:
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise InputError(f"CoreConfig.{item.name} must be a positive number, not {value!r}")
+        _positive(self, tuple(item.name for item in fields(self)))
+        _whole(self, ("reason_length_min", "admitted_max"))
         if self.heartbeat_interval_s >= self.lease_ttl_s:
             raise InputError("CoreConfig.heartbeat_interval_s must be shorter than lease_ttl_s, or every lease expires between heartbeats")
 
@@ -66,6 +65,7 @@ class RateLimitConfig:
 
     def __post_init__(self) -> None:
         _positive(self, ("rate_per_s", "burst"))
+        _whole(self, ("burst",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,7 @@ class BreakerConfig:
 
     def __post_init__(self) -> None:
         _positive(self, ("failures_to_open", "cool_down_s", "probes_half_open"))
+        _whole(self, ("failures_to_open", "probes_half_open"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +97,22 @@ class AdmissionConfig:
 
     def __post_init__(self) -> None:
         _positive(self, ("queue_depth_max", "queue_age_max_s", "partition_concurrency_max"))
+        _whole(self, ("queue_depth_max", "partition_concurrency_max"))
+
+
+def _whole(config: object, names: tuple[str, ...]) -> None:
+    """Counts are whole numbers: a limit of 2.5 attempts means nothing."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{type(config).__name__}.{name} must be a whole number, not {value!r}")
 
 
 def _positive(config: object, names: tuple[str, ...]) -> None:
     for name in names:
         value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise InputError(f"{type(config).__name__}.{name} must be a positive number, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise InputError(f"{type(config).__name__}.{name} must be a positive finite number, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +148,8 @@ class ReliabilityConfig:
     """One token bucket per dependency; a call to a dependency not named here is bad input."""
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    admission_rate: RateLimitConfig | None = None
+    """A token bucket on admissions themselves (None: admission is bounded by capacity alone)."""
     fallbacks: tuple[Fallback, ...] = ()
     attempt_spend_max_usd: float = 5.0
     """Spend ceiling of one Attempt, whatever its task's budget has left: the denial-of-wallet stop inside a run."""

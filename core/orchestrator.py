@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import heapq
 import hmac
 import random
 import secrets
@@ -39,7 +40,7 @@ from .machine import ACTIVE, ATTEMPT, ATTEMPT_TERMINAL, EXPIRABLE, FENCED, LEASE
 from .policy import DOMAINS, Decision, classify, decide, poison, retry_refusal, spend_fits
 from .policy import budget_exhausted as _budget_exhausted
 from .provider import Effect, ProviderAdapter
-from .rate_limit import RateLimiter
+from .rate_limit import RateLimiter, TokenBucket
 from .records import Attempt, Budget, Intent, Lease, Manifest, Plan, Task
 from .store import Store, Transaction
 
@@ -51,6 +52,8 @@ class Refused:
     """A contract call the table or a fence refused; it changed nothing but the history."""
 
     reason: str
+    domain: str | None = None
+    """The failure domain a refusal counts as, where it is not the caller's defect (a rate denial is capacity)."""
     accepted: bool = field(default=False, init=False)
 
 
@@ -188,6 +191,10 @@ class Orchestrator:
         self._probes: dict[str, tuple[float, bool]] = {}
         self._pending: list = []
         self.admission = AdmissionController(self.reliability.admission, capacity_max=self.config.admitted_max)
+        rate = self.reliability.admission_rate
+        self._admission_bucket = TokenBucket(rate, now) if rate is not None else None
+        # Attempts waiting out a backoff are not yet in the admission queue, so they hold no slot while they wait.
+        self._sleeping: list[tuple[float, float, str]] = []
         self._rebuild_admission()
 
     def _unit(self) -> _Unit:
@@ -198,10 +205,31 @@ class Orchestrator:
         with self.store.transaction() as tx:
             for attempt in sorted(tx.attempts_in(ACTIVE), key=lambda a: (a.created_at, a.attempt_id)):
                 task = tx.task(attempt.task_id)
-                if attempt.state == "queued":
-                    self.admission.enqueue(attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
-                else:
+                if attempt.state != "queued":
                     self.admission.restore(attempt.attempt_id, task.workspace)
+                else:
+                    self._queue(attempt, task)
+
+    def _queue(self, attempt: Attempt, task: Task) -> None:
+        """Into the admission queue, or to sleep until its backoff has passed."""
+        if attempt.eligible_at is not None and attempt.eligible_at > self.clock.now():
+            heapq.heappush(self._sleeping, (attempt.eligible_at, attempt.created_at, attempt.attempt_id))
+        else:
+            self.admission.enqueue(attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
+
+    def admission_status(self, attempt_id: str) -> str:
+        """Where admission holds an Attempt: "sleeping" (waiting out a backoff), "waiting", "in_flight", or "gone"."""
+        if any(entry[2] == attempt_id for entry in self._sleeping):
+            return "sleeping"
+        return self.admission.status(attempt_id)
+
+    def _wake(self, tx: Transaction, now: float) -> None:
+        """Attempts whose backoff has passed join the admission queue (unless they left queued meanwhile, e.g. cancelled)."""
+        while self._sleeping and self._sleeping[0][0] <= now:
+            _eligible_at, _created_at, attempt_id = heapq.heappop(self._sleeping)
+            attempt = tx.attempt(attempt_id)
+            if attempt is not None and attempt.state == "queued":
+                self._queue(attempt, tx.task(attempt.task_id))
 
     def _release(self, attempt_id: str) -> None:
         if self.admission.status(attempt_id) == "in_flight":
@@ -463,19 +491,21 @@ class Orchestrator:
         )
         tx.insert_attempt(attempt)
         self._event(tx, "orchestrator", "append", task.task_id, attempt, True, reason or "first dispatch", None, attempt.state)
-        self._pending.append(
-            partial(self.admission.enqueue, attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
-        )
+        self._pending.append(partial(self._queue, attempt, task))
 
     # ----------------------------------------------------------- admission
 
     def run_admission(self) -> dict[str, Refused | Accepted]:
         """One admission step: admit, defer or shed waiting Attempts (bulkheads, backpressure, shedding, budgets, rate)."""
         now = self.clock.now()
-        decisions = self.admission.decide(now)
         results: dict[str, Refused | Accepted] = {}
         with self._unit() as tx:
+            self._wake(tx, now)
+            bucket = self._admission_bucket
+            decisions = self.admission.decide(now, None if bucket is None else int(bucket.available(now)))
             for decision in decisions:
+                if decision.trigger == ADMIT and bucket is not None:
+                    bucket.try_acquire(now)
                 attempt = self._attempt(tx, decision.item_id)
                 task = self._task(tx, attempt.task_id)
                 results[attempt.attempt_id] = self._apply_admission(tx, attempt, task, decision, now)
@@ -497,18 +527,6 @@ class Orchestrator:
                 failure_domain="capacity",
                 failure_signature="budget:exhausted at admission",
                 ended_at=now,
-            )
-        if decision.trigger == ADMIT and "admission" in self.reliability.rate_limits and not self.limiter.try_acquire("admission", now):
-            # Rate limit at admission: hand the slot back and keep its place in the queue (same priority and enqueue time).
-            self.admission.release(attempt.attempt_id)
-            self.admission.enqueue(attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
-            return self._fire(
-                tx,
-                attempt,
-                "defer",
-                "orchestrator",
-                {"capacity_available": False, "selected_for_shedding": False},
-                detail="admission rate limit: a capacity denial",
             )
         changes = {}
         if decision.trigger == SHED:
@@ -533,8 +551,10 @@ class Orchestrator:
             attempt = self._attempt(tx, attempt_id)
             if attempt.state != "queued":
                 return self._fire(tx, attempt, "admit", "orchestrator", {"capacity_available": False, "budget_left": False})
-            status = self.admission.status(attempt.attempt_id)
-            reason = f"still waiting for admission ({status}; queue depth {self.admission.queue_depth()})"
+            if attempt.eligible_at is not None and attempt.eligible_at > self.clock.now():
+                reason = f"waiting out its backoff until {attempt.eligible_at:g} before it joins the admission queue"
+            else:
+                reason = f"still waiting for admission (queue depth {self.admission.queue_depth()})"
             self._event(tx, "orchestrator", "admit", attempt.task_id, attempt, False, reason, attempt.state, attempt.state)
             return Refused(reason)
 
@@ -713,6 +733,9 @@ class Orchestrator:
                 and now < intent.deadline_at
             )
             timeout_left_s = (attempt.started_at if attempt.started_at is not None else now) + attempt.timeout_budget_s - now
+            replaying = receipt is not None
+            if replaying:  # a replay makes no call: it spends nothing and asks no rate limit or circuit
+                cost_usd, tokens = 0.0, 0
             holds = {
                 "lease_current": self._lease_current(attempt),
                 "key_minted": key is None or key == minted,
@@ -721,40 +744,61 @@ class Orchestrator:
                 "spend_within_budget": spend_fits(task, cost_usd, tokens)
                 and attempt.cost_usd + cost_usd <= self.reliability.attempt_spend_max_usd,
             }
-            chosen, switched = self._route(dependency, now)
-            holds["rate_allows"] = self.limiter.available(chosen, now) >= 1
-            # allow() may spend a half-open probe, so it is asked only for a call every other guard already permits.
-            others_allow = all(holds.values())
-            holds["circuit_allows"] = self.breakers.allow(chosen, now) if others_allow else self.breakers.state(chosen, now) != OPEN
+            chosen, holds["rate_allows"], holds["circuit_allows"], why = self._dependency(attempt, dependency, holds, now, replaying)
             changes = {"cost_usd": attempt.cost_usd + cost_usd, "tokens": attempt.tokens + tokens}
+            switched = f"{dependency} -> {chosen}" if chosen != dependency else None
             if switched and switched != attempt.fallback:
                 changes["fallback"] = switched
-            detail = minted if holds["circuit_allows"] else f"{minted}: {self._circuit_refusal(chosen)}"
-            result = self._fire(tx, attempt, "grant_tool", "worker", holds, generation, detail=detail, **changes)
+            result = self._fire(
+                tx, attempt, "grant_tool", "worker", holds, generation, detail=f"{minted}: {why}" if why else minted, **changes
+            )
             if not result.accepted:
-                return result
-            self.limiter.try_acquire(chosen, now)
+                domain = "capacity" if not holds["rate_allows"] else "provider" if not holds["circuit_allows"] else None
+                return Refused(result.reason, domain)
+            if not replaying:
+                self.limiter.try_acquire(chosen, now)
             deadline = now + call_deadline_s
             replay = None
             if intent is None:
                 tx.insert_intent(
                     Intent(minted, task.task_id, attempt.attempt_id, operation, identity, request, now, now, deadline, dependency=chosen)
                 )
-            elif receipt is not None:
+            elif replaying:
                 # A replay hands the effect to this Attempt, so its reconciliation and verification see it.
                 replay = intent.result if intent.receipt is not None else receipt
                 tx.update_intent(intent, receipt=receipt, result=replay, attempt_id=attempt.attempt_id)
             else:
-                tx.update_intent(intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline, dependency=chosen)
+                tx.update_intent(
+                    intent, attempt_id=attempt.attempt_id, granted_at=now, deadline_at=deadline, dependency=chosen, outcome=None
+                )
             tx.update_task(task, cost_usd=task.cost_usd + cost_usd, tokens=task.tokens + tokens)
             return Grant(minted, replay, deadline, chosen, timeout_left_s)
 
-    def _route(self, dependency: str, now: float) -> tuple[str, str | None]:
-        """The dependency that serves a call: the one asked for, or its declared fallback while its circuit is open."""
+    def _dependency(self, attempt: Attempt, dependency: str, holds: dict[str, bool], now: float, replaying: bool):
+        """Which dependency serves a call, whether its rate limit and circuit let it through, and why not.
+
+        The one asked for, or its declared fallback while its circuit is open
+        (or half-open with every probe out). A half-open probe is spent only on
+        a call the table will grant, since a spent probe that never reports
+        would hold the circuit half-open for good.
+        """
+        if replaying:
+            return dependency, True, True, ""
         fallback = self.fallbacks.get(dependency)
-        if fallback is None or self.breakers.state(dependency, now) != OPEN:
-            return dependency, None
-        return fallback.substitute, f"{dependency} -> {fallback.substitute}"
+        why = ""
+        for chosen in (dependency,) if fallback is None else (dependency, fallback.substitute):
+            rate_ok = self.limiter.available(chosen, now) >= 1
+            if self.breakers.state(chosen, now) == OPEN:
+                self.breakers.allow(chosen, now)  # refuses without spending anything, and words the refusal
+                why = self._circuit_refusal(chosen)
+                continue
+            table = {**holds, "rate_allows": rate_ok, "circuit_allows": True}
+            if ATTEMPT.fire(attempt.state, "grant_tool", table.__getitem__) is None:
+                return chosen, rate_ok, True, "" if rate_ok else f"rate limit of {chosen} reached (a capacity denial)"
+            if self.breakers.allow(chosen, now):
+                return chosen, True, True, ""
+            why = self._circuit_refusal(chosen)
+        return dependency, self.limiter.available(dependency, now) >= 1, False, why
 
     def _circuit_refusal(self, dependency: str) -> str:
         refusal = self.breakers.last_refusal(dependency)
@@ -785,7 +829,8 @@ class Orchestrator:
             )
             if outcome.accepted and intent.receipt is None:
                 tx.update_intent(intent, receipt=provider_id, result=result or provider_id)
-            if outcome.accepted:
+            if outcome.accepted and intent.outcome is None:
+                tx.update_intent(intent, outcome="succeeded")
                 self._pending.append(partial(self.breakers.record_success, intent.dependency, self.clock.now()))
             return outcome
 
@@ -802,7 +847,8 @@ class Orchestrator:
                 raise NotFound(f"no intent {key!r} for task {attempt.task_id!r}")
             holds = {"lease_current": self._lease_current(attempt)}
             outcome = self._fire(tx, attempt, "report_call_failure", "worker", holds, generation, detail=f"{key}: {signature}")
-            if outcome.accepted:
+            if outcome.accepted and intent.outcome is None:
+                tx.update_intent(intent, outcome="failed")
                 self._pending.append(partial(self.breakers.record_failure, intent.dependency, self.clock.now(), signature))
             return outcome
 
@@ -991,9 +1037,13 @@ class Orchestrator:
                 detail=text,
             )
             return Reconciliation("pending", attempt.state, tuple(findings))
-        # Settled calls teach the breakers too, so a half-open probe whose worker vanished still reports.
+        # Settled calls nobody reported teach the breakers too, so a half-open probe whose worker vanished still reports.
         now = self.clock.now()
         for intent, effects in found:
+            fresh = tx.intent(intent.key)
+            if fresh.outcome is not None:
+                continue
+            tx.update_intent(fresh, outcome="succeeded" if effects else "failed")
             if effects:
                 self._pending.append(partial(self.breakers.record_success, intent.dependency, now))
             else:

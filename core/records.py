@@ -174,6 +174,8 @@ class Intent:
     """The provider's identity for the effect (a PR number), once recorded."""
     dependency: str = "code_host"
     """The dependency the call went to, whose circuit breaker learns its outcome."""
+    outcome: str | None = None
+    """What the dependency's breaker was told of the latest call: "succeeded", "failed", or None while untold."""
     result: str | None = None
     version: int = 0
 

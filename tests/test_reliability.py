@@ -143,10 +143,10 @@ class World:
         return self.store.get_attempts(task_id)[-1]
 
     def started_when_eligible(self, attempt: Attempt, worker_id: str = "worker-b") -> Lease:
-        """Admit, wait out the backoff, claim and start the Attempt."""
-        assert self.orchestrator.admit(attempt.attempt_id).state == "admitted"
+        """Wait out the backoff, admit, claim and start the Attempt."""
         if attempt.eligible_at is not None:
             self.clock.set(attempt.eligible_at)
+        assert self.orchestrator.admit(attempt.attempt_id).state == "admitted"
         return self.started(attempt.attempt_id, worker_id)
 
     def grant(self, lease: Lease, identity: str, operation: str = "model-call", **options) -> Grant | Refused:
@@ -233,12 +233,14 @@ def test_transient_failure_delays_the_next_claim_by_a_backoff_within_its_bounds(
     low_s, high_s = bounds_s(config, 0)
     assert second.backoff_s > 0 and low_s <= second.backoff_s <= high_s
     assert second.eligible_at == 5.0 + second.backoff_s
-    assert world.orchestrator.admit(second.attempt_id).state == "admitted"
+    # While it waits out its backoff it is not even queued for admission, so it holds no bulkhead slot.
+    waiting = world.orchestrator.admit(second.attempt_id)
+    assert isinstance(waiting, Refused) and "backoff" in waiting.reason
+    assert world.orchestrator.admission.status(second.attempt_id) == "gone"
     early = world.orchestrator.claim_attempt("task-1", "worker-b", WORKSPACE)
-    assert isinstance(early, Refused) and "backoff_elapsed" in early.reason
-    world.refused("claim", "backoff_elapsed", second.attempt_id)
-    assert world.attempt(second.attempt_id).state == "admitted"
+    assert isinstance(early, Refused) and world.attempt(second.attempt_id).state == "queued"
     world.clock.set(second.eligible_at)
+    assert world.orchestrator.admit(second.attempt_id).state == "admitted"
     assert isinstance(world.orchestrator.claim_attempt("task-1", "worker-b", WORKSPACE), Claim)
 
 
@@ -341,9 +343,8 @@ def test_grant_to_an_unconfigured_dependency_is_bad_input_and_changes_nothing(st
 
 
 def test_admission_rate_limit_defers_in_queue_order_and_admits_as_tokens_refill(store):
-    """An "admission" bucket defers admissions beyond it (still queued, a recorded capacity deferral), then admits them in order."""
-    limits = {**LIMITS, "admission": RateLimitConfig(rate_per_s=1.0, burst=2)}
-    world = World(store, ReliabilityConfig(rate_limits=limits))
+    """An admission bucket defers admissions beyond it (still queued, one recorded capacity deferral), then admits them in order."""
+    world = World(store, ReliabilityConfig(admission_rate=RateLimitConfig(rate_per_s=1.0, burst=2)))
     attempt_ids = [world.dispatched(f"task-{n}") for n in range(1, 5)]
     first = world.orchestrator.run_admission()
     assert states(first) == dict(zip(attempt_ids, ["admitted", "admitted", "queued", "queued"], strict=True))
@@ -352,21 +353,17 @@ def test_admission_rate_limit_defers_in_queue_order_and_admits_as_tokens_refill(
         deferral = world.last_event("defer", attempt_id)
         assert deferral.accepted and "admission rate limit" in deferral.detail
     world.clock.advance(1.0)
-    assert states(world.orchestrator.run_admission()) == {attempt_ids[2]: "admitted", attempt_ids[3]: "queued"}
+    # The one still held keeps its place and is not deferred again: its cause has not changed.
+    assert states(world.orchestrator.run_admission()) == {attempt_ids[2]: "admitted"}
+    assert world.attempt(attempt_ids[3]).state == "queued"
     world.clock.advance(1.0)
     assert states(world.orchestrator.run_admission()) == {attempt_ids[3]: "admitted"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: the controller decides admit for every attempt with room, sheds nothing, and only then does "
-    "_apply_admission find the admission bucket empty and put them all back in the queue; the queue stays deeper than "
-    "queue_depth_max for as long as the rate limit holds (silent queue growth), and low priority work is never shed",
-)
 def test_the_admission_rate_limit_does_not_let_the_queue_grow_past_its_depth(store):
     """When the admission bucket holds attempts back, the queue still keeps to queue_depth_max by shedding the lowest priority."""
-    limits = {**LIMITS, "admission": RateLimitConfig(rate_per_s=0.01, burst=1)}
-    world = World(store, ReliabilityConfig(rate_limits=limits, admission=AdmissionConfig(queue_depth_max=1)))
+    rate = RateLimitConfig(rate_per_s=0.01, burst=1)
+    world = World(store, ReliabilityConfig(admission_rate=rate, admission=AdmissionConfig(queue_depth_max=1)))
     assert world.orchestrator.admit(world.dispatched("first")).state == "admitted"
     for name, priority in (("low", 0), ("high", 9), ("mid", 5)):
         world.dispatched(name, priority=priority)
@@ -457,12 +454,6 @@ def test_reconciling_an_expired_attempt_teaches_the_breaker_what_its_probe_did(s
         assert "circuit open until 51.0" in world.refused("grant_tool", "circuit_allows", other.attempt_id).detail
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: grant_tool asks the breaker's allow(), which spends a half-open probe, for grants that call no "
-    "dependency: one the table then refuses (the Attempt is cancelling or only claimed) and a replay of a receipted key; "
-    "nothing ever reports for that probe, so the circuit stays half-open and refuses every later call",
-)
 @pytest.mark.parametrize("call", ["refused-by-the-table", "replay"])
 def test_a_grant_that_calls_no_dependency_spends_no_half_open_probe(store, call):
     """A grant the table refuses, or a replay of a receipted key, reaches no dependency, so the next real call still gets the probe."""
@@ -484,12 +475,6 @@ def test_a_grant_that_calls_no_dependency_spends_no_half_open_probe(store, call)
     assert world.grant(other, "the-probe").accepted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: reconciliation reports every settled intent to the breaker again, so a call already reported with "
-    "report_call_failure is counted twice, the second time as 'unknown_result: no effect landed'; that different "
-    "signature resets the counter between attempts, and a dependency failing every call never opens its circuit",
-)
 def test_call_failures_reported_by_successive_attempts_open_the_circuit(store):
     """The same call failure reported by consecutive Attempts, each then failing and reconciled, opens the circuit."""
     world = World(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=BreakerConfig(failures_to_open=2, cool_down_s=10.0)))
@@ -981,6 +966,9 @@ FIELD_CASES = {
     "CoreConfig.timeout_budget_s": FieldCase(
         four_hundred_second_call_granted, ReliabilityConfig(), ReliabilityConfig(), (True, False), {"timeout_budget_s": 300.0}
     ),
+    "admission_rate": FieldCase(
+        admitted_across_partitions, ReliabilityConfig(), ReliabilityConfig(admission_rate=RateLimitConfig(burst=1)), (3, 1)
+    ),
     "CoreConfig.admitted_max": FieldCase(admitted_across_partitions, ReliabilityConfig(), ReliabilityConfig(), (3, 2), {"admitted_max": 2}),
 }
 
@@ -1047,11 +1035,6 @@ def test_a_bad_config_raises_input_error_before_any_contract_runs(name):
         BAD_CONFIGS[name]()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: BackoffConfig and Orchestrator accept cap_s=inf; the InputError ('a backoff without a cap never ends') "
-    "only surfaces at the first retry after a transient failure, inside the retry contract",
-)
 def test_an_infinite_backoff_cap_is_refused_when_the_orchestrator_is_built():
     """A backoff with no finite cap is a bad config like the others: refused up front, not at the first retry."""
     with pytest.raises(InputError):
