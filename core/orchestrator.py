@@ -16,6 +16,15 @@ Attempt it names, because a late worker is evidence that effects may exist.
 Reconciliation and verification read the provider through its adapter
 before they open the write transaction, then write guarded by the version
 they read, so no database lock is held across a provider call.
+
+The reliability controls (core/admission.py, backoff.py, rate_limit.py,
+breaker.py) are consulted here, at the two places the chapter pins them:
+admission (queued to admitted) and the tool gateway (grant_tool). Their state
+is this process's: the admission queue is derived from the store and rebuilt
+on start, and its bookkeeping is applied only when the transaction that
+implies it commits; rate limits, breakers and health probes start fresh. With
+several orchestrator processes on one store, one of them should run
+admission, or their bulkheads count only what each has seen.
 """
 
 from __future__ import annotations
