@@ -204,6 +204,8 @@ class Orchestrator:
         self._admission_bucket = TokenBucket(rate, now) if rate is not None else None
         # Attempts waiting out a backoff are not yet in the admission queue, so they hold no slot while they wait.
         self._sleeping: list[tuple[float, float, str]] = []
+        self._asleep: set[str] = set()
+        """The ids in `_sleeping` still asleep; one that left queued (cancelled) is dropped here and skipped on waking."""
         self._rebuild_admission()
 
     def _unit(self) -> _Unit:
@@ -223,12 +225,13 @@ class Orchestrator:
         """Into the admission queue, or to sleep until its backoff has passed."""
         if attempt.eligible_at is not None and attempt.eligible_at > self.clock.now():
             heapq.heappush(self._sleeping, (attempt.eligible_at, attempt.created_at, attempt.attempt_id))
+            self._asleep.add(attempt.attempt_id)
         else:
             self.admission.enqueue(attempt.attempt_id, task.workspace, task.priority, attempt.created_at, task.deadline_at)
 
     def admission_status(self, attempt_id: str) -> str:
         """Where admission holds an Attempt: "sleeping" (waiting out a backoff), "waiting", "in_flight", or "gone"."""
-        if any(entry[2] == attempt_id for entry in self._sleeping):
+        if attempt_id in self._asleep:
             return "sleeping"
         return self.admission.status(attempt_id)
 
@@ -236,9 +239,17 @@ class Orchestrator:
         """Attempts whose backoff has passed join the admission queue (unless they left queued meanwhile, e.g. cancelled)."""
         while self._sleeping and self._sleeping[0][0] <= now:
             _eligible_at, _created_at, attempt_id = heapq.heappop(self._sleeping)
+            if attempt_id not in self._asleep:
+                continue
+            self._asleep.discard(attempt_id)
             attempt = tx.attempt(attempt_id)
             if attempt is not None and attempt.state == "queued":
                 self._queue(attempt, tx.task(attempt.task_id))
+
+    def _dequeue(self, attempt_id: str) -> None:
+        """An Attempt left queued (admitted, shed, cancelled): out of the queue, or out of its backoff sleep."""
+        self._asleep.discard(attempt_id)
+        self.admission.remove(attempt_id)
 
     def _release(self, attempt_id: str) -> None:
         if self.admission.status(attempt_id) == "in_flight":
@@ -305,7 +316,7 @@ class Orchestrator:
         if dest != before:
             changes["state"] = dest
             if before == "queued":
-                self._pending.append(partial(self.admission.remove, attempt.attempt_id))
+                self._pending.append(partial(self._dequeue, attempt.attempt_id))
             elif dest in ATTEMPT_TERMINAL:
                 self._pending.append(partial(self._release, attempt.attempt_id))
         tx.update_attempt(attempt, **changes)

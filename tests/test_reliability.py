@@ -1039,3 +1039,16 @@ def test_an_infinite_backoff_cap_is_refused_when_the_orchestrator_is_built():
     """A backoff with no finite cap is a bad config like the others: refused up front, not at the first retry."""
     with pytest.raises(InputError):
         orchestrator_over(ReliabilityConfig(backoff=BackoffConfig(cap_s=float("inf"))))
+
+
+def test_cancelling_an_attempt_that_sleeps_out_its_backoff_takes_it_out_of_admission(store):
+    """A retry cancelled during its backoff ends cancelled and is forgotten by admission: it never wakes into the queue."""
+    world = World(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=10.0)))
+    world.failed(world.running(), "provider", SIGNATURE)
+    second = world.retried()
+    assert world.orchestrator.admission_status(second.attempt_id) == "sleeping"
+    assert world.orchestrator.cancel_attempt(second.attempt_id, "operator changed priorities").state == "cancelled"
+    assert world.orchestrator.admission_status(second.attempt_id) == "gone"
+    world.clock.set(second.eligible_at)
+    assert second.attempt_id not in world.orchestrator.run_admission()
+    assert world.orchestrator.admission_status(second.attempt_id) == "gone"
