@@ -209,7 +209,6 @@ SELECT_ATTEMPT = ATTEMPTS.select("WHERE attempt_id = ?")
 SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = ? ORDER BY number")
 SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state IN ({placeholders}) ORDER BY attempt_id")
 COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = ?"
-COUNT_ATTEMPTS_IN_STATES = "SELECT count(*) FROM attempts WHERE state IN ({placeholders})"
 INSERT_ATTEMPT = ATTEMPTS.insert(ATTEMPTS.columns)
 UPDATE_ATTEMPT = ATTEMPTS.update(" AND state NOT IN (" + _placeholders(len(_TERMINAL_STATES)) + ")")
 
@@ -277,13 +276,6 @@ class _SQLiteTransaction(Transaction):
             return []
         sql = SELECT_ATTEMPTS_IN_STATES.format(placeholders=_placeholders(len(wanted)))
         return self._all(ATTEMPTS, sql, wanted)
-
-    def count_in(self, states: Iterable[str]) -> int:
-        wanted = tuple(dict.fromkeys(states))
-        if not wanted:
-            return 0
-        (count,) = self._execute(COUNT_ATTEMPTS_IN_STATES.format(placeholders=_placeholders(len(wanted))), wanted).fetchone()
-        return count
 
     def intent(self, key: str) -> Intent | None:
         return self._one(INTENTS, SELECT_INTENT, (key,))

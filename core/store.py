@@ -58,10 +58,6 @@ class Transaction(ABC):
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
         """Every Attempt currently in one of `states` (the reaper's scan), in attempt-id order."""
 
-    def count_in(self, states: Iterable[str]) -> int:
-        """How many Attempts are in one of `states` (admission's capacity check); stores may answer faster."""
-        return len(self.attempts_in(states))
-
     @abstractmethod
     def intent(self, key: str) -> Intent | None: ...
 
@@ -174,9 +170,6 @@ class _MemoryTransaction(Transaction):
         for state in set(states):
             found.extend(self._store._by_state.get(state, {}).values())
         return sorted(found, key=lambda a: a.attempt_id)
-
-    def count_in(self, states: Iterable[str]) -> int:
-        return sum(len(self._store._by_state.get(state, ())) for state in states)
 
     def intent(self, key: str) -> Intent | None:
         return self._store._intents.get(key)

@@ -70,10 +70,6 @@ class CompiledMachine:
             reasons.append(" and ".join(failing))
         return f"{trigger!r} from {state!r} refused: guard " + " / ".join(reasons) + " not met"
 
-    def triggers_from(self, state: str) -> tuple[str, ...]:
-        """Triggers with at least one row leaving `state`."""
-        return tuple(sorted({trigger for (source, trigger) in self._table if source == state}))
-
     def guards_of(self, state: str, trigger: str) -> tuple[str, ...]:
         """Every guard name the rows for this state and trigger consult."""
         names: set[str] = set()
