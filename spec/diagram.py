@@ -97,9 +97,11 @@ def to_dot(machine: Machine) -> str:
         else:
             lines.append(f"  {q(name)};")
     for (source, dest), rows in _edges(machine).items():
-        for row in rows:
+        for group in _loop_groups(rows) if source == dest else [[row] for row in rows]:
+            # In-place writes of one actor and fencing share one loop with a label per line: stacked loops are unreadable.
+            row = group[0]
             attributes = [
-                f"label={q(_edge_label(row))}",
+                "label=" + q("\n".join(_edge_label(each) for each in group)),
                 f"color={q(ACTOR_COLOURS[row.actor])}",
                 f"fontcolor={q(ACTOR_COLOURS[row.actor])}",
             ]
@@ -115,6 +117,14 @@ def to_dot(machine: Machine) -> str:
     lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _loop_groups(rows: list[Row]) -> list[list[Row]]:
+    """Self-loop rows grouped by actor and fencing, in table order."""
+    groups: dict[tuple[str, bool], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.actor, row.fenced), []).append(row)
+    return list(groups.values())
 
 
 def render(machine: Machine, fmt: str, output: str | Path, renderer: str = "auto") -> str:

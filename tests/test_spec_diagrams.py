@@ -88,3 +88,12 @@ def test_review_page_has_every_table_and_diagram(tmp_path):
     assert "**FAIL**" not in page
     rows = [line for line in page.splitlines() if re.match(r"^\| \d+ \| `", line)]
     assert len(rows) == len(SPEC.attempt.rows) + len(SPEC.task.rows)
+
+
+def test_dot_stacks_in_place_writes_of_one_actor_into_one_loop():
+    """Running's five fenced worker writes in place are one loop with a label per line, not five loops drawn over each other."""
+    loops = [line for line in to_dot(SPEC.attempt).splitlines() if line.startswith('  "running" -> "running"')]
+    assert len(loops) == 1
+    for trigger in ("renew", "grant_tool", "record_receipt", "report_call_failure", "checkpoint"):
+        assert f"{trigger} · worker · fenced" in loops[0]
+    assert "penwidth=3" in loops[0]
