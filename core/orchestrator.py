@@ -761,10 +761,9 @@ class Orchestrator:
                 "key_minted": key is None or key == minted,
                 "no_call_in_flight": not in_flight and len({e.provider_id for e in found}) <= 1,
                 "timeout_budget_left": call_deadline_s <= timeout_left_s,
-                "spend_within_budget": spend_fits(task, cost_usd, tokens)
-                and attempt.cost_usd + cost_usd <= self.reliability.attempt_spend_max_usd,
             }
-            chosen, holds["rate_allows"], holds["circuit_allows"], why = self._dependency(attempt, dependency, holds, now, replaying)
+            chosen, cost_usd, verdicts, why = self._dependency(task, attempt, dependency, holds, cost_usd, tokens, now, replaying)
+            holds.update(verdicts)
             changes = {"cost_usd": attempt.cost_usd + cost_usd, "tokens": attempt.tokens + tokens}
             switched = f"{dependency} -> {chosen}" if chosen != dependency else None
             if switched and switched != attempt.fallback:
@@ -794,31 +793,55 @@ class Orchestrator:
             tx.update_task(task, cost_usd=task.cost_usd + cost_usd, tokens=task.tokens + tokens)
             return Grant(minted, replay, deadline, chosen, timeout_left_s)
 
-    def _dependency(self, attempt: Attempt, dependency: str, holds: dict[str, bool], now: float, replaying: bool):
-        """Which dependency serves a call, whether its rate limit and circuit let it through, and why not.
+    def _spend_ok(self, task: Task, attempt: Attempt, cost_usd: float, tokens: int) -> bool:
+        """Within the task's budget and the Attempt's spend ceiling (denial of wallet)."""
+        return spend_fits(task, cost_usd, tokens) and attempt.cost_usd + cost_usd <= self.reliability.attempt_spend_max_usd
+
+    def _dependency(
+        self,
+        task: Task,
+        attempt: Attempt,
+        dependency: str,
+        holds: dict[str, bool],
+        cost_usd: float,
+        tokens: int,
+        now: float,
+        replaying: bool,
+    ) -> tuple[str, float, dict[str, bool], str]:
+        """Which dependency serves a call, what it may spend there, the spend, rate and circuit verdicts, and why not.
 
         The one asked for, or its declared fallback while its circuit is open
-        (or half-open with every probe out). A half-open probe is spent only on
-        a call the table will grant, since a spent probe that never reports
-        would hold the circuit half-open for good.
+        (or half-open with every probe out); a fallback's declared cost_factor
+        scales what the call is authorized to spend. A half-open probe is spent
+        only on a call the table will grant, since a spent probe that never
+        reports would hold the circuit half-open for good.
         """
         if replaying:
-            return dependency, True, True, ""
+            return dependency, 0.0, {"spend_within_budget": True, "rate_allows": True, "circuit_allows": True}, ""
         fallback = self.fallbacks.get(dependency)
         why = ""
         for chosen in (dependency,) if fallback is None else (dependency, fallback.substitute):
-            rate_ok = self.limiter.available(chosen, now) >= 1
+            cost = cost_usd if chosen == dependency else cost_usd * fallback.cost_factor
+            verdicts = {
+                "spend_within_budget": self._spend_ok(task, attempt, cost, tokens),
+                "rate_allows": self.limiter.available(chosen, now) >= 1,
+            }
             if self.breakers.state(chosen, now) == OPEN:
                 self.breakers.allow(chosen, now)  # refuses without spending anything, and words the refusal
                 why = self._circuit_refusal(chosen)
                 continue
-            table = {**holds, "rate_allows": rate_ok, "circuit_allows": True}
-            if ATTEMPT.fire(attempt.state, "grant_tool", table.__getitem__) is None:
-                return chosen, rate_ok, True, "" if rate_ok else f"rate limit of {chosen} reached (a capacity denial)"
+            verdicts["circuit_allows"] = True
+            if ATTEMPT.fire(attempt.state, "grant_tool", {**holds, **verdicts}.__getitem__) is None:
+                return chosen, cost, verdicts, "" if verdicts["rate_allows"] else f"rate limit of {chosen} reached (a capacity denial)"
             if self.breakers.allow(chosen, now):
-                return chosen, True, True, ""
+                return chosen, cost, verdicts, ""
             why = self._circuit_refusal(chosen)
-        return dependency, self.limiter.available(dependency, now) >= 1, False, why
+        verdicts = {
+            "spend_within_budget": self._spend_ok(task, attempt, cost_usd, tokens),
+            "rate_allows": self.limiter.available(dependency, now) >= 1,
+            "circuit_allows": False,
+        }
+        return dependency, cost_usd, verdicts, why
 
     def _circuit_refusal(self, dependency: str) -> str:
         refusal = self.breakers.last_refusal(dependency)

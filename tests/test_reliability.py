@@ -512,6 +512,17 @@ def test_an_open_circuit_routes_to_the_declared_fallback_and_records_the_switch(
     assert world.grant(lease, "probe", dependency="model_provider").dependency == "model_provider"
 
 
+def test_a_fallback_call_is_charged_at_the_fallbacks_declared_cost_factor(store):
+    """The substitute's declared cost_factor scales what a call routed to it spends, on the Attempt and the task alike."""
+    world = World(store, ReliabilityConfig(rate_limits=LIMITS, breaker=BREAKER, fallbacks=(FALLBACK,)))
+    lease = world.running()
+    world.open_circuit(lease, "model_provider")
+    before = (world.attempt(lease.attempt_id).cost_usd, world.store.get_task("task-1").cost_usd)
+    assert world.grant(lease, "plan-1", dependency="model_provider", cost_usd=1.0).dependency == "small_model"
+    after = (world.attempt(lease.attempt_id).cost_usd, world.store.get_task("task-1").cost_usd)
+    assert after == pytest.approx((before[0] + FALLBACK.cost_factor, before[1] + FALLBACK.cost_factor))
+
+
 def test_an_open_circuit_without_a_declared_fallback_refuses_the_call(store):
     """No fallback is improvised: without one declared, an open circuit refuses the grant and the Attempt keeps its dependency."""
     world = World(store, ReliabilityConfig(rate_limits=LIMITS, breaker=BREAKER))
