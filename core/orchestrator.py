@@ -166,7 +166,10 @@ class _Unit:
         try:
             self._context.__exit__(kind, error, trace)
         finally:
-            pending, self._pending[:] = list(self._pending), []
+            pending = ()
+            if self._pending:  # most contracts imply no bookkeeping: no copy on the hot path
+                pending = tuple(self._pending)
+                self._pending.clear()
         if kind is None:
             for step in pending:
                 step()
@@ -570,7 +573,7 @@ class Orchestrator:
         with self._unit() as tx:
             attempt = self._attempt(tx, attempt_id)
             if attempt.state != "queued":
-                return self._fire(tx, attempt, "admit", "orchestrator", {"capacity_available": False, "budget_left": False})
+                return self._fire(tx, attempt, "admit", "orchestrator", {})  # no admit row leaves this state: refused, kept
             if attempt.eligible_at is not None and attempt.eligible_at > self.clock.now():
                 reason = f"waiting out its backoff until {attempt.eligible_at:g} before it joins the admission queue"
             else:

@@ -40,20 +40,44 @@ def classify(domain: str) -> str:
     return domain
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """One budget dimension of a task: what is used of its limit, and whether that is a stop."""
+
+    name: str
+    unit: str
+    used: float
+    limit: float
+    exhausted: bool
+
+    def words(self) -> str:
+        if self.unit == "usd":
+            return f"{self.name}: ${self.used:.2f} of ${self.limit:.2f} used"
+        if self.unit == "s":
+            return f"{self.name}: {self.used:.0f}s of {self.limit:.0f}s used"
+        return f"{self.name}: {self.used} of {self.limit} used"
+
+
+def budget_use(task: Task, attempts: list[Attempt]) -> tuple[BudgetUse, ...]:
+    """Every dimension the chapter names, in one place: the stop rule and the recovery timeline both read this."""
+    budget = task.budget
+    return (
+        BudgetUse("attempts", "", len(attempts), budget.attempts_max, len(attempts) >= budget.attempts_max),
+        BudgetUse("elapsed time", "s", task.elapsed_s, budget.elapsed_max_s, task.elapsed_s >= budget.elapsed_max_s),
+        BudgetUse("cost", "usd", task.cost_usd, budget.cost_max_usd, task.cost_usd >= budget.cost_max_usd),
+        BudgetUse("tokens", "", task.tokens, budget.tokens_max, task.tokens >= budget.tokens_max),
+        # Interruptions are counted when they happen (a release), so only going past the limit is a stop.
+        BudgetUse("human interruptions", "", task.interruptions, budget.interruptions_max, task.interruptions > budget.interruptions_max),
+    )
+
+
 def budget_exhausted(task: Task, attempts: list[Attempt]) -> str | None:
     """The first exhausted budget dimension, or None while every one has room for another Attempt."""
-    budget = task.budget
-    if len(attempts) >= budget.attempts_max:
-        return f"attempts: {len(attempts)} of {budget.attempts_max} used"
-    if task.elapsed_s >= budget.elapsed_max_s:
-        return f"elapsed time: {task.elapsed_s:.0f}s of {budget.elapsed_max_s:.0f}s used"
-    if task.cost_usd >= budget.cost_max_usd:
-        return f"cost: ${task.cost_usd:.2f} of ${budget.cost_max_usd:.2f} used"
-    if task.tokens >= budget.tokens_max:
-        return f"tokens: {task.tokens} of {budget.tokens_max} used"
-    if task.interruptions > budget.interruptions_max:
-        return f"human interruptions: {task.interruptions} of {budget.interruptions_max} used"
-    return None
+    return next((use.words() for use in budget_use(task, attempts) if use.exhausted), None)
+
+
+def _failures_in(attempts: list[Attempt], domain: str) -> int:
+    return sum(1 for a in attempts if a.state == "failed" and a.failure_domain == domain)
 
 
 def spend_fits(task: Task, cost_usd: float, tokens: int) -> bool:
@@ -87,7 +111,7 @@ def retry_refusal(task: Task, attempts: list[Attempt], plan: Plan) -> str | None
         return "the latest failure is not classified"
     if domain.response not in RETRYING_RESPONSES:
         return f"{domain.name} failures respond {domain.response}, not retry"
-    failures_in_domain = sum(1 for a in attempts if a.state == "failed" and a.failure_domain == domain.name)
+    failures_in_domain = _failures_in(attempts, domain.name)
     if failures_in_domain > domain.retries_max:
         return f"{domain.name} allows {domain.retries_max} automatic retries; {failures_in_domain} failures so far"
     if domain.changed_hypothesis_required and plan.hypothesis.strip() == latest.hypothesis.strip():
@@ -119,7 +143,7 @@ def decide(task: Task, attempts: list[Attempt]) -> Decision:
     if repeated_signature(attempts, task.budget.repeated_signatures_max):
         return Decision("escalate", f"failure signature {latest.failure_signature!r} repeats across attempts", "escalate")
     domain = DOMAINS[latest.failure_domain or "internal"]
-    failures_in_domain = sum(1 for a in attempts if a.state == "failed" and a.failure_domain == domain.name)
+    failures_in_domain = _failures_in(attempts, domain.name)
     if domain.response not in RETRYING_RESPONSES:
         kind = "stop" if domain.response == "stop" else "escalate"
         return Decision(kind, f"{domain.name} failures respond {domain.response} (blast radius: {domain.blast_radius})", "escalate")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .errors import NotFound
 from .machine import ATTEMPT
-from .policy import budget_exhausted, repeated_signature
+from .policy import budget_exhausted, budget_use, repeated_signature
 from .records import Attempt, Event, Intent, Task
 from .store import Store
 
@@ -177,16 +177,8 @@ def _timeline(task: Task, attempts: list[Attempt], intents: dict[str, list[Inten
 
 
 def _budget_lines(task: Task, attempts: list[Attempt]) -> tuple[BudgetLine, ...]:
-    """Every dimension, counted as `policy.budget_exhausted` counts it, so the two always agree."""
-    budget = task.budget
-    dimensions = (
-        ("attempts", "", len(attempts), budget.attempts_max),
-        ("elapsed time", "s", task.elapsed_s, budget.elapsed_max_s),
-        ("cost", "usd", task.cost_usd, budget.cost_max_usd),
-        ("tokens", "", task.tokens, budget.tokens_max),
-        ("human interruptions", "", task.interruptions, budget.interruptions_max),
-    )
-    return tuple(BudgetLine(name, unit, used, limit, max(0, limit - used)) for name, unit, used, limit in dimensions)
+    """Every dimension as the policy counts it (`policy.budget_use`), so the timeline and the stop rule always agree."""
+    return tuple(BudgetLine(use.name, use.unit, use.used, use.limit, max(0, use.limit - use.used)) for use in budget_use(task, attempts))
 
 
 def _attempt(attempt: Attempt, events: list[Event], intents: list[Intent]) -> AttemptTimeline:
