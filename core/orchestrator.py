@@ -457,7 +457,7 @@ class Orchestrator:
             task = self._task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
             latest = attempts[-1] if attempts else None
-            refusal = retry_refusal(task, attempts, plan) if latest is not None and latest.state == "failed" else "no failed attempt"
+            refusal = self._retry_refusal(task, attempts, plan) if latest is not None and latest.state == "failed" else "no failed attempt"
             holds = {
                 "no_active_attempt": all(a.state not in ACTIVE for a in attempts),
                 "latest_attempt_failed": latest is not None and latest.state == "failed",
@@ -471,6 +471,10 @@ class Orchestrator:
                 backoff_s = self._backoff_s(attempts)
                 self._append_attempt(tx, task, len(attempts) + 1, plan, latest, reason.strip(), backoff_s)
             return result
+
+    def _retry_refusal(self, task: Task, attempts: list[Attempt], plan: Plan) -> str | None:
+        """The single place the retry policy is asked whether another Attempt may follow."""
+        return retry_refusal(task, attempts, plan)
 
     def _backoff_s(self, attempts: list[Attempt]) -> float:
         """The pause before the next claim: only after a transient failure (a back-off-and-retry domain)."""
@@ -695,6 +699,10 @@ class Orchestrator:
 
     # -------------------------------------------------------- tool gateway
 
+    def _mint_key(self, operation: str, task_id: str, attempt_id: str, identity: str, spans_attempts: bool) -> str:
+        """The single place the orchestrator mints an operation key (see `mint_key`)."""
+        return mint_key(operation, task_id, attempt_id, identity, spans_attempts)
+
     def grant_tool(
         self,
         attempt_id: str,
@@ -733,7 +741,7 @@ class Orchestrator:
         prior = self.store.get_attempt(_text(attempt_id, "attempt_id", 220))
         if prior is None:
             raise NotFound(f"unknown attempt {attempt_id!r}")
-        minted = mint_key(operation, prior.task_id, prior.attempt_id, identity, spans_attempts)
+        minted = self._mint_key(operation, prior.task_id, prior.attempt_id, identity, spans_attempts)
         earlier = self.store.get_intent(minted)
         # An earlier grant without a receipt may have landed: ask provider truth before authorizing the call again.
         found = self.provider.find(minted, operation, identity) if earlier is not None and earlier.receipt is None else []

@@ -774,6 +774,30 @@ def test_next_attempt_finds_the_previous_attempts_effect_instead_of_a_second(wor
     assert len(world.provider.effects_for("create-pr", "sha-1")) == 1
 
 
+def test_subclasses_replace_key_minting_and_the_retry_policy_through_their_seams(store):
+    """grant_tool mints only through `_mint_key` and retry asks only `_retry_refusal`, so a subclass can swap either one."""
+
+    class Overridden(Orchestrator):
+        def _mint_key(self, operation, task_id, attempt_id, identity, spans_attempts):
+            return f"{operation}:at:{self.clock.now():g}"
+
+        def _retry_refusal(self, task, attempts, plan):
+            return "this subclass forbids every retry"
+
+    world = World(store)
+    world.orchestrator = Overridden(store, world.clock, world.provider, world.config, world.orchestrator.reliability)
+    lease = world.running()
+    world.clock.set(7)
+    grant = world.orchestrator.grant_tool(*fence(lease), "create-pr", "sha-1")
+    assert isinstance(grant, Grant) and grant.key == "create-pr:at:7"
+    assert world.store.get_intent("create-pr:at:7").attempt_id == lease.attempt_id
+    world.failed(lease)
+    with appends(world.store, 1) as events:
+        refused = world.orchestrator.retry("task-1", REASON, Plan(FIRST_HYPOTHESIS))
+    assert isinstance(refused, Refused) and "policy_permits_retry" in refused.reason
+    assert events[0].detail == "policy: this subclass forbids every retry"
+
+
 # -------------------------------------------------------------------- cancel
 
 
