@@ -1102,24 +1102,24 @@ class Orchestrator:
                 self._pending.append(partial(self.breakers.record_success, intent.dependency, now))
             else:
                 self._pending.append(partial(self.breakers.record_failure, intent.dependency, now, "unknown_result: no effect landed"))
+        # Landed effects without a reported result are partial work: the Attempt fails (its findings are now receipts)
+        # and Attempt N+1 resumes from them, its grant of the same key replaying the receipt. Only `complete` verifies.
+        outcome = "landed" if landed else "absent"
         domain = attempt.failure_domain or "executor"
-        signature = attempt.failure_signature or f"{domain}:no effect landed"
+        signature = attempt.failure_signature or (f"{domain}:lease lost after effects landed" if landed else f"{domain}:no effect landed")
         holds = {"calls_settled": True, "cancel_requested": attempt.cancel_requested, "poison_signature": poison(previous, signature)}
-        if landed:
-            self._fire(tx, attempt, "effects_landed", "orchestrator", holds, detail=text, reconciliation="landed")
-            return Reconciliation("landed", attempt.state, tuple(findings))
         self._fire(
             tx,
             attempt,
-            "effects_absent",
+            f"effects_{outcome}",
             "orchestrator",
             holds,
             detail=text,
-            reconciliation="absent",
+            reconciliation=outcome,
             failure_domain=None if attempt.cancel_requested else domain,
             failure_signature=None if attempt.cancel_requested else signature,
         )
-        return Reconciliation("absent", attempt.state, tuple(findings))
+        return Reconciliation(outcome, attempt.state, tuple(findings))
 
     # -------------------------------------------------------- verification
 

@@ -591,17 +591,20 @@ def test_reaper_makes_expired_attempts_suspect_and_leaves_live_ones(world):
 # ----------------------------------------------------------------- reconcile
 
 
-def test_reconcile_finds_a_landed_effect_and_moves_to_verifying(world):
-    """An effect found at the provider sends the Attempt to Verifying, with the provider's identity recorded on the intent."""
+def test_reconcile_finds_a_landed_effect_records_its_receipt_and_ends_failed(world):
+    """An effect found without a reported result is recorded on the intent, and the Attempt ends failed (executor), never verifying."""
     lease = world.running()
     grant = world.orchestrator.grant_tool(*fence(lease), "create-pr", "sha-1")
     effect = world.provider.perform(grant.key, "create-pr", "sha-1", "open the pull request")
     world.expired(lease)
     with appends(world.store, 2):
         result = world.orchestrator.reconcile_attempt(lease.attempt_id)
-    assert isinstance(result, Reconciliation) and (result.outcome, result.state) == ("landed", "verifying")
+    assert isinstance(result, Reconciliation) and (result.outcome, result.state) == ("landed", "failed")
     assert world.store.get_intent(grant.key).receipt == effect.provider_id
-    assert states_passed(world.store, lease.attempt_id)[-3:] == ["suspect", "reconciling", "verifying"]
+    assert states_passed(world.store, lease.attempt_id)[-3:] == ["suspect", "reconciling", "failed"]
+    failed = world.attempt(lease.attempt_id)
+    assert (failed.reconciliation, failed.failure_domain) == ("landed", "executor")
+    assert failed.failure_signature == "executor:lease lost after effects landed"
 
 
 def test_reconcile_with_nothing_landed_at_an_idempotent_provider_fails_with_domain_executor(world):
@@ -645,8 +648,8 @@ def test_two_effects_for_one_key_end_blocked_with_contradictory_evidence(store):
     assert blocked.failure_domain == "contradictory_evidence" and grant.key in blocked.evidence
 
 
-def test_reconcile_finds_an_effect_whose_response_was_lost(world):
-    """The provider accepted the call but the response was lost: reconciliation finds the effect by its key."""
+def test_reconcile_finds_an_effect_whose_response_was_lost_and_ends_failed_with_its_receipt(world):
+    """The provider accepted the call but the response was lost: reconciliation finds the effect by its key, records it, and fails."""
     lease = world.running()
     grant = world.orchestrator.grant_tool(*fence(lease), "create-pr", "sha-1")
     world.provider.lose_responses(1)
@@ -655,9 +658,99 @@ def test_reconcile_finds_an_effect_whose_response_was_lost(world):
     assert world.store.get_intent(grant.key).receipt is None
     world.expired(lease)
     result = world.orchestrator.reconcile_attempt(lease.attempt_id)
-    assert (result.outcome, result.state) == ("landed", "verifying")
+    assert (result.outcome, result.state) == ("landed", "failed")
     assert world.store.get_intent(grant.key).receipt == world.provider.ledger[0].provider_id
     assert len(world.provider.ledger) == 1
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent-provider", "no-idempotency"])
+def test_recovery_resumes_from_a_landed_pr_whose_response_was_lost(store, idempotent):
+    """Attempt 1's PR lands unseen and its lease expires: it fails (landed), Attempt 2's grant replays that PR, completes and succeeds."""
+    world = World(store, supports_idempotency=idempotent)
+    first = world.running()
+    grant = world.orchestrator.grant_tool(*fence(first), "create-pr", "sha-1", request="open the pull request")
+    world.provider.lose_responses(1)
+    with pytest.raises(ProviderTimeout):
+        world.provider.perform(grant.key, "create-pr", "sha-1", "open the pull request")
+    world.expired(first)
+    result = world.orchestrator.reconcile_attempt(first.attempt_id)
+    assert (result.outcome, result.state) == ("landed", "failed")
+    [effect] = world.provider.ledger
+    ended = world.attempt(first.attempt_id)
+    assert (ended.state, ended.reconciliation, ended.failure_domain) == ("failed", "landed", "executor")
+    assert ended.failure_signature == "executor:lease lost after effects landed"
+    assert world.store.get_intent(grant.key).receipt == effect.provider_id
+
+    decision = world.orchestrator.decide("task-1")
+    assert isinstance(decision, Decision) and decision.kind == "retry"
+    second = world.retried()
+    assert world.attempt(second.attempt_id).previous_attempt_id == first.attempt_id
+    replay = world.orchestrator.grant_tool(*fence(second), "create-pr", "sha-1", request="open the pull request")
+    assert isinstance(replay, Grant)
+    assert (replay.key, replay.replay) == (grant.key, effect.provider_id)
+    assert world.provider.effects_for("create-pr", "sha-1") == [effect]
+    assert len(world.provider.ledger) == 1
+    assert world.store.get_intent(grant.key).attempt_id == second.attempt_id
+
+    assert world.orchestrator.complete_attempt(*fence(second), "opened the pull request", head_sha="sha-1").state == "verifying"
+    assert world.orchestrator.verify_attempt(second.attempt_id).state == "succeeded"
+    assert effect.provider_id in world.attempt(second.attempt_id).evidence
+    assert world.orchestrator.decide("task-1").kind == "verify"
+    assert [a.state for a in world.store.get_attempts("task-1")] == ["failed", "succeeded"]
+    assert len(world.provider.ledger) == 1
+
+
+@pytest.mark.parametrize("crash", ["lease-expired", "failure-reported"])
+def test_a_crash_after_a_partial_workflow_does_not_end_succeeded(world, crash):
+    """The push landed but the PR was never opened and no result was reported: the Attempt fails with the push recorded, never succeeds."""
+    lease = world.running()
+    push = world.orchestrator.grant_tool(*fence(lease), "push", "sha-1", spans_attempts=False)
+    pushed = world.provider.perform(push.key, "push", "sha-1", "push the branch")
+    world.orchestrator.grant_tool(*fence(lease), "create-pr", "sha-1")
+    if crash == "lease-expired":
+        world.expired(lease)
+    else:
+        assert world.orchestrator.report_failure(*fence(lease), "provider", "503 from the code host").state == "reconciling"
+    result = world.orchestrator.reconcile_attempt(lease.attempt_id)
+    assert (result.outcome, result.state) == ("landed", "failed")
+    ended = world.attempt(lease.attempt_id)
+    reported = {
+        "lease-expired": ("executor", "executor:lease lost after effects landed"),
+        "failure-reported": ("provider", "503 from the code host"),
+    }
+    assert (ended.failure_domain, ended.failure_signature, ended.reconciliation) == (*reported[crash], "landed")
+    assert world.store.get_intent(push.key).receipt == pushed.provider_id
+    assert isinstance(world.orchestrator.verify_attempt(lease.attempt_id), Refused)
+    assert world.attempt(lease.attempt_id).state == "failed"
+    assert "verifying" not in states_passed(world.store, lease.attempt_id)
+    assert world.orchestrator.decide("task-1").kind == "retry"
+
+
+def test_landed_effects_with_a_repeated_signature_end_quarantined(world):
+    """Two Attempts in a row lose their lease after effects landed: the repeated signature is poison, so the second is quarantined."""
+    for number, identity in ((1, "sha-1"), (2, "sha-2")):
+        lease = world.running() if number == 1 else world.retried()
+        grant = world.orchestrator.grant_tool(*fence(lease), "create-pr", identity)
+        world.provider.perform(grant.key, "create-pr", identity, "open the pull request")
+        world.expired(lease)
+        assert world.orchestrator.reconcile_attempt(lease.attempt_id).outcome == "landed"
+    first, second = world.store.get_attempts("task-1")
+    assert (first.state, second.state) == ("failed", "quarantined")
+    assert first.failure_signature == second.failure_signature == "executor:lease lost after effects landed"
+    assert world.orchestrator.decide("task-1").kind == "escalate"
+
+
+def test_cancelled_attempt_whose_effect_landed_ends_cancelled_with_the_receipt(world):
+    """Cancellation still ends cancelled when reconciliation finds a landed effect: recorded, unclassified, not failed."""
+    lease = world.running()
+    grant = world.orchestrator.grant_tool(*fence(lease), "create-pr", "sha-1")
+    effect = world.provider.perform(grant.key, "create-pr", "sha-1", "open the pull request")
+    world.orchestrator.cancel_attempt(lease.attempt_id, "operator stops the run")
+    result = world.orchestrator.acknowledge_cancel(*fence(lease))
+    assert (result.outcome, result.state) == ("landed", "cancelled")
+    cancelled = world.attempt(lease.attempt_id)
+    assert (cancelled.reconciliation, cancelled.failure_domain, cancelled.failure_signature) == ("landed", None, None)
+    assert world.store.get_intent(grant.key).receipt == effect.provider_id
 
 
 def test_reconcile_of_a_running_attempt_is_refused(world):

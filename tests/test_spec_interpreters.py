@@ -46,6 +46,25 @@ def test_fenced_completion_moves_running_to_verifying():
     assert dest == "verifying" and row.fenced
 
 
+@pytest.mark.parametrize(
+    ("poison", "cancel", "dest"),
+    [(False, False, "failed"), (True, False, "quarantined"), (False, True, "cancelled"), (True, True, "cancelled")],
+)
+def test_landed_effects_without_a_result_end_the_attempt_and_never_verify(poison, cancel, dest):
+    """Reconciliation that finds landed effects fails the Attempt (quarantined on poison, cancelled on request), like absent ones."""
+    compiled = CompiledMachine(SPEC.attempt)
+    holds = {"calls_settled": True, "poison_signature": poison, "cancel_requested": cancel}
+    landed, _row = compiled.fire("reconciling", "effects_landed", holds.__getitem__)
+    absent, _row = compiled.fire("reconciling", "effects_absent", holds.__getitem__)
+    assert landed == absent == dest
+
+
+def test_only_a_fenced_completion_enters_verifying():
+    """The one way into Verifying is a result the lease holder reported under its fence; no reconciliation outcome leads there."""
+    into = [(row.trigger, row.sources, row.fenced) for row in SPEC.attempt.rows if "verifying" in {row.dest_from(s) for s in row.sources}]
+    assert into == [("complete", ("running",), True)]
+
+
 def test_stay_rows_keep_their_source_state():
     compiled = CompiledMachine(SPEC.attempt)
     for state in ("cancelling", "reconciling"):

@@ -333,7 +333,11 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def history_judges_every_write(self):
-        """fenced_writes, suspect_then_reconcile, cancel_is_final, classified_retry and complete_audit, from the history alone."""
+        """fenced_writes, suspect_then_reconcile, cancel_is_final, complete_audit and result_before_verification, from the history alone.
+
+        result_before_verification: only a result the lease holder reported (complete) enters Verifying; effects that
+        reconciliation found without one end the Attempt failed, so partial work is never verified into a success.
+        """
         events = self.store.events()
         attempts = {a.attempt_id: a for a in self.attempts()}
         path: dict[str, list[str]] = {}
@@ -343,6 +347,8 @@ class Lifecycle(RuleBasedStateMachine):
                 assert event.generation == attempt.generation, f"fenced_writes: {event} carried a stale generation"
             if event.accepted and attempt is not None and event.from_state != event.to_state:
                 path.setdefault(event.attempt_id, []).append(event.to_state)
+                if event.to_state == "verifying":
+                    assert event.kind == "complete", f"result_before_verification: {event.attempt_id} entered verifying by {event.kind}"
             if event.accepted and event.kind == "cancel" and event.attempt_id:
                 self.cancelled_at.setdefault(event.attempt_id, event.seq)
             if event.accepted and event.kind in ("claim", "grant_tool") and event.attempt_id in self.cancelled_at:

@@ -50,31 +50,38 @@ def attempt_block(output: str, number: int) -> str:
     return output[start : end if end != -1 else len(output)]
 
 
-def test_timeline_shows_both_attempts_with_hypotheses_and_the_retry_reason(story, capsys):
-    """Each Attempt appears with its own hypothesis; the second names its predecessor and the retry's reason."""
+def test_timeline_shows_both_attempts_with_their_hypothesis_and_the_retry_reason(story, capsys):
+    """Each Attempt shows its hypothesis (kept: an executor failure is retried, not corrected); the second names the retry's reason."""
     path, task_id = story
     status, out, err = timeline_command(capsys, "--store", str(path), task_id)
     assert (status, err) == (0, "")
     with SQLiteStore(path) as store:
         first, second = store.get_attempts(task_id)
-    assert first.hypothesis != second.hypothesis
+        task = store.get_task(task_id)
+    assert first.hypothesis == second.hypothesis
     assert f"hypothesis  {first.hypothesis}" in attempt_block(out, 1)
     assert f"hypothesis  {second.hypothesis}" in attempt_block(out, 2)
     assert len(second.reason) >= 10
     assert f"recovery    after {first.attempt_id}: {second.reason}" in attempt_block(out, 2)
     assert "Attempt 1 (" in out and "): failed" in attempt_block(out, 1)
     assert "): succeeded" in attempt_block(out, 2)
+    assert second.backoff_s > 0 and "backoff     waited" in attempt_block(out, 2)
+    assert (task.decision, task.state) == ("verify", "review")
 
 
-def test_timeline_shows_the_expired_attempt_passing_suspect_then_reconciling(story, capsys):
-    """The first Attempt's state path goes through Suspect and Reconciling before it fails on CI's verdict."""
+def test_timeline_shows_the_expired_attempt_failing_after_reconciliation_finds_its_pr(story, capsys):
+    """Attempt 1 goes Suspect then Reconciling, and ends failed (executor), not verified: its PR landed but no result was reported."""
     path, task_id = story
     _status, out, _err = timeline_command(capsys, "--store", str(path), task_id)
     first = attempt_block(out, 1)
-    assert "path        queued -> admitted -> claimed -> running -> suspect -> reconciling -> verifying -> failed" in first
-    assert "running -> suspect" in first and "suspect -> reconciling" in first
+    assert "path        queued -> admitted -> claimed -> running -> suspect -> reconciling -> failed" in first
+    assert "verifying" not in first
     assert "reconciliation  landed" in first
-    assert "failure         validation, signature 'test_login_redirect'" in first
+    assert "failure         executor, signature 'executor:lease lost after effects landed'" in first
+    landed = [line for line in first.splitlines() if " effects_landed " in line]
+    assert len(landed) == 1 and "reconciling -> failed" in landed[0] and landed[0].endswith(": create-pr-1")
+    decided = [line for line in first.splitlines() if " decide " in line]
+    assert len(decided) == 1 and "retry" in decided[0]
 
 
 def test_timeline_marks_the_late_completion_refused(story, capsys):
@@ -88,18 +95,21 @@ def test_timeline_marks_the_late_completion_refused(story, capsys):
     assert "worker's claim" not in attempt_block(out, 1)
 
 
-def test_timeline_shows_receipts_found_by_reconciliation_and_recorded_by_the_worker(story, capsys):
-    """Each Attempt lists its operation key with the provider identity: found by reconciliation for 1, recorded for 2."""
+def test_timeline_shows_the_second_attempt_receiving_the_first_attempts_pr(story, capsys):
+    """Attempt 2's grant presents the same key and gets the PR reconciliation found for Attempt 1: one key, one PR, no second."""
     path, task_id = story
     _status, out, _err = timeline_command(capsys, "--store", str(path), task_id)
     with SQLiteStore(path) as store:
         first, second = store.get_attempts(task_id)
-        (first_intent,) = store.get_intents(first.attempt_id)
-        (second_intent,) = store.get_intents(second.attempt_id)
-    assert first_intent.receipt == "create-pr-1" and second_intent.receipt == "create-pr-2"
-    assert first_intent.key == f"create-pr:{task_id}:{first_intent.identity}"
-    assert f"receipt         {first_intent.key} -> create-pr-1" in attempt_block(out, 1)
-    assert f"receipt         {second_intent.key} -> create-pr-2" in attempt_block(out, 2)
+        assert store.get_intents(first.attempt_id) == []
+        (intent,) = store.get_intents(second.attempt_id)
+        grants = [e for e in store.events(task_id) if e.kind == "grant_tool" and e.accepted]
+    assert intent.key == f"create-pr:{task_id}:{intent.identity}" and intent.receipt == "create-pr-1"
+    assert [(e.attempt_id, e.detail) for e in grants] == [(first.attempt_id, intent.key), (second.attempt_id, intent.key)]
+    assert f"receipt         {intent.key} -> create-pr-1" in attempt_block(out, 2)
+    assert f"verdict         {intent.key}: create-pr-1 passed" in attempt_block(out, 2)
+    assert "create-pr-2" not in out
+    assert (first.cost_usd, second.cost_usd, second.tokens) == (1.20, 0.0, 0)
 
 
 def test_timeline_budget_figures_match_the_store(story, capsys):
@@ -122,7 +132,7 @@ def test_timeline_budget_figures_match_the_store(story, capsys):
     }
     for name, (used, limit, left) in used_and_limit.items():
         assert f"{name} {used} of {limit} used, {left} left" in header
-    assert "cost $2.00 of $5.00 used, $3.00 left" in header
+    assert "cost $1.20 of $5.00 used, $3.80 left" in header
     assert f"state {task.state}" in header and task.state == "review"
 
 
