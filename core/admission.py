@@ -25,14 +25,25 @@ The chapter's terms, as this module applies them:
   item held by its own full bulkhead does not count towards that age: its
   wait is its partition's business, and counting it would let one saturated
   partition slow every other, which is what bulkheads exist to prevent.
-- Load shedding: when the queue is still deeper than `queue_depth_max` after
-  every admission the step allows, the excess is shed. Items whose deadline
-  can no longer be met go first (keeping them only promises work that cannot
-  be delivered); then the lowest priority; among equals the newest, so the
-  item that waited longest keeps its place. Only an item that cannot be
-  admitted now (its bulkhead or the capacity is full, or backpressure has
-  spent the step's admissions) is ever shed: nothing is shed while there is
-  room for it.
+  A step reads that age before it sheds the expired: an item that waited
+  past its deadline is the plainest sign that downstream is saturated, and
+  `backpressure(now_s)` read before the step says what the step applies.
+- Load shedding: an item whose deadline has already passed is shed at the
+  first step that sees it, whatever the depth and whatever the room:
+  admitting it would only serve it late, and keeping it is the chapter's
+  silent queue growth, a queue that keeps promising work it can no longer
+  deliver in time. Deadlines pass while items wait, so every step checks
+  every waiting item. The test is the one method `_expired`, so a subclass
+  can switch it off (the simulator's silent-queue-growth anti-pattern does).
+  Then, when the queue is still deeper than `queue_depth_max` after every
+  admission the step allows, the excess is shed. Items whose deadline can no
+  longer be met (it is nearer than the least time the work needs) go first:
+  keeping them only promises work that cannot be delivered; then the lowest
+  priority; among equals the newest, so the item that waited longest keeps
+  its place. Apart from the expired, only an item that cannot be admitted
+  now (its bulkhead or the capacity is full, or backpressure has spent the
+  step's admissions) is ever shed: nothing whose deadline is still ahead is
+  shed while there is room for it.
   After an item is shed for its priority, no lower-priority item is left
   waiting, and a lower-priority item admitted in the same step comes from
   another partition, into a slot the shed item's full bulkhead could never
@@ -75,9 +86,9 @@ class AdmissionDecision:
     reason: str
     """Why, in words, for the history."""
     capacity_available: bool
-    """The spec guard: this attempt may be admitted now (bulkhead, capacity and backpressure allow it)."""
+    """The spec guard: this attempt may be admitted now (its deadline has not passed; bulkhead, capacity and backpressure allow it)."""
     selected_for_shedding: bool
-    """The spec guard: capacity is exhausted and this attempt is the lowest in the shedding order, so it goes."""
+    """The spec guard: its deadline has passed, or capacity is exhausted and it is the lowest in the shedding order, so it goes."""
 
     @property
     def guards(self) -> dict[str, bool]:
@@ -218,12 +229,14 @@ class AdmissionController:
     # ------------------------------------------------------------- decide
 
     def decide(self, now_s: float, admissions_max: int | None = None) -> list[AdmissionDecision]:
-        """One admission step at `now_s`: the admissions in admission order, then the sheds and deferrals.
+        """One admission step at `now_s`: the sheds of expired items, the admissions in admission order, then the other sheds and deferrals.
 
         Every admitted or shed attempt leaves the queue at once; a deferred one
         stays, and is reported again only when the cause that holds it changes.
-        `admissions_max` caps this step's admissions (an admission rate limit);
-        items it holds back are deferred, and shed if the queue is too deep.
+        An item whose deadline has passed is shed first, before the walk, so it
+        takes no slot and no admission from the step. `admissions_max` caps
+        this step's admissions (an admission rate limit); items it holds back
+        are deferred, and shed if the queue is too deep.
         """
         if admissions_max is not None and (isinstance(admissions_max, bool) or not isinstance(admissions_max, int) or admissions_max < 0):
             raise InputError(f"admissions_max must be a non-negative integer or None, not {admissions_max!r}")
@@ -233,9 +246,15 @@ class AdmissionController:
         age_s = self._pressing_age_s(now_s)
         braking_age_s = age_s if age_s > self.config.queue_age_max_s else None
         decisions: list[AdmissionDecision] = []
+        walk: list[_Waiting] = []
+        for item in sorted(self._waiting.values(), key=_Waiting.walk_key):
+            if self._expired(item, now_s):
+                decisions.append(self._shed_expired(item, now_s))
+            else:
+                walk.append(item)
         held: list[tuple[_Waiting, str, str]] = []
         admissions = 0
-        for item in sorted(self._waiting.values(), key=_Waiting.walk_key):
+        for item in walk:
             hold = self._hold(item, admissions, braking_age_s, admissions_max)
             if hold is None:
                 decisions.append(self._admit(item))
@@ -251,6 +270,16 @@ class AdmissionController:
                 decisions.append(AdmissionDecision(item.item_id, DEFER, f"deferred: {words}", False, False))
         assert len(self._waiting) <= self.config.queue_depth_max, "shedding left the queue deeper than queue_depth_max"
         return decisions
+
+    def _expired(self, item: _Waiting, now_s: float) -> bool:
+        """Whether this item's deadline has passed at `now_s`, so the step sheds it whatever the depth and the room.
+
+        Only a deadline already passed: one merely out of reach (nearer than
+        `duration_min_s`) is a shedding-order criterion under depth pressure.
+        This is the one hook that switches the rule off: a subclass returning
+        False admits late work while there is room (silent queue growth).
+        """
+        return item.deadline_s is not None and item.deadline_s <= now_s
 
     def _hold(self, item: _Waiting, admissions: int, braking_age_s: float | None, admissions_max: int | None) -> tuple[str, str] | None:
         """Why this item cannot be admitted now, as (cause, words); None when it can."""
@@ -292,6 +321,11 @@ class AdmissionController:
             else:
                 victims[item.item_id] = f"lowest priority waiting ({item.priority})"
         return victims
+
+    def _shed_expired(self, item: _Waiting, now_s: float) -> AdmissionDecision:
+        del self._waiting[item.item_id]
+        reason = f"shed: its deadline {item.deadline_s:g} s passed at {now_s:g} s; the work is no longer worth doing"
+        return AdmissionDecision(item.item_id, SHED, reason, False, True)
 
     def _shed(self, item: _Waiting, why: str, words: str, depth: int) -> AdmissionDecision:
         del self._waiting[item.item_id]

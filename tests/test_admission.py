@@ -215,15 +215,15 @@ def test_newest_of_equal_priority_is_shed_first():
 
 
 def test_out_of_reach_deadline_is_shed_before_lower_priority_work():
-    """An item whose deadline has passed goes first, even above lower-priority items."""
+    """Under depth pressure, an item whose deadline is out of reach goes first, even above lower-priority items."""
     admission = controller(depth=1, partition_max=1)
     admission.enqueue("holder", "repo", 9, 0.0)
     admission.decide(0.0)
-    admission.enqueue("expired-high", "repo", 8, 0.0, deadline_s=10.0)
+    admission.enqueue("tight-high", "repo", 8, 0.0, deadline_s=20.0, duration_min_s=15.0)
     admission.enqueue("patient-low", "repo", 1, 0.0)
     decisions = admission.decide(11.0)
-    assert by_trigger(decisions, SHED) == ["expired-high"]
-    assert "deadline 10 s cannot be met at 11 s" in decisions[0].reason
+    assert by_trigger(decisions, SHED) == ["tight-high"]
+    assert "deadline 20 s cannot be met at 11 s" in decisions[0].reason and "queue depth 2 over 1" in decisions[0].reason
     assert admission.status("patient-low") == "waiting"
 
 
@@ -260,6 +260,93 @@ def test_an_overflowing_queue_admits_what_has_room_instead_of_shedding_it():
     decisions = admission.decide(0.0)
     assert by_trigger(decisions, SHED) == []
     assert len(by_trigger(decisions, ADMIT)) == 4
+
+
+# ------------------------------------------------------------ passed deadlines
+
+
+def test_an_item_whose_deadline_passed_is_shed_though_there_is_room():
+    """Silent queue growth: work past its deadline is shed, not admitted late, while its partition and the capacity have room."""
+    admission = controller()
+    admission.enqueue("late", "repo", 9, 0.0, deadline_s=900.0)
+    admission.enqueue("on-the-dot", "repo", 9, 0.0, deadline_s=912.0)
+    admission.enqueue("no-deadline", "repo", 1, 0.0)
+    decisions = admission.decide(912.0)
+    assert by_trigger(decisions, SHED) == ["late", "on-the-dot"]
+    assert by_trigger(decisions, ADMIT) == ["no-deadline"]
+    assert decisions[0].reason == "shed: its deadline 900 s passed at 912 s; the work is no longer worth doing"
+    assert decisions[0].guards == {"capacity_available": False, "selected_for_shedding": True}
+    assert ATTEMPT.fire("queued", SHED, {**decisions[0].guards, "budget_left": True}.__getitem__)[0] == "failed"
+    assert admission.status("late") == admission.status("on-the-dot") == "gone"
+    assert admission.in_flight("repo") == 1
+
+
+def test_a_deadline_that_passes_while_the_item_waits_is_shed_at_the_next_step():
+    """Every step checks every waiting item: a deferred item is shed once its deadline passes, though the queue is shallow."""
+    admission = controller(depth=5, partition_max=1)
+    admission.enqueue("holder", "repo", 9, 0.0)
+    admission.enqueue("waiter", "repo", 1, 0.0, deadline_s=10.0)
+    assert by_trigger(admission.decide(0.0), DEFER) == ["waiter"]
+    assert admission.decide(9.0) == []
+    decisions = admission.decide(10.0)
+    assert by_trigger(decisions, SHED) == ["waiter"]
+    assert "deadline 10 s passed at 10 s" in decisions[0].reason
+    assert admission.queue_depth() == 0
+
+
+def test_expired_items_take_no_admission_from_the_step():
+    """The expired leave before the walk, so under backpressure the step's one admission goes to live work."""
+    admission = controller(age_s=60.0, per_step=1, partition_max=10)
+    admission.enqueue("expired-urgent", "repo", 9, 0.0, deadline_s=50.0)
+    admission.enqueue("live", "repo", 1, 0.0)
+    admission.enqueue("also-live", "repo", 1, 1.0)
+    decisions = admission.decide(61.0)
+    assert by_trigger(decisions, SHED) == ["expired-urgent"]
+    assert by_trigger(decisions, ADMIT) == ["live"]
+    assert "backpressure" in next(decision.reason for decision in decisions if decision.item_id == "also-live")
+
+
+def test_the_age_of_an_expired_item_still_brakes_the_step_that_sheds_it():
+    """Backpressure reads the queue before the expired leave: waiting past a deadline is the plainest sign of saturation."""
+    admission = controller(age_s=60.0, per_step=1, partition_max=10)
+    admission.enqueue("expired-old", "repo", 1, 0.0, deadline_s=50.0)
+    admission.enqueue("young", "repo", 1, 55.0)
+    admission.enqueue("younger", "repo", 1, 56.0)
+    assert admission.backpressure(61.0) is True
+    decisions = admission.decide(61.0)
+    assert by_trigger(decisions, SHED) == ["expired-old"]
+    assert by_trigger(decisions, ADMIT) == ["young"]
+    assert by_trigger(decisions, DEFER) == ["younger"]
+    assert admission.backpressure(61.0) is False
+
+
+def test_a_deadline_still_ahead_is_admitted_with_room_though_out_of_reach():
+    """duration_min_s only orders shedding under depth pressure: with room, work whose deadline is still ahead is admitted."""
+    admission = controller()
+    admission.enqueue("tight", "repo", 1, 0.0, deadline_s=20.0, duration_min_s=15.0)
+    assert by_trigger(admission.decide(10.0), ADMIT) == ["tight"]
+
+
+class SilentQueueGrowth(AdmissionController):
+    """The anti-pattern: nothing is ever expired, so a queue with room admits work after its deadline."""
+
+    def _expired(self, item, now_s: float) -> bool:
+        return False
+
+
+def test_overriding_the_expiry_hook_switches_the_rule_off():
+    """With `_expired` returning False, a passed deadline is admitted while there is room, and only depth pressure sheds it."""
+    config = AdmissionConfig(queue_depth_max=1, partition_concurrency_max=1)
+    admission = SilentQueueGrowth(config, capacity_max=10)
+    admission.enqueue("late", "repo", 9, 0.0, deadline_s=5.0)
+    admission.enqueue("late-too", "repo", 9, 1.0, deadline_s=5.0)
+    admission.enqueue("patient", "repo", 1, 2.0)
+    decisions = admission.decide(10.0)
+    assert by_trigger(decisions, ADMIT) == ["late"]
+    assert by_trigger(decisions, SHED) == ["late-too"]
+    shed = next(decision for decision in decisions if decision.trigger == SHED)
+    assert "queue depth 2 over 1" in shed.reason and "deadline 5 s cannot be met at 10 s" in shed.reason
+    assert admission.status("patient") == "waiting"
 
 
 # ------------------------------------------------------------ cancellation
@@ -330,9 +417,16 @@ class Item:
     def out_of_reach(self, now_s: float) -> bool:
         return self.deadline_s is not None and now_s + self.duration_min_s > self.deadline_s
 
+    def expired(self, now_s: float) -> bool:
+        return self.deadline_s is not None and self.deadline_s <= now_s
+
 
 class AdmissionUnderLoad(RuleBasedStateMachine):
-    """A model of where each item is, checked against the controller after every enqueue, decide, release and remove."""
+    """A model of where each item is, checked against the controller after every enqueue, decide, release and remove.
+
+    Half the runs drive the controller as shipped, half the silent-queue-growth
+    subclass with the expiry hook off: every other property holds for both.
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -344,11 +438,13 @@ class AdmissionUnderLoad(RuleBasedStateMachine):
 
     @initialize(
         depth=st.integers(1, 5), partition_max=st.integers(1, 3), capacity_max=st.integers(1, 6), age_s=st.sampled_from([5.0, 30.0]),
-        per_step=st.integers(1, 2),
+        per_step=st.integers(1, 2), expires=st.booleans(),
     )  # fmt: skip
-    def configure(self, depth: int, partition_max: int, capacity_max: int, age_s: float, per_step: int) -> None:
+    def configure(self, depth: int, partition_max: int, capacity_max: int, age_s: float, per_step: int, expires: bool) -> None:
         self.config = AdmissionConfig(queue_depth_max=depth, queue_age_max_s=age_s, partition_concurrency_max=partition_max)
-        self.admission = AdmissionController(self.config, capacity_max=capacity_max, backpressure_admissions_max=per_step)
+        kind = AdmissionController if expires else SilentQueueGrowth
+        self.admission = kind(self.config, capacity_max=capacity_max, backpressure_admissions_max=per_step)
+        self.expires = expires
 
     def ids(self, where: str) -> list[str]:
         return sorted(item_id for item_id, place in self.where.items() if place == where)
@@ -401,9 +497,12 @@ class AdmissionUnderLoad(RuleBasedStateMachine):
         if braking:
             event("backpressure")
         decisions = {decision.item_id: decision for decision in self.check_guards(self.admission.decide(self.now_s))}
-        admitted = [item for item in waiting if item.item_id in decisions and decisions[item.item_id].trigger == ADMIT]
-        self.check_admissions_follow_room(waiting, admitted, braking)
-        held = [item for item in waiting if item not in admitted]
+        expired = [item for item in waiting if self.expires and item.expired(self.now_s)]
+        self.check_expired_are_shed(expired, waiting, decisions)
+        live = [item for item in waiting if item not in expired]
+        admitted = [item for item in live if item.item_id in decisions and decisions[item.item_id].trigger == ADMIT]
+        self.check_admissions_follow_room(live, admitted, braking)
+        held = [item for item in live if item not in admitted]
         shed = [item for item in held if item.item_id in decisions and decisions[item.item_id].trigger == SHED]
         survivors = [item for item in held if item not in shed]
         assert len(shed) == max(0, len(held) - self.config.queue_depth_max), "shed more or less than the excess depth"
@@ -415,7 +514,7 @@ class AdmissionUnderLoad(RuleBasedStateMachine):
                 self.deferred_before.add(item.item_id)
         for item in admitted:
             self.where[item.item_id] = "in_flight"
-        for item in shed:
+        for item in expired + shed:
             self.where[item.item_id] = "gone"
         assert self.admission.queue_depth() <= self.config.queue_depth_max
 
@@ -435,8 +534,25 @@ class AdmissionUnderLoad(RuleBasedStateMachine):
         ]
         return max(ages, default=0.0)
 
+    def check_expired_are_shed(self, expired: list[Item], waiting: list[Item], decisions: dict[str, AdmissionDecision]) -> None:
+        """Every item whose deadline has passed is shed in this step, whatever the depth and the room, and says so.
+
+        They leave before the walk, so they take no slot and no admission from
+        it. With the hook off, late work is admitted while there is room.
+        """
+        for item in expired:
+            event("shed: deadline passed")
+            decision = decisions.get(item.item_id)
+            assert decision is not None and decision.trigger == SHED, f"{item} is past its deadline but was not shed"
+            assert f"its deadline {item.deadline_s:g} s passed at {self.now_s:g} s" in decision.reason, decision.reason
+        for item in waiting:
+            decision = decisions.get(item.item_id)
+            if decision is not None and decision.trigger == ADMIT and item.expired(self.now_s):
+                assert not self.expires, f"{item} was admitted after its deadline passed"
+                event("admitted after its deadline (expiry hook off)")
+
     def check_admissions_follow_room(self, waiting: list[Item], admitted: list[Item], braking: bool) -> None:
-        """Replay the walk: an item is admitted exactly when it has room, so nothing is held (or shed) with room."""
+        """Replay the walk over the live items: one is admitted exactly when it has room, so nothing live is held (or shed) with room."""
         counts = {partition: self.count(partition) for partition in PARTITIONS}
         total = sum(counts.values())
         admissions = 0

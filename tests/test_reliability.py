@@ -596,7 +596,7 @@ def test_load_shedding_drops_the_lowest_priority_waiting_attempt_as_a_capacity_f
 
 
 def test_an_attempt_whose_deadline_passed_is_shed_before_a_lower_priority_one(store):
-    """A deadline out of reach outranks priority: that Attempt is shed first, and the lower-priority one keeps waiting."""
+    """A passed deadline outranks priority: that Attempt is shed, whatever the depth, and the lower-priority ones keep waiting."""
     world = saturated(store)
     late = world.dispatched("late", priority=9, deadline_at=5.0)
     low = world.dispatched("low", priority=0)
@@ -605,6 +605,22 @@ def test_an_attempt_whose_deadline_passed_is_shed_before_a_lower_priority_one(st
     assert states(world.orchestrator.run_admission()) == {late: "failed", low: "queued", mid: "queued"}
     assert "deadline" in world.last_event("shed", late).detail
     assert world.attempt(late).failure_domain == "capacity"
+
+
+def test_a_queued_attempt_whose_deadline_passed_is_shed_though_capacity_is_free(store):
+    """Silent queue growth is refused: with every slot free, an Attempt past its task's deadline is shed (capacity), not admitted late."""
+    world = World(store)
+    deadline_at = world.clock.now() + 30.0
+    late = world.dispatched("late", priority=9, deadline_at=deadline_at)
+    on_time = world.dispatched("on-time", priority=0, deadline_at=deadline_at + 300.0)
+    world.clock.advance(31.0)
+    assert states(world.orchestrator.run_admission()) == {late: "failed", on_time: "admitted"}
+    shed = world.attempt(late)
+    assert (shed.failure_domain, shed.failure_signature) == ("capacity", "capacity:shed")
+    event = world.last_event("shed", late)
+    assert event.accepted and event.to_state == "failed"
+    assert event.detail == f"shed: its deadline {deadline_at:g} s passed at {world.clock.now():g} s; the work is no longer worth doing"
+    assert (world.orchestrator.admission.queue_depth(), world.orchestrator.admission.in_flight()) == (0, 1)
 
 
 def test_cancelling_a_queued_attempt_succeeds_under_full_load(store):
