@@ -311,8 +311,10 @@ class Orchestrator:
         worker = changes.get("worker_id", attempt.worker_id) if actor == "worker" else None
         if fired is None:
             reason = ATTEMPT.why_refused(before, trigger, holds.__getitem__)
-            if trigger in FENCED and not (before in LEASED and self._lease_current(attempt)):
+            if trigger in FENCED and not self._lease_current(attempt):
                 reason = f"late: the lease is no longer honoured (expired at {attempt.expires_at}); {reason}"
+            elif trigger in FENCED and before not in LEASED:
+                reason = f"late: the lease is no longer honoured (the Attempt is {before}, no longer leased); {reason}"
             self._event(tx, actor, trigger, attempt.task_id, attempt, False, reason, before, before, presented, worker, detail)
             return Refused(reason)
         dest, _row = fired

@@ -316,6 +316,26 @@ class MemoryStore(Store):
         self._listeners: list = []
         self._open = False
 
+    def forget(self, task_id: str) -> None:
+        """Retention: drop a task whose Attempts have all ended, with its Attempts and intents.
+
+        A long-running deployment archives finished work; a simulation of a
+        million tasks must, or its memory grows with every task it ever saw.
+        The history is not touched: whoever subscribed has already seen it.
+        """
+        attempts = self._by_task.get(task_id, [])
+        if any(a.state not in ATTEMPT_TERMINAL for a in attempts):
+            raise StoreConflict(f"task {task_id!r} still has an active attempt; only finished work is forgotten")
+        if self._tasks.pop(task_id, None) is None:
+            raise NotFound(f"unknown task {task_id!r}")
+        for attempt in self._by_task.pop(task_id, []):
+            del self._attempts[attempt.attempt_id]
+            del self._by_state[attempt.state][attempt.attempt_id]
+            for key in self._intent_keys.pop(attempt.attempt_id, ()):
+                intent = self._intents.get(key)
+                if intent is not None and intent.task_id == task_id:
+                    del self._intents[key]
+
     def subscribe(self, listener) -> None:
         """Call `listener(event)` for every event of every committed transaction, in order."""
         self._listeners.append(listener)
