@@ -1,0 +1,792 @@
+"""The invariant checkers: one fold over the history for each invariant DESIGN.md names, in the catalogue's order.
+
+Why folds. Jepsen's checkers are pure functions of a history; ours receive it
+one entry at a time (`History.append` fans every entry out and keeps only a
+bounded tail), because a million-task history is streamed, never stored. So
+each checker judges in one pass, in the order things happened, which is also
+how the rules are worded: "after cancellation", "before any terminal state",
+"at retirement". A checker reads accepted events only: a refused call changed
+nothing, so no rule needs it (a stale fence refused is the system working).
+
+Why bounded. Everything a checker keeps is keyed by task and dropped when the
+task's `Retired` entry arrives, so memory follows the live tasks, not the
+length of the run (`live()` says how many tasks a checker still holds). What
+a rule needs of a task's past is kept as its smallest deciding summary: each
+Attempt's lease generation and expiry, not its events; the first effect of
+each operation, not the ledger. Rules about final records (budgets, retry
+classification, lost tasks, the audit) are judged on the `Retired` entry,
+Jepsen's final read. Only the first violation's example is kept, rendered with
+`describe`, plus a count.
+
+Unknown. Every checker is unknown on an empty history. A checker that judges
+final records is also unknown when no task retired, or when tasks were still
+live at the verdict: their final records were never read.
+
+An accepted entry for a task that already retired would open its state again;
+that cannot happen in a correct run (the store forgets a retired task), and
+`complete_audit` reports an effect that lands for a task with no live record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shiftchange.core import Attempt, Event, Task
+from shiftchange.core.machine import ATTEMPT_TERMINAL, FENCED, LEASED, TASK_RESTING, TASK_TERMINAL
+from shiftchange.core.policy import DOMAINS, RETRYING_RESPONSES
+
+from .history import OK, UNKNOWN, VIOLATED, CheckContext, Checker, Fault, Landed, Retired, Verdict, describe
+
+__all__ = [
+    "INVARIANTS",
+    "AppendOnlyAttempts",
+    "BudgetsHold",
+    "CancelIsFinal",
+    "ClassifiedRetry",
+    "CompleteAudit",
+    "FencedWrites",
+    "NoLostTasks",
+    "OneEffectPerOperation",
+    "SingleOwner",
+    "SuspectThenReconcile",
+    "all_checkers",
+]
+
+EXAMPLE_LINES_MAX = 8
+"""An example is the few entries that show a violation, not a transcript."""
+
+_TOLERANCE = 1e-9
+"""A cost within this of its cap counts as within it: float sums are not exact."""
+
+_ABSENT = object()
+_REOPENED = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
+"""Attempt states that do or await work: a cancelled Attempt must never enter one again."""
+
+
+def _attempt_level(event: Event) -> bool:
+    """An event about one Attempt's state; `decide` names the latest Attempt but moves the Task."""
+    return event.attempt_id is not None and event.kind != "decide"
+
+
+def _number(attempt_id: str) -> int:
+    return int(attempt_id.rpartition("#")[2])
+
+
+def _brief(text: str | None, length_max: int = 60) -> str:
+    if text is None:
+        return "None"
+    return repr(text if len(text) <= length_max else text[: length_max - 3] + "...")
+
+
+def _record(attempt: Attempt) -> str:
+    """One line of an Attempt's final record: what a rule about records reads."""
+    return (
+        f"  {attempt.attempt_id}: {attempt.state}, domain {attempt.failure_domain}, signature {_brief(attempt.failure_signature)},"
+        f" hypothesis {_brief(attempt.hypothesis)}, backoff {attempt.backoff_s:g}s, cost ${attempt.cost_usd:.2f},"
+        f" elapsed {attempt.elapsed_s:g}s"
+    )
+
+
+class _Fold:
+    """What every checker shares: per-task state dropped at retirement, a violation count, the first example.
+
+    A subclass names itself, says whether it judges final records, and
+    overrides the hooks it needs: `_new` (a task's fresh state), `_on_event`
+    (accepted events only), `_on_landed`, `_on_retired` (with the task's state,
+    already dropped, or None if it never had any).
+    """
+
+    name = ""
+    judges_final_records = False
+
+    def __init__(self, context: CheckContext) -> None:
+        self.context = context
+        self.violations = 0
+        self._example: tuple[str, ...] = ()
+        self._tasks: dict[str, object] = {}
+        self._entries = 0
+        self._retired = 0
+
+    def live(self) -> int:
+        """How many tasks this checker still keeps state for (zero once every task retired)."""
+        return len(self._tasks)
+
+    def event(self, event: Event) -> None:
+        self._entries += 1
+        if event.accepted:
+            self._on_event(self._state(event.task_id), event)
+
+    def landed(self, landed: Landed) -> None:
+        self._entries += 1
+        self._on_landed(landed)
+
+    def fault(self, fault: Fault) -> None:
+        self._entries += 1
+
+    def retired(self, retired: Retired) -> None:
+        self._entries += 1
+        self._retired += 1
+        self._on_retired(self._tasks.pop(retired.task.task_id, None), retired)
+
+    def verdict(self) -> Verdict:
+        if self.violations:
+            return Verdict(self.name, VIOLATED, self.violations, self._example)
+        if self._entries == 0:
+            return Verdict(self.name, UNKNOWN, 0, ("the history is empty: nothing to judge",))
+        if self.judges_final_records and self._retired == 0:
+            return Verdict(self.name, UNKNOWN, 0, (f"no task retired in {self._entries} entries, so no final record was read",))
+        if self.judges_final_records and self._tasks:
+            waiting = next(iter(self._tasks))
+            why = f"{len(self._tasks)} tasks never retired (e.g. {waiting}): their final records were never read"
+            return Verdict(self.name, UNKNOWN, 0, (why,))
+        return Verdict(self.name, OK, 0, ())
+
+    # ---- hooks
+
+    def _new(self) -> object:
+        return None
+
+    def _on_event(self, state, event: Event) -> None:
+        pass
+
+    def _on_landed(self, landed: Landed) -> None:
+        pass
+
+    def _on_retired(self, state, retired: Retired) -> None:
+        pass
+
+    # ---- helpers
+
+    def _state(self, task_id: str):
+        state = self._tasks.get(task_id, _ABSENT)
+        if state is _ABSENT:
+            state = self._tasks[task_id] = self._new()
+        return state
+
+    def _violation(self, why: str, *lines: str) -> None:
+        """Count one violation; the first one's example is `why` and the lines that show it."""
+        self.violations += 1
+        if self.violations == 1:
+            self._example = (why, *lines)[:EXAMPLE_LINES_MAX]
+
+
+# --------------------------------------------------------------- single_owner
+
+
+@dataclass(slots=True)
+class _Lease:
+    state: str
+    expires_at: float
+    granted_by: Event
+    """The claim or renewal that set the expiry."""
+
+
+class SingleOwner(_Fold):
+    """At most one attempt per task holds authority (an unexpired lease in an active state) at any instant.
+
+    An Attempt holds authority from its accepted claim until its lease expires
+    (claim or renewal time plus `lease_ttl_s`) or it leaves the leased states
+    (`LEASED`: those a renewal may leave). An accepted claim while any lease of
+    the same task still holds authority makes two owners: a violation.
+    """
+
+    name = "single_owner"
+
+    def _new(self) -> dict[str, _Lease]:
+        return {}
+
+    def _on_event(self, leases: dict[str, _Lease], event: Event) -> None:
+        if not _attempt_level(event):
+            return
+        attempt_id = event.attempt_id
+        if event.kind == "claim":
+            for holder_id, lease in leases.items():
+                if lease.state in LEASED and event.at < lease.expires_at:
+                    whose = "its own earlier lease" if holder_id == attempt_id else f"{holder_id}'s lease"
+                    self._violation(
+                        f"two owners: {attempt_id} was claimed while {whose} held authority until t={lease.expires_at:.2f}",
+                        describe(lease.granted_by),
+                        describe(event),
+                    )
+                    break
+            leases[attempt_id] = _Lease(event.to_state, event.at + self.context.lease_ttl_s, event)
+            return
+        lease = leases.get(attempt_id)
+        if lease is None:
+            return
+        if event.to_state in ATTEMPT_TERMINAL:
+            del leases[attempt_id]
+            return
+        if event.kind == "renew":
+            lease.expires_at = event.at + self.context.lease_ttl_s
+            lease.granted_by = event
+        lease.state = event.to_state
+
+
+# -------------------------------------------------------------- fenced_writes
+
+
+@dataclass(slots=True)
+class _Fence:
+    generation: int
+    expires_at: float
+    claim: Event
+    renewal: Event | None = None
+
+
+@dataclass(slots=True)
+class _Fences:
+    by_attempt: dict[str, _Fence] = field(default_factory=dict)
+    highest: Event | None = None
+    """The claim that issued the task's highest generation so far."""
+
+
+class FencedWrites(_Fold):
+    """Every accepted material write carried the current generation and token; every stale one was refused and kept as a late event.
+
+    An accepted fenced event (`FENCED`: start, renew, grant_tool,
+    record_receipt, report_call_failure, checkpoint, complete, report_failure,
+    cancel_acknowledged) must present the generation of the lease its Attempt
+    holds (that Attempt's latest accepted claim), before that lease expired.
+    One for an Attempt never claimed, with another generation, or after
+    expiry is a violation. Every accepted claim issues a generation above any
+    the task issued before (generations are monotonic per task).
+    """
+
+    name = "fenced_writes"
+
+    def _new(self) -> _Fences:
+        return _Fences()
+
+    def _on_event(self, fences: _Fences, event: Event) -> None:
+        if not _attempt_level(event):
+            return
+        if event.kind == "claim":
+            self._claimed(fences, event)
+        elif event.kind in FENCED:
+            self._fenced(fences, event)
+
+    def _claimed(self, fences: _Fences, event: Event) -> None:
+        if event.generation is None:
+            self._violation(f"claim of {event.attempt_id} issued no generation: nothing can be fenced", describe(event))
+            return
+        highest = fences.highest
+        if highest is not None and event.generation <= highest.generation:
+            self._violation(
+                f"claim of {event.attempt_id} issued generation {event.generation}, not above {highest.generation} already issued",
+                describe(highest),
+                describe(event),
+            )
+        else:
+            fences.highest = event
+        fences.by_attempt[event.attempt_id] = _Fence(event.generation, event.at + self.context.lease_ttl_s, event)
+
+    def _fenced(self, fences: _Fences, event: Event) -> None:
+        fence = fences.by_attempt.get(event.attempt_id)
+        if fence is None:
+            self._violation(f"accepted {event.kind} on {event.attempt_id}, which no claim ever leased", describe(event))
+            return
+        if event.generation != fence.generation:
+            shown = _shown(fence)
+            self._violation(
+                f"accepted {event.kind} on {event.attempt_id} presented generation {event.generation};"
+                f" the lease it holds is generation {fence.generation}",
+                *shown,
+                describe(event),
+            )
+        elif event.at >= fence.expires_at:
+            shown = _shown(fence)
+            self._violation(
+                f"accepted {event.kind} on {event.attempt_id} after its lease expired at t={fence.expires_at:.2f}",
+                *shown,
+                describe(event),
+            )
+        elif event.kind == "renew":
+            fence.expires_at = event.at + self.context.lease_ttl_s
+            fence.renewal = event
+
+
+def _shown(fence: _Fence) -> list[str]:
+    """The claim (and latest renewal) that set the fence a write is judged against."""
+    return [describe(fence.claim)] + ([describe(fence.renewal)] if fence.renewal is not None else [])
+
+
+# ------------------------------------------------------- append_only_attempts
+
+
+@dataclass(slots=True)
+class _Appended:
+    count: int = 0
+    appends: set[str] = field(default_factory=set)
+    ended: dict[str, Event] = field(default_factory=dict)
+    """The event that made each Attempt terminal."""
+
+
+class AppendOnlyAttempts(_Fold):
+    """Attempt numbers run 1..N without gaps; a terminal attempt never changes; each retry names its reason.
+
+    Per task, appended Attempt numbers run 1, 2, ... N, each appended once.
+    An Attempt in a terminal state never changes: any accepted event on it
+    after it became terminal (other than `decide`, which only names it) is a
+    violation, and its final record must still show the terminal state it
+    reached. At retirement the records run 1..N and every Attempt N > 1 names
+    Attempt N-1 as its predecessor and has a reason of at least
+    `reason_length_min` characters.
+    """
+
+    name = "append_only_attempts"
+
+    def _new(self) -> _Appended:
+        return _Appended()
+
+    def _on_event(self, state: _Appended, event: Event) -> None:
+        if not _attempt_level(event):
+            return
+        attempt_id = event.attempt_id
+        if event.kind == "append":
+            number = _number(attempt_id)
+            if attempt_id in state.appends:
+                self._violation(f"{attempt_id} was appended twice", describe(event))
+            elif number != state.count + 1:
+                self._violation(f"appended Attempt {number} after Attempt {state.count}: numbers must run 1..N", describe(event))
+            state.appends.add(attempt_id)
+            state.count = max(state.count, number)
+            return
+        ended = state.ended.get(attempt_id)
+        if ended is not None or event.from_state in ATTEMPT_TERMINAL:
+            shown = [describe(ended)] if ended is not None else []
+            self._violation(f"terminal {attempt_id} was changed by {event.kind}", *shown, describe(event))
+            state.ended.pop(attempt_id, None)  # one violation per reopening, not one per later step
+        if event.to_state in ATTEMPT_TERMINAL:
+            state.ended[attempt_id] = event
+
+    def _on_retired(self, state: _Appended | None, retired: Retired) -> None:
+        task_id = retired.task.task_id
+        ended = state.ended if state is not None else {}
+        for index, attempt in enumerate(retired.attempts, 1):
+            if attempt.number != index:
+                numbers = ", ".join(str(a.number) for a in retired.attempts)
+                self._violation(f"{task_id}'s Attempts are numbered {numbers}, not 1..N", describe(retired))
+                return
+            reached = ended.get(attempt.attempt_id)
+            if reached is not None and attempt.state != reached.to_state:
+                self._violation(
+                    f"terminal {attempt.attempt_id} ended {reached.to_state}, but its final record says {attempt.state}",
+                    describe(reached),
+                    describe(retired),
+                )
+            if index == 1:
+                continue
+            predecessor = f"{task_id}#{index - 1}"
+            if attempt.previous_attempt_id != predecessor:
+                self._violation(
+                    f"{attempt.attempt_id} names {attempt.previous_attempt_id} as its predecessor, not {predecessor}",
+                    describe(retired),
+                    _record(attempt),
+                )
+            if len((attempt.reason or "").strip()) < self.context.reason_length_min:
+                self._violation(
+                    f"{attempt.attempt_id} was appended with reason {_brief(attempt.reason)},"
+                    f" shorter than {self.context.reason_length_min} characters",
+                    describe(retired),
+                )
+
+
+# ----------------------------------------------------- suspect_then_reconcile
+
+
+class SuspectThenReconcile(_Fold):
+    """Every attempt whose lease expired passed Suspect then Reconciling before any terminal state.
+
+    An accepted expiry moves the Attempt to suspect (never straight to a
+    verdict), and an Attempt that entered suspect passes reconciling after it,
+    before it reaches any terminal state. (A final record that is terminal
+    with no event to get there is complete_audit's to report.)
+    """
+
+    name = "suspect_then_reconcile"
+
+    def _new(self) -> dict[str, Event]:
+        return {}
+
+    def _on_event(self, suspects: dict[str, Event], event: Event) -> None:
+        if not _attempt_level(event):
+            return
+        attempt_id = event.attempt_id
+        if event.kind == "expire" and event.to_state != "suspect":
+            self._violation(f"the lease of {attempt_id} expired and it went to {event.to_state}, not suspect", describe(event))
+        if event.to_state == "suspect":
+            suspects[attempt_id] = event
+        elif event.to_state == "reconciling":
+            suspects.pop(attempt_id, None)
+        elif event.to_state in ATTEMPT_TERMINAL and attempt_id in suspects:
+            self._violation(
+                f"{attempt_id} went from suspect to {event.to_state} without reconciling",
+                describe(suspects.pop(attempt_id)),
+                describe(event),
+            )
+
+
+# --------------------------------------------------- one_effect_per_operation
+
+
+class OneEffectPerOperation(_Fold):
+    """The provider holds at most one effect per logical operation (one pull request per task and head SHA).
+
+    A logical operation is (dependency, operation, identity); every landed
+    effect of one operation must carry the same provider id. A second,
+    distinct effect is a duplicate, whatever key it came with.
+    """
+
+    name = "one_effect_per_operation"
+
+    def _new(self) -> dict[tuple[str, str, str], Landed]:
+        return {}
+
+    def _on_landed(self, landed: Landed) -> None:
+        effects = self._state(landed.task_id)
+        operation = (landed.dependency, landed.operation, landed.identity)
+        first = effects.get(operation)
+        if first is None:
+            effects[operation] = landed
+        elif first.provider_id != landed.provider_id:
+            where = f"{landed.operation} {landed.identity} at {landed.dependency}"
+            self._violation(f"{where} has two effects: {first.provider_id} and {landed.provider_id}", describe(first), describe(landed))
+
+
+# -------------------------------------------------------------- no_lost_tasks
+
+
+class NoLostTasks(_Fold):
+    """After the run drains, every task is in a terminal or truthfully blocked/escalated state.
+
+    A task leaves the live set (retires, or is drained when the run ends) in
+    a terminal state (`TASK_TERMINAL`) or a resting one (`TASK_RESTING`:
+    blocked, escalated, quarantined); in any other state it was lost. And no
+    Attempt of it was admitted after the task's deadline had passed: work the
+    queue kept past its deadline was a promise it could no longer deliver (the
+    chapter's silent queue growth), lost as surely as work never served.
+    """
+
+    name = "no_lost_tasks"
+    judges_final_records = True
+
+    def _new(self) -> list[Event]:
+        return []
+
+    def _on_event(self, admissions: list[Event], event: Event) -> None:
+        if event.kind == "admit" and event.to_state == "admitted":
+            admissions.append(event)
+
+    def _on_retired(self, admissions: list[Event] | None, retired: Retired) -> None:
+        task = retired.task
+        deadline = task.deadline_at
+        for admission in admissions or ():
+            if deadline is not None and admission.at > deadline:
+                late_s = admission.at - deadline
+                self._violation(
+                    f"{task.task_id} was admitted at t={admission.at:.2f}, {late_s:.2f}s after its deadline t={deadline:.2f} passed",
+                    describe(admission),
+                    describe(retired),
+                )
+                break
+        if task.state in TASK_TERMINAL or task.state in TASK_RESTING:
+            return
+        how = "was drained" if retired.drained else "retired"
+        lines = [f"{task.task_id} was lost: it {how} {task.state}, neither terminal nor resting", describe(retired)]
+        if retired.attempts:
+            latest = retired.attempts[-1]
+            if latest.claimed_at is None:
+                lines.append(
+                    f"  its latest Attempt {latest.attempt_id} is {latest.state}, never claimed:"
+                    f" it waited {retired.at - latest.created_at:.2f}s, from t={latest.created_at:.2f}"
+                )
+            else:
+                lines.append(
+                    f"  its latest Attempt {latest.attempt_id} is {latest.state}: appended at t={latest.created_at:.2f},"
+                    f" claimed after {latest.claimed_at - latest.created_at:.2f}s"
+                )
+        else:
+            lines.append(f"  it has no Attempt: nothing was dispatched in {retired.at - task.created_at:.2f}s")
+        self._violation(*lines)
+
+
+# --------------------------------------------------------------- budgets_hold
+
+
+def _over(used: float, limit: float) -> bool:
+    return used > limit + _TOLERANCE
+
+
+class BudgetsHold(_Fold):
+    """No attempt started, and no spend was authorized, past any budget dimension.
+
+    At retirement: the task has at most `attempts_max` Attempts, its cost and
+    tokens are within `cost_max_usd` and `tokens_max`, every Attempt's cost is
+    within the per-Attempt spend ceiling (`attempt_spend_max_usd`), and no
+    Attempt N > 1 was appended once the Attempts before it had used up
+    `elapsed_max_s` (their elapsed times summed, as the loop decision sums
+    them). A cost within 1e-9 of its cap counts as within it.
+    """
+
+    name = "budgets_hold"
+    judges_final_records = True
+
+    def _on_retired(self, _state: None, retired: Retired) -> None:
+        for breach in self._breaches(retired.task, retired.attempts):
+            self._violation(f"{retired.task.task_id}: {breach}", describe(retired), *map(_record, retired.attempts))
+
+    def _breaches(self, task: Task, attempts: tuple[Attempt, ...]) -> list[str]:
+        budget = task.budget
+        breaches = []
+        if len(attempts) > budget.attempts_max:
+            breaches.append(f"{len(attempts)} Attempts, budget {budget.attempts_max}")
+        if _over(task.cost_usd, budget.cost_max_usd):
+            breaches.append(f"cost ${task.cost_usd:.2f}, budget ${budget.cost_max_usd:.2f}")
+        if task.tokens > budget.tokens_max:
+            breaches.append(f"{task.tokens} tokens, budget {budget.tokens_max}")
+        ceiling = self.context.attempt_spend_max_usd
+        breaches.extend(
+            f"{a.attempt_id} spent ${a.cost_usd:.2f}, per-Attempt ceiling ${ceiling:.2f}" for a in attempts if _over(a.cost_usd, ceiling)
+        )
+        elapsed_s = 0.0
+        for attempt in attempts:
+            # The same sum, in the same order, the loop decision stops on (so no tolerance: equal is used up).
+            if attempt.number > 1 and elapsed_s >= budget.elapsed_max_s:
+                breaches.append(f"{attempt.attempt_id} was appended after {elapsed_s:g}s of an elapsed budget of {budget.elapsed_max_s:g}s")
+            elapsed_s += attempt.elapsed_s
+        return breaches
+
+
+# ------------------------------------------------------------ cancel_is_final
+
+
+@dataclass(slots=True)
+class _Cancellation:
+    requested: dict[str, Event] = field(default_factory=dict)
+    """The first accepted cancellation request of each Attempt."""
+    canceled: Event | None = None
+    """The task-level cancel that made the task canceled."""
+    reconciled: set[str] = field(default_factory=set)
+
+
+class CancelIsFinal(_Fold):
+    """After cancellation: no new claim or tool grant; late events reopen nothing; reconciliation ran.
+
+    After an accepted Attempt-level cancel: no accepted claim, start or
+    grant_tool for that Attempt, and it never again enters a working state
+    (queued, admitted, claimed, running, verifying). After the task is
+    canceled: no accepted append, claim or grant_tool for any of its
+    Attempts, and the task never leaves canceled. An Attempt that ends
+    cancelled passed reconciling first.
+    """
+
+    name = "cancel_is_final"
+
+    def _new(self) -> _Cancellation:
+        return _Cancellation()
+
+    def _on_event(self, state: _Cancellation, event: Event) -> None:
+        if _attempt_level(event):
+            self._attempt_event(state, event)
+        elif event.from_state == "canceled" and event.to_state != "canceled":
+            shown = [describe(state.canceled)] if state.canceled is not None else []
+            self._violation(f"canceled {event.task_id} was reopened by {event.kind}", *shown, describe(event))
+        elif event.kind == "cancel" and event.to_state == "canceled":
+            state.canceled = event
+
+    def _attempt_event(self, state: _Cancellation, event: Event) -> None:
+        attempt_id = event.attempt_id
+        requested = state.requested.get(attempt_id)
+        if state.canceled is not None and event.kind in ("append", "claim", "grant_tool"):
+            self._violation(
+                f"{event.kind} accepted for {attempt_id} after {event.task_id} was canceled", describe(state.canceled), describe(event)
+            )
+        elif requested is not None and event.kind in ("claim", "start", "grant_tool"):
+            self._violation(f"{event.kind} accepted for {attempt_id} after its cancellation", describe(requested), describe(event))
+        elif requested is not None and event.to_state in _REOPENED:
+            why = f"{event.kind} left {attempt_id} {event.to_state} after its cancellation: it kept working"
+            self._violation(why, describe(requested), describe(event))
+        if event.kind == "cancel" and requested is None:
+            state.requested[attempt_id] = event
+        if event.to_state == "reconciling":
+            state.reconciled.add(attempt_id)
+        elif event.to_state == "cancelled" and attempt_id not in state.reconciled:
+            shown = [describe(requested)] if requested is not None else []
+            self._violation(f"{attempt_id} ended cancelled without reconciling", *shown, describe(event))
+
+
+# ----------------------------------------------------------- classified_retry
+
+
+def _repeats(attempts: tuple[Attempt, ...], repeats_max: int) -> bool:
+    """The latest failure signature ends a run of identical ones longer than `repeats_max` (policy's rule, restated)."""
+    signatures = [a.failure_signature for a in attempts if a.state in ("failed", "quarantined")]
+    if not signatures or signatures[-1] is None:
+        return False
+    run = 0
+    for signature in reversed(signatures):
+        if signature != signatures[-1]:
+            break
+        run += 1
+    return run > repeats_max
+
+
+class ClassifiedRetry(_Fold):
+    """Every automatic retry followed a classification that permits it; no retry of authorization or deterministic
+    validation failures without a changed hypothesis; a repeated failure signature stops or escalates.
+
+    At retirement, for each Attempt N+1 and the Attempts 1..N before it:
+    Attempt N ended failed with a classified failure domain whose response
+    retries (`RETRYING_RESPONSES`); the failed Attempts of that domain so far
+    are at most its `retries_max`; Attempt N+1's hypothesis differs from
+    Attempt N's where the domain requires a changed hypothesis; the failure
+    signatures do not end in a run longer than `repeated_signatures_max`; and
+    after a back_off_and_retry failure, Attempt N+1 was paced (`backoff_s > 0`).
+    The retry policy's rule (`core.policy.retry_refusal`), restated on records.
+    """
+
+    name = "classified_retry"
+    judges_final_records = True
+
+    def _on_retired(self, _state: None, retired: Retired) -> None:
+        attempts = retired.attempts
+        for index in range(1, len(attempts)):
+            refusal = self._refusal(retired.task, attempts[:index], attempts[index])
+            if refusal is not None:
+                previous, new = attempts[index - 1], attempts[index]
+                self._violation(f"{new.attempt_id} was appended although {refusal}", describe(retired), _record(previous), _record(new))
+
+    @staticmethod
+    def _refusal(task: Task, before: tuple[Attempt, ...], new: Attempt) -> str | None:
+        previous = before[-1]
+        if previous.state != "failed":
+            return f"{previous.attempt_id} ended {previous.state}, not failed"
+        domain = DOMAINS.get(previous.failure_domain or "")
+        if domain is None:
+            return f"the failure of {previous.attempt_id} is not classified ({previous.failure_domain})"
+        if domain.response not in RETRYING_RESPONSES:
+            return f"{domain.name} failures respond {domain.response}, not retry"
+        failures = sum(1 for a in before if a.state == "failed" and a.failure_domain == domain.name)
+        if failures > domain.retries_max:
+            return f"{domain.name} allows {domain.retries_max} automatic retries and {failures} failures came before"
+        if domain.changed_hypothesis_required and new.hypothesis.strip() == previous.hypothesis.strip():
+            return f"{domain.name} failures need a changed hypothesis and it repeats {_brief(previous.hypothesis)}"
+        if _repeats(before, task.budget.repeated_signatures_max):
+            return f"failure signature {_brief(previous.failure_signature)} repeats past {task.budget.repeated_signatures_max}"
+        if domain.response == "back_off_and_retry" and not new.backoff_s > 0:
+            return f"{domain.name} failures are retried only after a backoff, and it waited {new.backoff_s:g}s"
+        return None
+
+
+# ------------------------------------------------------------- complete_audit
+
+
+@dataclass(slots=True)
+class _Audit:
+    task_event: Event | None = None
+    """The latest accepted event that set the task's state."""
+    latest: dict[str, Event] = field(default_factory=dict)
+    """The latest accepted event of each Attempt (its to_state is the Attempt's state)."""
+    appended: set[str] = field(default_factory=set)
+    granted: set[str] = field(default_factory=set)
+    """Operation keys minted by accepted grants."""
+    landed: dict[str, Landed] = field(default_factory=dict)
+    """The first effect that landed under each key, through the gateway with a minted key."""
+
+
+class CompleteAudit(_Fold):
+    """Every provider effect has a recorded intent; every state change has its event.
+
+    Every landed effect came through the tool gateway, under a key an
+    accepted grant_tool of its task minted, for a task still live (one that
+    retired or never existed has nothing on record to explain it), and the
+    key is among the task's intents when it retires. At retirement every
+    Attempt record has its append event, every appended Attempt has a record,
+    each Attempt's final state is the to_state of its last accepted event,
+    and the task's final state is the to_state of its last accepted
+    task-level event.
+    """
+
+    name = "complete_audit"
+    judges_final_records = True
+
+    def _new(self) -> _Audit:
+        return _Audit()
+
+    def _on_event(self, audit: _Audit, event: Event) -> None:
+        if not _attempt_level(event):
+            audit.task_event = event
+            return
+        audit.latest[event.attempt_id] = event
+        if event.kind == "append":
+            audit.appended.add(event.attempt_id)
+        elif event.kind == "grant_tool":
+            audit.granted.add(event.detail.split(": ", 1)[0])
+
+    def _on_landed(self, landed: Landed) -> None:
+        audit = self._tasks.get(landed.task_id)
+        if audit is None:
+            self._violation(f"an effect landed for {landed.task_id}, which has no live record (retired or never created)", describe(landed))
+        elif not landed.via_gateway:
+            self._violation(f"an effect for {landed.task_id} bypassed the tool gateway: no intent was recorded", describe(landed))
+        elif landed.key not in audit.granted:
+            self._violation(
+                f"an effect for {landed.task_id} landed under key {landed.key}, which no accepted grant minted", describe(landed)
+            )
+        else:
+            audit.landed.setdefault(landed.key, landed)
+
+    def _on_retired(self, audit: _Audit | None, retired: Retired) -> None:
+        task = retired.task
+        if audit is None or audit.task_event is None:
+            self._violation(f"{task.task_id} retired {task.state}, but no task event of it is on record", describe(retired))
+            return
+        intents = {intent.key for intent in retired.intents}
+        for key, landed in audit.landed.items():
+            if key not in intents:
+                self._violation(f"an effect landed under {key}, and {task.task_id} retired with no intent for it", describe(landed))
+        recorded = set()
+        for attempt in retired.attempts:
+            recorded.add(attempt.attempt_id)
+            latest = audit.latest.get(attempt.attempt_id)
+            if attempt.attempt_id not in audit.appended:
+                self._violation(f"{attempt.attempt_id} is on record but was never appended by an event", describe(retired))
+            elif attempt.state != latest.to_state:
+                self._violation(
+                    f"{attempt.attempt_id} retired {attempt.state}, but its last accepted event left it {latest.to_state}",
+                    describe(latest),
+                    describe(retired),
+                )
+        for attempt_id in sorted(audit.appended - recorded):
+            self._violation(f"{attempt_id} was appended, but {task.task_id} retired without its record", describe(retired))
+        if task.state != audit.task_event.to_state:
+            self._violation(
+                f"{task.task_id} retired {task.state}, but its last accepted task event left it {audit.task_event.to_state}",
+                describe(audit.task_event),
+                describe(retired),
+            )
+
+
+# ------------------------------------------------------------------ catalogue
+
+_CHECKERS: tuple[type[_Fold], ...] = (
+    SingleOwner,
+    FencedWrites,
+    AppendOnlyAttempts,
+    SuspectThenReconcile,
+    OneEffectPerOperation,
+    NoLostTasks,
+    BudgetsHold,
+    CancelIsFinal,
+    ClassifiedRetry,
+    CompleteAudit,
+)
+
+INVARIANTS: tuple[str, ...] = tuple(checker.name for checker in _CHECKERS)
+"""The invariant names, in the catalogue's order (spec/invariants.toml)."""
+
+
+def all_checkers(context: CheckContext) -> list[Checker]:
+    """Fresh instances of the ten checkers, in the catalogue's order."""
+    return [checker(context) for checker in _CHECKERS]
