@@ -1,0 +1,214 @@
+"""The control plane around the core: admission, the reaper, reconciliation, verification, the loop decision, review, retirement.
+
+Everything here calls `Orchestrator` contracts on a cadence, exactly as a
+deployment's scheduler would; nothing reaches into the core's records. It
+learns what needs doing from the history itself: a listener on the store
+notes an Attempt entering Suspect or Reconciling (reconcile it), Verifying
+(verify it once CI may have run), a terminal state (decide the loop's next
+step), a task reaching review (a reviewer approves it) or rest (retire it
+after a grace period). The listener only notes; the work runs in the
+control plane's own processes, never inside a store transaction.
+
+Admitted Attempts are offered to the workers through a queue. An offer
+nobody claimed in `redispatch_s` (the worker crashed, the claim was lost on
+the wire) is offered again; a second claim of one Attempt is refused by the
+core, so offering twice is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from copy import copy
+from typing import TYPE_CHECKING, Any
+
+from shiftchange.core import Event, Plan
+from shiftchange.core.machine import ATTEMPT_TERMINAL, TASK_RESTING, TASK_TERMINAL
+
+from .history import Retired
+from .worker import Offer
+
+if TYPE_CHECKING:
+    from .world import World
+
+AT_REST = TASK_TERMINAL | TASK_RESTING
+
+
+class ControlPlane:
+    """The scheduler's loops, fed by what the history says needs doing."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.env = world.env
+        self.reconcile_due: dict[str, None] = {}
+        self.verify_due: dict[str, float] = {}
+        self.decide_due: dict[str, None] = {}
+        self.approve_due: dict[str, float] = {}
+        self.retire_due: dict[str, float] = {}
+        self.offered: dict[str, tuple[float, Offer]] = {}
+        self.retired = 0
+        self.retries_refused = 0
+        self._admission_due = True
+
+    # ------------------------------------------------------ the listener
+
+    def note(self, event: Event) -> None:
+        """Called for every committed event: note what it asks of the control plane."""
+        if not event.accepted or event.from_state == event.to_state:
+            return
+        state = event.to_state
+        if event.attempt_id is None:  # a task-level change
+            if state == "review":
+                self.approve_due[event.task_id] = event.at + self.world.config.control.review_s
+            elif state in AT_REST:
+                self.retire_due[event.task_id] = event.at + self.world.config.control.retire_grace_s
+            else:
+                self.retire_due.pop(event.task_id, None)
+            return
+        if event.kind == "decide":
+            return
+        attempt_id = event.attempt_id
+        if state == "admitted":
+            self._offer(event.task_id, attempt_id)
+        elif state == "claimed":
+            self.offered.pop(attempt_id, None)
+        elif state in ("suspect", "reconciling"):
+            self.reconcile_due[attempt_id] = None
+        elif state == "verifying":
+            self.verify_due[attempt_id] = event.at + self.world.config.workload.ci_s
+        elif state in ATTEMPT_TERMINAL:
+            self.offered.pop(attempt_id, None)
+            self.decide_due[event.task_id] = None
+        if state == "queued" or state in ATTEMPT_TERMINAL:
+            self._admission_due = True  # a new Attempt waits, or an ended one freed its slot
+        if state == "queued":
+            self.world.metrics.queued(attempt_id, self.world.peek(attempt_id), event.at)
+        elif state == "admitted":
+            self.world.metrics.admitted(attempt_id, event.at)
+
+    def _offer(self, task_id: str, attempt_id: str) -> None:
+        world = self.world
+        attempt = world.peek(attempt_id)
+        resume = None
+        if attempt is not None and attempt.previous_attempt_id is not None:
+            previous = world.peek(attempt.previous_attempt_id)
+            if previous is not None and previous.hypothesis == attempt.hypothesis:
+                resume = previous.checkpoint  # resume from the predecessor's last fenced checkpoint
+        offer = Offer(task_id, attempt_id, world.profiles[task_id].workspace, resume)
+        self.offered[attempt_id] = (self.env.now, offer)
+        world.dispatch.put(offer)
+
+    # ---------------------------------------------------------- processes
+
+    def admission(self) -> Generator[Any, Any, None]:
+        """Run an admission step when something changed (an Attempt queued or ended), and at least every `admission_idle_s`.
+
+        The controller looks at the whole queue each step, so stepping a
+        queue nothing has changed only costs; the idle step still lets
+        backoffs wake, deadlines pass and backpressure ease on time.
+        """
+        control = self.world.config.control
+        idle_s = 0.0
+        while True:
+            if self._admission_due or idle_s >= control.admission_idle_s:
+                self._admission_due = False
+                idle_s = 0.0
+                self.world.orchestrator.run_admission()
+            yield self.env.timeout(control.admission_interval_s)
+            idle_s += control.admission_interval_s
+
+    def reaper(self) -> Generator[Any, Any, None]:
+        interval_s = self.world.config.control.reap_interval_s
+        while True:
+            yield self.env.timeout(interval_s)
+            self.world.orchestrator.reap()
+
+    def loop(self) -> Generator[Any, Any, None]:
+        interval_s = self.world.config.control.loop_interval_s
+        while True:
+            yield self.env.timeout(interval_s)
+            self.step()
+
+    def step(self) -> None:
+        """Work off everything due: reconcile, verify, decide, approve, redispatch, retire."""
+        orchestrator, now = self.world.orchestrator, self.env.now
+        for attempt_id in list(self.reconcile_due):
+            result = orchestrator.reconcile_attempt(attempt_id)
+            if getattr(result, "outcome", None) != "pending":
+                self.reconcile_due.pop(attempt_id, None)
+        for attempt_id, due in list(self.verify_due.items()):
+            if due <= now:
+                result = orchestrator.verify_attempt(attempt_id)
+                if getattr(result, "detail", None) == "pending":
+                    self.verify_due[attempt_id] = now + self.world.config.workload.ci_s / 2
+                else:
+                    self.verify_due.pop(attempt_id, None)
+        for task_id in list(self.decide_due):
+            self.decide_due.pop(task_id)
+            self._decide(task_id)
+        for task_id, due in list(self.approve_due.items()):
+            if due <= now:
+                self.approve_due.pop(task_id)
+                orchestrator.approve(task_id)
+        for attempt_id, (offered_at, offer) in list(self.offered.items()):
+            if offered_at + self.world.config.control.redispatch_s <= now:
+                attempt = self.world.peek(attempt_id)
+                if attempt is not None and attempt.state == "admitted":
+                    self.offered[attempt_id] = (now, offer)
+                    self.world.dispatch.put(offer)
+                else:
+                    self.offered.pop(attempt_id)
+        for task_id, due in list(self.retire_due.items()):
+            if due <= now:
+                self._retire(task_id, now)
+
+    def _decide(self, task_id: str) -> None:
+        orchestrator = self.world.orchestrator
+        antipattern = self.world.antipattern
+        if antipattern is not None and antipattern.blind_loop:
+            latest = self.world.peek_latest(task_id)
+            if latest.state == "failed":  # the blind loop never decides: it runs the same thing again while it can
+                result = orchestrator.retry(task_id, f"blind retry after {latest.attempt_id} failed", Plan(latest.hypothesis))
+                if result.accepted:
+                    return
+        decision = orchestrator.decide(task_id)
+        kind = getattr(decision, "kind", None)
+        if kind not in ("retry", "correct"):
+            return
+        latest = self.world.peek_latest(task_id)
+        hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
+        result = orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
+        if not result.accepted:
+            self.retries_refused += 1
+
+    def cancel(self, task_id: str) -> None:
+        """An operator cancels a task (if it still exists and is not already at rest)."""
+        state = self.world.peek_task_state(task_id)
+        if state is not None and state not in AT_REST:
+            self.world.orchestrator.cancel_task(task_id, "operator cancelled the task")
+
+    # --------------------------------------------------------- retirement
+
+    def _retire(self, task_id: str, now: float, drained: bool = False) -> None:
+        store = self.world.store
+        with store.transaction() as tx:
+            attempts = tx.attempts_of(task_id)
+            if not drained and any(a.state not in ATTEMPT_TERMINAL for a in attempts):
+                self.retire_due[task_id] = now + self.world.config.control.retire_grace_s  # not finished yet: look again later
+                return
+            # Shallow copies suffice: a record's fields are strings, numbers and frozen values.
+            task = copy(tx.task(task_id))
+            intents = tuple(copy(intent) for attempt in attempts for intent in tx.intents_of(attempt.attempt_id))
+            attempts = [copy(attempt) for attempt in attempts]
+        self.retire_due.pop(task_id, None)
+        self.world.record(Retired(now, task, tuple(attempts), intents, drained))
+        if not drained:
+            store.forget(task_id)
+            self.world.providers.forget(task_id)
+            self.world.forget(task_id)
+        self.retired += 1
+
+    def drain(self) -> None:
+        """The run is over: every task still in the store retires now, whatever its state (Jepsen's final read)."""
+        now = self.env.now
+        for task_id in self.world.live_tasks():
+            self._retire(task_id, now, drained=True)

@@ -1,0 +1,95 @@
+"""The transport between workers and the orchestrator: latency, loss, duplication, reordering, partitions.
+
+Every contract call a worker makes crosses it twice, request and response,
+each with its own exponentially distributed latency, so two messages can
+overtake each other. A request can be lost (the call never happens), its
+response can be lost (the call happened and the caller does not know: the
+case idempotent transitions exist for), and it can be delivered a second
+time a little later (the duplicate's response is dropped). A partition cuts
+chosen workers off in both directions for a window. A caller that hears
+nothing gives up after `request_timeout_s` and sees `None`.
+
+Contract calls run synchronously inside the orchestrator at the instant the
+request arrives. The core's typed errors (unknown task, bad input, a store
+conflict) come back as a `Rejected` answer, as they would over a real wire;
+anything else is a bug and stops the run loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from shiftchange.core import CoreError
+
+from .config import NetworkConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """The orchestrator raised a typed error for this call (it names something unknown, or was malformed)."""
+
+    reason: str
+    domain: str | None = None
+    accepted: bool = field(default=False, init=False)
+
+
+class Transport:
+    """One network, shared by every worker; faults are windows set by the nemesis."""
+
+    def __init__(self, env: Any, config: NetworkConfig, rng: Any) -> None:
+        self.env = env
+        self.config = config
+        self.rng = rng
+        self._cut_until: dict[str, float] = {}
+        self.duplicate_until = -1.0
+        self.duplicate_probability = 0.0
+        """During a duplicate-delivery burst, requests arrive twice with this probability."""
+        self.sent = 0
+        self.lost = 0
+        self.duplicated = 0
+
+    def cut(self, worker_ids: list[str], until: float) -> None:
+        """Partition these workers from the orchestrator until `until`."""
+        for worker_id in worker_ids:
+            self._cut_until[worker_id] = max(until, self._cut_until.get(worker_id, -1.0))
+
+    def partitioned(self, worker_id: str) -> bool:
+        return self._cut_until.get(worker_id, -1.0) > self.env.now
+
+    def call(self, worker_id: str, contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        """Send one contract call; returns its answer, or None when the caller heard nothing back."""
+        env, config, rng = self.env, self.config, self.rng
+        self.sent += 1
+        there = rng.expovariate(1.0 / config.latency_s)
+        if self.partitioned(worker_id) or rng.random() < config.loss_probability:
+            self.lost += 1
+            yield env.timeout(config.request_timeout_s)
+            return None
+        yield env.timeout(there)
+        if self.partitioned(worker_id):
+            self.lost += 1
+            yield env.timeout(max(0.0, config.request_timeout_s - there))
+            return None
+        answer = deliver(contract, args, kwargs)
+        duplicate_probability = max(config.duplicate_probability, self.duplicate_probability if env.now < self.duplicate_until else 0.0)
+        if duplicate_probability and rng.random() < duplicate_probability:
+            self.duplicated += 1
+            again = env.timeout(rng.expovariate(1.0 / config.latency_s) + there)
+            again.callbacks.append(lambda _event: deliver(contract, args, kwargs))
+        back = rng.expovariate(1.0 / config.latency_s)
+        if self.partitioned(worker_id) or rng.random() < config.response_loss_probability or there + back > config.request_timeout_s:
+            self.lost += 1
+            yield env.timeout(max(0.0, config.request_timeout_s - there))
+            return None
+        yield env.timeout(back)
+        return answer
+
+
+def deliver(contract: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run one contract call at the orchestrator; a typed core error becomes a `Rejected` answer."""
+    try:
+        return contract(*args, **kwargs)
+    except CoreError as error:
+        return Rejected(f"{type(error).__name__}: {error}")

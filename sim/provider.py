@@ -1,0 +1,183 @@
+"""Providers in simulated time: a code host and a model provider, with latency, overload, outages, rate limits and a ledger.
+
+A `SimProvider` plays two parts. To the orchestrator it is a
+`ProviderAdapter` (`find`, `verdict`, `supports_idempotency`), answered at
+once from its ledger: provider truth, as reconciliation and verification
+read it. To workers it offers `call`, a SimPy generator that takes simulated
+time and can fail in every way the chapter names: refused (503 in an outage,
+429 over its rate, 401 with revoked credentials), slowed by load (latency
+grows linearly with the calls in flight), or accepted and then timed out,
+the case a database key alone cannot deduplicate.
+
+An effect lands when its service time has passed, whether or not the caller
+is still waiting: a crashed worker's call still lands, and a call that
+outlives its deadline lands after the caller gave up. Every landing is
+appended to the history as a `Landed` entry, which is all the checkers see of
+the provider. `forget` drops a retired task's effects, so the ledger stays as
+small as the live set.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Generator
+from typing import Any
+
+from shiftchange.core import Effect, ProviderRefused, ProviderTimeout, RateLimitConfig, TokenBucket
+
+from .config import ProviderConfig
+from .history import Landed
+
+
+class SimProvider:
+    """One provider's behaviour and its ledger of every effect that landed."""
+
+    def __init__(
+        self,
+        env: Any,
+        name: str,
+        config: ProviderConfig,
+        rng: Any,
+        record: Callable[[Landed], None],
+        verdict_of: Callable[[str, str, float], str | None],
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.config = config
+        self.rng = rng
+        self.supports_idempotency = config.supports_idempotency
+        self._record = record
+        self._verdict_of = verdict_of
+        self._bucket = TokenBucket(RateLimitConfig(rate_per_s=config.rate_per_s, burst=max(1, int(config.rate_per_s))), 0.0)
+        self._by_key: dict[str, list[Effect]] = {}
+        self._by_identity: dict[tuple[str, str], list[Effect]] = {}
+        self._of_task: dict[str, list[Effect]] = {}
+        self._task_of: dict[str, str] = {}
+        self._count = 0
+        self.in_flight = 0
+        self.down_until = -1.0
+        """An outage: every call is refused (503) until then."""
+        self.revoked_until = -1.0
+        """Revoked credentials: every call is refused (401) until then."""
+        self.lossy_until = -1.0
+        self.lossy_probability = 0.0
+        """A window in which calls land but their responses are lost with this probability."""
+        self.calls = 0
+        self.refusals: dict[str, int] = {}
+        self.effects = 0
+
+    # ---------------------------------------------------------- the adapter
+
+    def find(self, key: str, operation: str, identity: str) -> list[Effect]:
+        if self.supports_idempotency:
+            return list(self._by_key.get(key, ()))
+        return list(self._by_identity.get((operation, identity), ()))
+
+    def verdict(self, provider_id: str) -> str | None:
+        task_id = self._task_of.get(provider_id)
+        if task_id is None:
+            return None
+        effect = next(e for e in self._of_task[task_id] if e.provider_id == provider_id)
+        return self._verdict_of(task_id, effect.identity, effect.at_s)
+
+    # ------------------------------------------------------------- calls
+
+    def call(
+        self, key: str, operation: str, identity: str, task_id: str, worker_id: str, deadline_s: float, via_gateway: bool = True
+    ) -> Generator[Any, Any, Effect]:
+        """A worker's call: returns the effect, or raises ProviderRefused / ProviderTimeout, after simulated time."""
+        env, config, rng = self.env, self.config, self.rng
+        now = env.now
+        self.calls += 1
+        refusal = self._refusal(now)
+        if refusal is not None:
+            self.refusals[refusal.domain] = self.refusals.get(refusal.domain, 0) + 1
+            yield env.timeout(min(deadline_s, rng.expovariate(10.0 / config.latency_s)))
+            raise refusal
+        service_s = rng.expovariate(1.0 / config.latency_s) * (1.0 + self.in_flight / config.overload_in_flight)
+        lossy = now < self.lossy_until and rng.random() < self.lossy_probability
+        lost = lossy or rng.random() < config.accept_then_timeout_probability
+        existing = self._by_key.get(key) if self.supports_idempotency else None
+        landed: list[Effect] = []
+        landing = env.timeout(service_s)
+        if existing:  # an idempotent provider answers with what it already holds
+            landed.append(existing[0])
+        else:
+            self.in_flight += 1
+            landing.callbacks.append(lambda _event: landed.append(self._land(key, operation, identity, task_id, worker_id, via_gateway)))
+        if lost or service_s > deadline_s:
+            yield env.timeout(deadline_s)
+            raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
+        yield landing
+        return landed[0]
+
+    def _refusal(self, now: float) -> ProviderRefused | None:
+        if now < self.down_until:
+            return ProviderRefused("provider", f"{self.name} 503: outage")
+        if now < self.revoked_until:
+            return ProviderRefused("authorization", f"{self.name} 401: credential revoked")
+        if not self._bucket.try_acquire(now):
+            return ProviderRefused("capacity", f"{self.name} 429: rate limited")
+        return None
+
+    def _land(self, key: str, operation: str, identity: str, task_id: str, worker_id: str, via_gateway: bool) -> Effect:
+        self.in_flight -= 1
+        existing = self._by_key.get(key) if self.supports_idempotency else None
+        if existing:  # two calls with one key raced: the provider keeps one effect
+            return existing[0]
+        self._count += 1
+        self.effects += 1
+        now = self.env.now
+        effect = Effect(f"{self.name}-{self._count}", key, operation, identity, "", now)
+        self._by_key.setdefault(key, []).append(effect)
+        self._by_identity.setdefault((operation, identity), []).append(effect)
+        self._of_task.setdefault(task_id, []).append(effect)
+        self._task_of[effect.provider_id] = task_id
+        self._record(Landed(now, self.name, effect.provider_id, key, operation, identity, task_id, worker_id, via_gateway))
+        return effect
+
+    def forget(self, task_id: str) -> None:
+        """Drop a retired task's effects."""
+        for effect in self._of_task.pop(task_id, ()):
+            del self._task_of[effect.provider_id]
+            _drop(self._by_key, effect.key, effect)
+            _drop(self._by_identity, (effect.operation, effect.identity), effect)
+
+
+def _drop(index: dict, name: Any, effect: Effect) -> None:
+    effects = index.get(name)
+    if effects is None:
+        return
+    effects[:] = [e for e in effects if e is not effect]
+    if not effects:
+        del index[name]
+
+
+class Providers:
+    """The orchestrator's one adapter over both providers: model calls go to the model provider, the rest to the code host."""
+
+    def __init__(self, code_host: SimProvider, model_provider: SimProvider) -> None:
+        self.code_host = code_host
+        self.model_provider = model_provider
+        self.by_name = {code_host.name: code_host, model_provider.name: model_provider}
+        # Absence is authoritative only where every provider keeps keys.
+        self.supports_idempotency = code_host.supports_idempotency and model_provider.supports_idempotency
+
+    def route(self, operation: str) -> SimProvider:
+        return self.model_provider if operation == "model-call" else self.code_host
+
+    def find(self, key: str, operation: str, identity: str) -> list[Effect]:
+        return self.route(operation).find(key, operation, identity)
+
+    def verdict(self, provider_id: str) -> str | None:
+        provider = self.model_provider if provider_id.startswith(self.model_provider.name) else self.code_host
+        return provider.verdict(provider_id)
+
+    def forget(self, task_id: str) -> None:
+        self.code_host.forget(task_id)
+        self.model_provider.forget(task_id)
+
+
+def unit_draw(*parts: object) -> float:
+    """A deterministic draw in [0, 1) from its inputs alone (CRC-32), for judgements that must not depend on call order."""
+    return zlib.crc32(":".join(map(str, parts)).encode()) / 2**32

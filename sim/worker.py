@@ -1,0 +1,297 @@
+"""A worker: claims an admitted Attempt, heartbeats from inside long tool calls, acts only through granted keys, stops when told.
+
+The workflow of one Attempt is the chapter's small agent task: plan (a model
+call), slow tool calls (a model call, then local work while the lease is
+renewed from inside it), commit, push, describe the pull request (a model
+call), create it, complete. Each
+side effect is asked of the tool gateway with the worker's fence; the worker
+calls the provider only with the key the gateway minted, and only when the
+grant is not a replay of a recorded result. A worker resumes from its
+predecessor's checkpoint when it was handed one.
+
+A renewal runs in its own process on the configured cadence. When a renewal
+is refused the worker stops all work at once (the heartbeat interrupts the
+workflow); when a renewal says cancellation was requested, it acknowledges
+and stops. A crash interrupts both processes and wipes the worker's memory;
+a pause freezes both at their next step, after which the worker carries on
+believing it still owns the Attempt, and the fences must refuse it.
+
+Anti-pattern switches the worker honours (set by `sim/antipatterns.py`):
+`mints_own_keys` (it presents a key of its own making), `bypasses_gateway`
+(operations it performs at the provider without asking), `ignores_cancel`
+(a cancellation request is a flag it never reads), `ignores_checkpoint`
+(recovery reruns the workflow from step one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from simpy import Interrupt
+
+from shiftchange.core import Accepted, ProviderRefused, ProviderTimeout
+
+if TYPE_CHECKING:
+    from .world import World
+
+CRASH, LEASE_LOST, CANCELLED = "crash", "lease lost", "cancelled"
+
+
+class Stop(Exception):
+    """This Attempt's work ends here (refused, failed and reported, or cancelled)."""
+
+
+@dataclass(slots=True)
+class Offer:
+    """An admitted Attempt offered to the workers, with the checkpoint its predecessor left if the plan is the same."""
+
+    task_id: str
+    attempt_id: str
+    workspace: str
+    resume: str | None
+
+
+@dataclass(slots=True)
+class Behaviour:
+    """How workers misbehave under an anti-pattern; all False is the correct worker."""
+
+    mints_own_keys: bool = False
+    bypasses_gateway: tuple[str, ...] = ()
+    ignores_cancel: bool = False
+    ignores_checkpoint: bool = False
+
+
+def head_sha(task_id: str, hypothesis: str) -> str:
+    """The commit an Attempt makes is a function of its task and hypothesis: the same plan makes the same commit."""
+    return hashlib.sha1(f"{task_id}\x1f{hypothesis}".encode()).hexdigest()[:12]
+
+
+class Worker:
+    """One worker process, restartable, with at most one Attempt at a time."""
+
+    def __init__(self, world: World, worker_id: str) -> None:
+        self.world = world
+        self.env = world.env
+        self.worker_id = worker_id
+        self.alive = True
+        self.paused_until = -1.0
+        self.holding: str | None = None
+        """The Attempt this worker believes it owns."""
+        self._main: Any = None
+        self._heartbeat: Any = None
+        self._waiting: Any = None
+
+    # ---------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        self.alive = True
+        self._main = self.env.process(self._run())
+
+    def crash(self) -> None:
+        """The process dies: both processes stop, memory is gone; calls already sent to a provider still land."""
+        self.alive = False
+        self.holding = None
+        if self._waiting is not None and not self._waiting.triggered:
+            self._waiting.cancel()  # a dead worker takes no more offers
+        for process in (self._main, self._heartbeat):
+            if process is not None and process.is_alive:
+                process.interrupt(CRASH)
+
+    def pause(self, until: float) -> None:
+        self.paused_until = max(self.paused_until, until)
+
+    def _frozen(self) -> Generator[Any, Any, None]:
+        """A stop-the-world pause takes effect at the next step of either process."""
+        if self.env.now < self.paused_until:
+            yield self.env.timeout(self.paused_until - self.env.now)
+
+    def _run(self) -> Generator[Any, Any, None]:
+        while True:
+            try:
+                self._waiting = self.world.dispatch.get()
+                offer = yield self._waiting
+                self._waiting = None
+                yield from self._frozen()
+                yield from self._attempt(offer)
+            except Interrupt as interrupt:
+                if interrupt.cause == CRASH:
+                    return  # the nemesis restarts the worker later, with empty memory
+
+    # ------------------------------------------------------------ calls
+
+    def _call(self, contract: Any, *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        answer = yield from self.world.transport.call(self.worker_id, contract, *args, **kwargs)
+        yield from self._frozen()
+        return answer
+
+    def _attempt(self, offer: Offer) -> Generator[Any, Any, None]:
+        orchestrator = self.world.orchestrator
+        claim = yield from self._call(orchestrator.claim_attempt, offer.task_id, self.worker_id, offer.workspace)
+        if claim is None or not claim.accepted:
+            return
+        lease = claim.lease
+        fence = (lease.attempt_id, lease.generation, lease.token)
+        started = yield from self._call(orchestrator.start_attempt, *fence)
+        if started is None:  # the start may have landed: ask again; a refusal from running means it had
+            started = yield from self._call(orchestrator.start_attempt, *fence)
+            if started is not None and not started.accepted and "'running'" in started.reason:
+                started = Accepted("running")
+        if started is None or not started.accepted:
+            return
+        self.holding = lease.attempt_id
+        self._heartbeat = self.env.process(self._beat(lease, self._main))
+        try:
+            yield from self._workflow(fence, claim.manifest, offer)
+        except Stop:
+            pass
+        except Interrupt as interrupt:
+            if interrupt.cause == CRASH:
+                raise
+            if interrupt.cause == CANCELLED:
+                yield from self._call(orchestrator.acknowledge_cancel, *fence)
+        finally:
+            if self._heartbeat is not None and self._heartbeat.is_alive:
+                self._heartbeat.interrupt(None)
+            self._heartbeat = None
+            self.holding = None
+
+    def _beat(self, lease: Any, main: Any) -> Generator[Any, Any, None]:
+        """Renew on the configured cadence, from inside whatever the workflow is doing."""
+        orchestrator = self.world.orchestrator
+        interval_s = self.world.config.core.heartbeat_interval_s
+        try:
+            while True:
+                yield self.env.timeout(interval_s)
+                yield from self._frozen()
+                renewal = yield from self._call(orchestrator.renew_lease, lease.attempt_id, lease.generation, lease.token)
+                if renewal is None:
+                    continue  # nothing heard: try again at the next beat, while the lease lasts
+                if not renewal.accepted:
+                    self._heartbeat = None
+                    if main.is_alive:
+                        main.interrupt(LEASE_LOST)  # stop all work the moment a renewal is refused
+                    return
+                if renewal.cancel_requested and not self.world.behaviour.ignores_cancel:
+                    self._heartbeat = None
+                    if main.is_alive:
+                        main.interrupt(CANCELLED)
+                    return
+        except Interrupt:
+            return
+
+    # ---------------------------------------------------------- workflow
+
+    def _workflow(self, fence: tuple, manifest: Any, offer: Offer) -> Generator[Any, Any, None]:
+        world, env = self.world, self.env
+        workload = world.config.workload
+        orchestrator = world.orchestrator
+        task_id = manifest.task_id
+        attempt_id = fence[0]
+        resume = None if world.behaviour.ignores_checkpoint else offer.resume
+        profile = world.profiles[task_id]
+        if resume is None:
+            calls = workload.runaway_calls if profile.runaway else 1 + workload.tool_calls
+            for step in range(calls):
+                yield from self._effect(fence, task_id, "model-call", f"{attempt_id}:step-{step}", "model_provider")
+                if 0 < step <= workload.tool_calls:
+                    yield env.timeout(world.tool_time_s())  # the slow tool; the heartbeat renews meanwhile
+                    yield from self._frozen()
+            yield from self._checkpoint(fence, "tools-done")
+        sha = head_sha(task_id, manifest.hypothesis)
+        if resume != "pushed":
+            yield env.timeout(world.rng_work.expovariate(1.0 / workload.commit_s))
+            yield from self._frozen()
+            yield from self._effect(fence, task_id, "push", f"{task_id}:{sha}", "code_host")
+            yield from self._checkpoint(fence, "pushed")
+        yield from self._effect(fence, task_id, "model-call", f"{attempt_id}:describe-pr", "model_provider")  # the PR's description
+        yield from self._effect(fence, task_id, "create-pr", f"{task_id}:{sha}", "code_host")
+        yield from self._call(orchestrator.complete_attempt, *fence, f"pull request for {sha}", head_sha=sha)
+
+    def _checkpoint(self, fence: tuple, checkpoint: str) -> Generator[Any, Any, None]:
+        answer = yield from self._call(self.world.orchestrator.checkpoint, *fence, checkpoint)
+        if answer is not None and not answer.accepted:
+            yield from self._refused(fence, answer)
+
+    def _effect(self, fence: tuple, task_id: str, operation: str, identity: str, dependency: str) -> Generator[Any, Any, str]:
+        """Ask the gateway, call the provider only when authorized and not a replay, record the receipt."""
+        world = self.world
+        provider = world.providers.by_name[dependency]
+        config = world.config.workers
+        model = dependency == "model_provider"
+        cost_usd = world.config.workload.model_call_cost_usd if model else 0.0
+        tokens = world.config.workload.model_call_tokens if model else 0
+        if operation in world.behaviour.bypasses_gateway:
+            key = f"{operation}:{self.worker_id}:{identity}"
+            try:
+                effect = yield from self._provider_call(provider, key, operation, identity, task_id, via_gateway=False)
+            except (ProviderTimeout, ProviderRefused) as error:
+                raise Stop(str(error)) from error
+            return effect.provider_id
+        key = f"{operation}:{self.worker_id}:{fence[0]}:{identity}" if world.behaviour.mints_own_keys else None
+        failure = ("provider", f"provider:{operation} unanswered after {config.gateway_retries_max + 1} asks")
+        for _ask in range(config.gateway_retries_max + 1):
+            grant = yield from self._call(
+                world.orchestrator.grant_tool,
+                *fence,
+                operation,
+                identity,
+                call_deadline_s=config.call_deadline_s,
+                cost_usd=cost_usd,
+                tokens=tokens,
+                spans_attempts=not model,
+                key=key,
+                dependency=dependency,
+            )
+            if grant is None:
+                yield self.env.timeout(config.gateway_retry_s)  # maybe granted, maybe not: asking again is safe
+                continue
+            if not grant.accepted:
+                wait_s, failure = yield from self._refused(fence, grant)
+                yield self.env.timeout(wait_s)
+                continue
+            if grant.replay is not None:
+                return grant.replay  # the effect exists: never call the provider again
+            try:
+                effect = yield from self._provider_call(provider, grant.key, operation, identity, task_id, via_gateway=True)
+            except ProviderTimeout:
+                continue  # the effect may have landed: retry the intent, and the gateway asks provider truth
+            except ProviderRefused as refusal:
+                signature = f"{refusal.domain}:{refusal.detail}"
+                yield from self._call(world.orchestrator.report_call_failure, *fence, grant.key, signature)
+                yield from self._fail(fence, refusal.domain, signature)
+            yield from self._call(world.orchestrator.record_receipt, *fence, grant.key, effect.provider_id)
+            return effect.provider_id
+        yield from self._fail(fence, *failure)
+        return ""  # unreachable: _fail raises Stop
+
+    def _provider_call(self, provider: Any, key: str, operation: str, identity: str, task_id: str, via_gateway: bool) -> Generator:
+        effect = yield from provider.call(
+            key, operation, identity, task_id, self.worker_id, self.world.config.workers.call_deadline_s, via_gateway
+        )
+        yield from self._frozen()
+        return effect
+
+    def _refused(self, fence: tuple, answer: Any) -> Generator[Any, Any, tuple[float, tuple[str, str]]]:
+        """Read a gateway refusal: how long to wait before asking again (and what to report if asking runs out), or stop."""
+        reason = answer.reason
+        config = self.world.config.workers
+        if answer.domain == "capacity":
+            return config.gateway_retry_s, ("capacity", "capacity:rate limit at the gateway")
+        if "no_call_in_flight" in reason:
+            return config.call_deadline_s, ("unknown_result", "unknown_result:an earlier call may still land")
+        if answer.domain == "provider":
+            yield from self._fail(fence, "provider", "provider:circuit open")
+        if "spend_within_budget" in reason:
+            yield from self._fail(fence, "capacity", "budget:spend ceiling reached")
+        if "timeout_budget_left" in reason:
+            yield from self._fail(fence, "executor", "executor:timeout budget exhausted")
+        if "'cancelling'" in reason and not self.world.behaviour.ignores_cancel:
+            yield from self._call(self.world.orchestrator.acknowledge_cancel, *fence)
+        raise Stop(reason)  # the lease is gone or the Attempt left running: stop without another word
+
+    def _fail(self, fence: tuple, domain: str, signature: str) -> Generator[Any, Any, None]:
+        yield from self._call(self.world.orchestrator.report_failure, *fence, domain, signature)
+        raise Stop(signature)
