@@ -9,15 +9,24 @@ on stderr and never as a traceback. A traceback means a bug in shiftchange.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TextIO
 
 from shiftchange.spec import SpecError, check_spec, load_spec
 from shiftchange.spec.diagram import FORMATS, RENDERERS, DiagramError, render
 from shiftchange.spec.review import write_review
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+SIM_SCENARIO_DEFAULT, SIM_SEED_DEFAULT, SIM_TASKS_DEFAULT = "mixed", 1, 1000
+"""`shiftchange sim run` with no arguments is the main job: a mixed-fault run of a thousand tasks."""
+SIM_TASKS_MAX = 10_000_000
+PROGRESS_INTERVAL_S = 0.2
+"""The progress line is redrawn at most this often (wall seconds), however often the world reports."""
 
 
 class UsageError(Exception):
@@ -87,6 +96,167 @@ def _timeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"the seed must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"the seed must not be negative, not {value}")
+    return value
+
+
+def _tasks(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"tasks must be a whole number, not {text!r}") from None
+    if not 1 <= value <= SIM_TASKS_MAX:
+        raise argparse.ArgumentTypeError(f"tasks must be from 1 to {SIM_TASKS_MAX:,}, not {value:,}")
+    return value
+
+
+def _faults(text: str) -> tuple[int, ...]:
+    """`--faults 0,3,7`: indices into the seed's fault schedule; `none` keeps no fault at all."""
+    if text.strip() == "none":
+        return ()
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and part.isascii() for part in parts):
+        raise argparse.ArgumentTypeError(f"faults must be comma-separated non-negative whole numbers (or none), not {text!r}")
+    return tuple(sorted({int(part) for part in parts}))
+
+
+class _Progress:
+    """One line on a terminal's stderr, redrawn in place: simulated time and tasks retired."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.drawn_at = -PROGRESS_INTERVAL_S
+        self.width = 0
+
+    def __call__(self, sim_time_s: float, tasks_retired: int, tasks: int) -> None:
+        now = time.monotonic()
+        if now - self.drawn_at < PROGRESS_INTERVAL_S:
+            return
+        self.drawn_at = now
+        hours, rest = divmod(int(sim_time_s), 3600)
+        self.show(f"simulated {hours}:{rest // 60:02d}:{rest % 60:02d}  tasks retired {tasks_retired:,} of {tasks:,}")
+
+    def show(self, text: str) -> None:
+        self.stream.write(f"\r{text:<{self.width}}")
+        self.stream.flush()
+        self.width = len(text)
+
+    def clear(self) -> None:
+        if self.width:
+            self.stream.write(f"\r{'':<{self.width}}\r")
+            self.stream.flush()
+            self.width = 0
+
+
+@contextmanager
+def _cleared(progress: _Progress | None) -> Iterator[None]:
+    """The progress line is wiped when the work it shows ends, however it ends, so the report starts on a clean line."""
+    try:
+        yield
+    finally:
+        if progress is not None:
+            progress.clear()
+
+
+def _sim_run(args: argparse.Namespace) -> int:
+    # The simulator imports the core, which compiles the packaged spec on import: imported here, as in `_timeline`.
+    from shiftchange.sim.report import render_minimal, render_text, replay_command, to_json
+
+    progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    with _cleared(progress):
+        outcome, elapsed_s = _sim_play(args, progress)
+    if not args.json:
+        print(render_text(outcome, replay_command(outcome), elapsed_s), end="", flush=True)
+    shrinking = not outcome.ok and not args.no_shrink
+    minimal = None
+    if shrinking:
+        with _cleared(progress):
+            minimal = _sim_shrink(outcome, progress)
+    if args.json:
+        report = to_json(outcome, elapsed_s)
+        if minimal is not None:
+            report["minimal"] = minimal
+        print(json.dumps(report, indent=2))
+    elif minimal is not None:
+        print()
+        print(render_minimal(minimal), end="")
+    elif shrinking:
+        print("\nnot shrunk: no invariant was violated, some could not be judged (unknown), and the shrinker chases violations")
+    return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def _sim_play(args: argparse.Namespace, progress: _Progress | None) -> tuple[Any, float]:
+    """Play the run the arguments name; returns its Outcome and the wall seconds it took."""
+    from shiftchange.core import InputError
+    from shiftchange.sim.antipatterns import antipattern
+    from shiftchange.sim.scenarios import scenario_config
+    from shiftchange.sim.world import play
+
+    try:
+        pattern = antipattern(args.antipattern) if args.antipattern is not None else None
+        scenario = args.scenario or (pattern.scenario if pattern is not None else SIM_SCENARIO_DEFAULT)
+        config = scenario_config(scenario, args.seed, args.tasks)
+        began = time.perf_counter()
+        outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress)
+        return outcome, time.perf_counter() - began
+    except InputError as error:
+        raise BadInput(str(error)) from error
+
+
+def _sim_shrink(outcome: Any, progress: _Progress | None) -> dict[str, Any] | None:
+    """Search for the shortest run that still violates; returns what the report shows of it (the `minimal` object).
+
+    None when there is nothing to shrink: the run failed only on unknown verdicts, and the shrinker chases violations.
+    """
+    from shiftchange.sim.antipatterns import antipattern
+    from shiftchange.sim.report import replay_command
+    from shiftchange.sim.scenarios import scenario_config
+    from shiftchange.sim.shrink import shrink
+
+    if progress is not None:
+        progress.show("the run failed: shrinking it to the shortest counterexample")
+    pattern = antipattern(outcome.antipattern) if outcome.antipattern is not None else None
+    # The scenario's config, not `outcome.config`: play applies the anti-pattern's tuning itself.
+    config = scenario_config(outcome.scenario, outcome.seed, outcome.tasks)
+    shrunk = shrink(config, outcome.seed, outcome.scenario, pattern)
+    if shrunk is None:
+        return None
+    return {
+        "invariant": shrunk.invariant,
+        "tasks": shrunk.tasks,
+        "faults_kept": list(shrunk.faults_kept),
+        "runs": shrunk.runs,
+        "timeline": list(shrunk.timeline),
+        "replay": replay_command(shrunk.outcome, shrunk.faults_kept),
+    }
+
+
+def _sim_scenarios(_args: argparse.Namespace) -> int:
+    from shiftchange.sim.scenarios import SCENARIOS
+
+    width = max(len(name) for name in SCENARIOS)
+    for scenario in SCENARIOS.values():
+        print(f"{scenario.name:<{width}}  {scenario.summary}")
+    return EXIT_OK
+
+
+def _sim_antipatterns(_args: argparse.Namespace) -> int:
+    from shiftchange.sim.antipatterns import ANTIPATTERNS
+
+    rows = [("anti-pattern", "scenario", "expected invariant", "failure mode")]
+    rows += [(pattern.name, pattern.scenario, pattern.invariant, pattern.failure_mode) for pattern in ANTIPATTERNS.values()]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for name, scenario, invariant, failure_mode in rows:
+        print(f"{name:<{widths[0]}}  {scenario:<{widths[1]}}  {invariant:<{widths[2]}}  {failure_mode}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="shiftchange", description="Durable agent execution: the spec, its reference core, and its simulator.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -117,6 +287,26 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--store", metavar="PATH", required=True, help="a SQLite store file; it is only read")
     timeline.add_argument("task_id", metavar="TASK_ID")
     timeline.set_defaults(handler=_timeline)
+
+    sim = commands.add_parser("sim", help="run the simulator against the reference core, under faults")
+    sim_commands = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)
+    run = sim_commands.add_parser("run", help="play one seeded run and judge every invariant")
+    run.add_argument(
+        "--scenario", metavar="NAME", help=f"see `sim scenarios` (default: {SIM_SCENARIO_DEFAULT}, or the anti-pattern's own scenario)"
+    )
+    run.add_argument("--seed", type=_seed, default=SIM_SEED_DEFAULT, help=f"default {SIM_SEED_DEFAULT}")
+    run.add_argument("--tasks", type=_tasks, default=SIM_TASKS_DEFAULT, help=f"1 to {SIM_TASKS_MAX:,} (default {SIM_TASKS_DEFAULT:,})")
+    run.add_argument("--antipattern", metavar="NAME", help="break the core in one named way (see `sim antipatterns`)")
+    run.add_argument(
+        "--faults", metavar="I,J,...", type=_faults, help="keep only these indices of the seed's fault schedule (`none`: no fault)"
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    run.add_argument("--no-shrink", action="store_true", help="on a failure, do not search for the shortest counterexample")
+    run.set_defaults(handler=_sim_run)
+    scenarios = sim_commands.add_parser("scenarios", help="list the scenarios")
+    scenarios.set_defaults(handler=_sim_scenarios)
+    antipatterns = sim_commands.add_parser("antipatterns", help="list the anti-patterns, where they show and what must catch them")
+    antipatterns.set_defaults(handler=_sim_antipatterns)
     return parser
 
 

@@ -1,0 +1,167 @@
+"""Simulator cost: wall time per SimPy event of a mixed run against raw SimPy timeouts, and peak memory as the run grows.
+
+    python benchmarks/sim.py [--tasks N] [--seed N] [--memory] [--tracemalloc]
+
+Speed. One run of the main job (scenario `mixed`, default 10,000 tasks) is
+played with `play`, timed with `time.perf_counter` from building the world to
+its verdicts, and its SimPy events are counted (`outcome.events_processed`).
+In the same process, a bare SimPy world of the same size is timed: as many
+processes as the run has workers, each yielding `env.timeout(...)` in a loop,
+until as many events have been processed. Both count events the same way (the
+world's `CountingEnvironment`), so the ratio run/raw says how much the core,
+the checkers and the roles cost on top of what SimPy costs anyway.
+
+Memory (`--memory`, minutes: 100,000 tasks is a long run). The same run at
+10,000 and at 100,000 tasks, each in a fresh subprocess so their peaks do not
+mix, measuring peak resident memory (`ru_maxrss`, KiB on Linux) after imports
+and after the run. The world forgets retired tasks, so a run ten times longer
+should not need ten times the memory. With `--tracemalloc`, each size is run
+once more with `tracemalloc` tracing (several times slower, and it inflates
+RSS, hence its own subprocess) for the peak of Python allocations alone.
+
+Targets: run/raw at most 3x per event; peak RSS at 100,000 tasks at most 2x
+the peak at 10,000. Exit status 0 when every target measured passes, 1 otherwise.
+The seed and scenario are printed so the figures can be reproduced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+
+from shiftchange.sim.scenarios import scenario_config
+from shiftchange.sim.world import CountingEnvironment, play
+
+SCENARIO = "mixed"
+SEED_DEFAULT = 1
+TASKS_DEFAULT = 10_000
+MEMORY_TASKS = (10_000, 100_000)
+"""The two run sizes whose peaks are compared: ten times the tasks."""
+RUN_RAW_RATIO_MAX = 3.0
+"""Wall time per event of the run, as a multiple of a raw SimPy timeout event, at most this."""
+PEAK_RATIO_MAX = 2.0
+"""Peak RSS of the larger run, as a multiple of the smaller run's, at most this."""
+RAW_TIMEOUT_S = 1.0
+"""The raw world's timeout; each process's is offset a little so their events interleave on the heap."""
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def raw_events(processes: int, events: int) -> tuple[int, float, float]:
+    """Process at least `events` bare timeout events with `processes` processes; returns (events, wall seconds, CPU seconds)."""
+    env = CountingEnvironment()
+    rounds = -(-events // processes)
+
+    def ticker(delay_s: float):
+        for _ in range(rounds):
+            yield env.timeout(delay_s)
+
+    for index in range(processes):
+        env.process(ticker(RAW_TIMEOUT_S + index / (processes * 1000.0)))
+    began, began_cpu = time.perf_counter(), time.process_time()
+    env.run()
+    return env.processed, time.perf_counter() - began, time.process_time() - began_cpu
+
+
+def speed(tasks: int, seed: int) -> bool:
+    config = scenario_config(SCENARIO, seed, tasks)
+    began, began_cpu = time.perf_counter(), time.process_time()
+    outcome = play(config, seed, SCENARIO)
+    run_s, run_cpu_s = time.perf_counter() - began, time.process_time() - began_cpu
+    workers = outcome.config.workers.workers
+    raw_count, raw_s, raw_cpu_s = raw_events(workers, outcome.events_processed)
+    run_us, raw_us = 1e6 * run_s / outcome.events_processed, 1e6 * raw_s / raw_count
+    ratio = run_us / raw_us
+    ok = ratio <= RUN_RAW_RATIO_MAX
+    held = "every invariant holds" if outcome.ok else "NOT every invariant holds"
+    print(f"run   {outcome.events_processed:>12,} events   {run_s:>8.2f} s wall ({run_cpu_s:.2f} s CPU)   {run_us:>7.2f} us/event")
+    print(f"      {held}; history digest {outcome.digest}")
+    print(f"raw   {raw_count:>12,} events   {raw_s:>8.2f} s wall ({raw_cpu_s:.2f} s CPU)   {raw_us:>7.2f} us/event")
+    print(f"      {workers} processes (the run's workers), each yielding env.timeout in a loop")
+    print(f"run / raw per event   {ratio:>6.2f}x   target <= {RUN_RAW_RATIO_MAX:g}x   {verdict(ok)}")
+    return ok
+
+
+def measure_child(tasks: int, seed: int, traced: bool) -> None:
+    """In a fresh process: play one run and print its memory figures as one JSON line."""
+    imports_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if traced:
+        tracemalloc.start()
+    began = time.perf_counter()
+    outcome = play(scenario_config(SCENARIO, seed, tasks), seed, SCENARIO)
+    figures = {
+        "tasks": tasks,
+        "wall_s": time.perf_counter() - began,
+        "events": outcome.events_processed,
+        "imports_kib": imports_kib,
+        "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "traced_peak_bytes": tracemalloc.get_traced_memory()[1] if traced else None,
+    }
+    print(json.dumps(figures))
+
+
+def child(tasks: int, seed: int, traced: bool) -> dict:
+    argv = [sys.executable, __file__, "--child", str(tasks), "--seed", str(seed)] + (["--tracemalloc"] if traced else [])
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the {tasks:,}-task run failed:\n{done.stderr}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def memory(seed: int, traced: bool) -> bool:
+    small, large = (child(tasks, seed, traced=False) for tasks in MEMORY_TASKS)
+    for figures in (small, large):
+        raised_mib = (figures["peak_kib"] - figures["imports_kib"]) / 1024
+        print(
+            f"{figures['tasks']:>9,} tasks   peak RSS {figures['peak_kib'] / 1024:>8.1f} MiB"
+            f"   (peak by the end of imports {figures['imports_kib'] / 1024:.1f} MiB; the run raised it {raised_mib:.1f} MiB)"
+            f"   {figures['events']:,} events in {figures['wall_s']:.0f} s"
+        )
+    ratio = large["peak_kib"] / small["peak_kib"]
+    ok = ratio <= PEAK_RATIO_MAX
+    print(f"peak RSS {MEMORY_TASKS[1]:,} / {MEMORY_TASKS[0]:,}   {ratio:>6.2f}x   target <= {PEAK_RATIO_MAX:g}x   {verdict(ok)}")
+    if traced:
+        small_traced, large_traced = (child(tasks, seed, traced=True) for tasks in MEMORY_TASKS)
+        for figures in (small_traced, large_traced):
+            print(f"{figures['tasks']:>9,} tasks   tracemalloc peak {figures['traced_peak_bytes'] / 2**20:>8.1f} MiB")
+        traced_ratio = large_traced["traced_peak_bytes"] / small_traced["traced_peak_bytes"]
+        print(f"tracemalloc peak {MEMORY_TASKS[1]:,} / {MEMORY_TASKS[0]:,}   {traced_ratio:>6.2f}x   (reported, not a target)")
+    return ok
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=positive, default=TASKS_DEFAULT, help=f"tasks in the timed run (default {TASKS_DEFAULT:,})")
+    parser.add_argument("--seed", type=int, default=SEED_DEFAULT, help=f"default {SEED_DEFAULT}")
+    sizes = " and ".join(f"{tasks:,}" for tasks in MEMORY_TASKS)
+    parser.add_argument("--memory", action="store_true", help=f"also compare peak memory at {sizes} tasks (minutes)")
+    parser.add_argument("--tracemalloc", action="store_true", help="with --memory: also the tracemalloc peak (slow)")
+    parser.add_argument("--child", type=positive, metavar="TASKS", help=argparse.SUPPRESS)
+    arguments = parser.parse_args(argv)
+    if arguments.child is not None:
+        measure_child(arguments.child, arguments.seed, arguments.tracemalloc)
+        return 0
+    seed, tasks = arguments.seed, arguments.tasks
+    print(f"scenario {SCENARIO}, seed {seed}, {tasks:,} tasks (the same run: shiftchange sim run --seed {seed} --tasks {tasks})")
+    results = [speed(tasks, seed)]
+    if arguments.memory:
+        results.append(memory(seed, arguments.tracemalloc))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

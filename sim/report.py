@@ -1,0 +1,157 @@
+"""How a simulated run is reported: the text a person reads, the JSON object a script reads, and the command that replays it.
+
+Wording is held to the checkers' three answers: a verdict that is unknown is
+printed UNKNOWN with the checker's reason beneath it, never folded into PASS,
+and the closing line says a run with any unknown is not a pass. Every metric
+carries its unit; one that has nothing to measure (no crash hit a held
+Attempt) says so instead of printing zero.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from .history import OK, VIOLATED
+
+if TYPE_CHECKING:
+    from .world import Outcome
+
+__all__ = ["faults_played", "render_minimal", "render_text", "replay_command", "to_json"]
+
+_LABELS = {OK: "PASS", VIOLATED: "FAIL"}
+"""Anything else a checker answers is printed UNKNOWN."""
+_EXAMPLE_INDENT = " " * 11
+
+
+def faults_played(outcome: Outcome) -> int:
+    """How many faults of the seed's schedule the run was given (all of them, or those `--faults` kept)."""
+    return len(outcome.schedule) if outcome.faults_kept is None else len(set(outcome.faults_kept))
+
+
+def replay_command(outcome: Outcome, faults_kept: tuple[int, ...] | None = None) -> str:
+    """The `shiftchange sim run` command that plays this run again, exactly (the outcome's own kept faults unless given).
+
+    `--faults` appears only when some fault of the seed's schedule was left out; `--faults none` when all were.
+    """
+    kept = faults_kept if faults_kept is not None else outcome.faults_kept
+    if kept is not None and set(kept) == set(range(len(outcome.schedule))):
+        kept = None
+    words = ["shiftchange", "sim", "run", "--scenario", outcome.scenario, "--seed", str(outcome.seed), "--tasks", str(outcome.tasks)]
+    if outcome.antipattern is not None:
+        words += ["--antipattern", outcome.antipattern]
+    if kept is not None:
+        words += ["--faults", ",".join(str(index) for index in sorted(set(kept))) or "none"]
+    return shlex.join(words)
+
+
+def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
+    """The DESIGN.md object (scenario, seed, tasks, antipattern, config, invariants, metrics, ok), plus what identifies the run."""
+    return {
+        "scenario": outcome.scenario,
+        "seed": outcome.seed,
+        "tasks": outcome.tasks,
+        "antipattern": outcome.antipattern,
+        "config": outcome.config.as_dict(),
+        "invariants": {
+            name: {"ok": verdict.ok, "status": verdict.status, "violations": verdict.violations, "example": list(verdict.example)}
+            for name, verdict in outcome.verdicts.items()
+        },
+        "metrics": outcome.metrics,
+        "ok": outcome.ok,
+        "digest": outcome.digest,
+        "events_processed": outcome.events_processed,
+        "faults": faults_played(outcome),
+        "replay": replay_command(outcome),
+        "wall_s": round(elapsed_s, 3),
+    }
+
+
+def render_text(outcome: Outcome, replay: str, elapsed_s: float) -> str:
+    """The report a person reads: what ran, each invariant's verdict, what was measured, and how to replay a failure."""
+    lines = [_header(outcome, elapsed_s), "", "invariants", *_invariant_rows(outcome), _tally(outcome)]
+    lines += ["", "metrics", *_metric_rows(outcome)]
+    if not outcome.ok:
+        lines += ["", f"replay: {replay}"]
+    return "\n".join(lines) + "\n"
+
+
+def render_minimal(minimal: dict[str, Any]) -> str:
+    """The shrinker's answer (the `minimal` object of the JSON report): the smallest failing run found, its timeline, its replay."""
+    faults = len(minimal["faults_kept"])
+    noun = "fault" if faults == 1 else "faults"
+    lines = [f"shortest counterexample found: {minimal['tasks']} tasks, {faults} {noun} (after {minimal['runs']} runs)"]
+    lines += [f"  {line}" for line in minimal["timeline"]]
+    lines.append(f"replay: {minimal['replay']}")
+    return "\n".join(lines) + "\n"
+
+
+def _header(outcome: Outcome, elapsed_s: float) -> str:
+    antipattern = f", anti-pattern {outcome.antipattern}" if outcome.antipattern is not None else ""
+    return (
+        f"shiftchange sim run: scenario {outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}; "
+        f"{faults_played(outcome):,} faults injected, {outcome.events_processed:,} SimPy events, {elapsed_s:.1f} s wall"
+    )
+
+
+def _invariant_rows(outcome: Outcome) -> list[str]:
+    width = max((len(name) for name in outcome.verdicts), default=0)
+    rows = []
+    for name, verdict in outcome.verdicts.items():
+        label = _LABELS.get(verdict.status, "UNKNOWN")
+        if verdict.status == OK:
+            count = "0 violations"
+        elif verdict.status == VIOLATED:
+            count = f"{verdict.violations:,} violation{'' if verdict.violations == 1 else 's'}"
+        else:
+            count = "could not tell"
+        rows.append(f"  {label:<7}  {name:<{width}}  {count}")
+        rows += [f"{_EXAMPLE_INDENT}{line}" for line in verdict.example]
+    return rows
+
+
+def _tally(outcome: Outcome) -> str:
+    statuses = [verdict.status for verdict in outcome.verdicts.values()]
+    held, violated = statuses.count(OK), statuses.count(VIOLATED)
+    unknown = len(statuses) - held - violated
+    if held == len(statuses):
+        return f"all {held} invariants hold"
+    parts = [f"{violated} violated"] if violated else []
+    parts += [f"{unknown} unknown (not checked to the end, so not a pass)"] if unknown else []
+    return f"{held} of {len(statuses)} invariants hold; {', '.join(parts)}"
+
+
+def _metric_rows(outcome: Outcome) -> list[str]:
+    metrics = outcome.metrics
+    states = ", ".join(f"{state} {count:,}" for state, count in metrics["final_states"].items()) or "none"
+    calls = ", ".join(f"{name} {count:,}" for name, count in metrics["provider_calls"].items()) or "none"
+    sim_time_s = metrics["sim_time_s"]
+    rows = [
+        ("tasks done", f"{metrics['tasks_done']:,} of {outcome.tasks:,}"),
+        ("final states", states),
+        ("attempts per task", f"mean {metrics['attempts_per_task']:.2f}, max {metrics['attempts_per_task_max']}"),
+        ("lease expiries", f"{metrics['expiries']:,}, of which {metrics['false_expiries']:,} false (the holder was still alive)"),
+        ("crash detect", _detect(metrics)),
+        ("crash recover", _recover(metrics)),
+        ("stale writes refused", f"{metrics['stale_writes_refused']:,}"),
+        ("effects", f"{metrics['effects']:,} ({metrics['duplicate_effects']:,} duplicate)"),
+        ("queue age", f"max {metrics['queue_age_s_max']:,.1f} s, p99 {metrics['queue_age_s_p99']:,.1f} s"),
+        ("throughput", f"{metrics['throughput_tasks_per_h']:,.1f} tasks/h"),
+        ("provider calls", calls),
+        ("spend", f"${metrics['spend_usd']:,.2f}, {metrics['tokens']:,} tokens"),
+        ("sim time", f"{sim_time_s:,.1f} s ({sim_time_s / 3600.0:.2f} h)"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+def _detect(metrics: dict[str, Any]) -> str:
+    if metrics["crash_detect_s_mean"] is None:
+        return "none measured (no crash hit a held Attempt)"
+    return f"mean {metrics['crash_detect_s_mean']:,.1f} s"
+
+
+def _recover(metrics: dict[str, Any]) -> str:
+    if metrics["crash_recover_s_mean"] is None:
+        return "none measured (no task whose Attempt a crash hit was claimed again)"
+    return f"mean {metrics['crash_recover_s_mean']:,.1f} s, max {metrics['crash_recover_s_max']:,.1f} s"
