@@ -106,26 +106,27 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 - a hook with a sensible default, not an abstract method
         """Release resources; the memory store has none."""
 
-    # Reads outside contracts return copies, so callers cannot change the store by accident.
+    # Reads outside contracts return copies, so callers cannot change the store by accident. A shallow copy is a
+    # whole copy: a record's fields are strings, numbers, booleans and frozen values (Budget, Plan).
     def get_task(self, task_id: str) -> Task | None:
         with self.transaction() as tx:
-            return copy.deepcopy(tx.task(task_id))
+            return copy.copy(tx.task(task_id))
 
     def get_attempt(self, attempt_id: str) -> Attempt | None:
         with self.transaction() as tx:
-            return copy.deepcopy(tx.attempt(attempt_id))
+            return copy.copy(tx.attempt(attempt_id))
 
     def get_attempts(self, task_id: str) -> list[Attempt]:
         with self.transaction() as tx:
-            return copy.deepcopy(tx.attempts_of(task_id))
+            return [copy.copy(attempt) for attempt in tx.attempts_of(task_id)]
 
     def get_intents(self, attempt_id: str) -> list[Intent]:
         with self.transaction() as tx:
-            return copy.deepcopy(tx.intents_of(attempt_id))
+            return [copy.copy(intent) for intent in tx.intents_of(attempt_id)]
 
     def get_intent(self, key: str) -> Intent | None:
         with self.transaction() as tx:
-            return copy.deepcopy(tx.intent(key))
+            return copy.copy(tx.intent(key))
 
     def __enter__(self) -> Store:
         return self

@@ -666,3 +666,47 @@ def test_sigkill_mid_transaction_leaves_the_last_commit(tmp_path):
         assert store.get_task("committed").state == "ready"
         seed(store, make_task("after"))
         assert store.get_task("after") is not None
+
+
+# ---- Retention (memory store): what the simulator relies on to stay within the live set. ----
+
+
+def _finished_task(store: MemoryStore, task_id: str, state: str = "failed") -> None:
+    with store.transaction() as tx:
+        tx.insert_task(make_task(task_id))
+        tx.insert_attempt(make_attempt(f"{task_id}#1", task_id=task_id, state=state))
+        tx.insert_intent(make_intent(f"create-pr:{task_id}:sha", attempt_id=f"{task_id}#1", task_id=task_id))
+
+
+def test_forget_drops_a_finished_task_with_its_attempts_and_intents_and_nothing_else():
+    """Retention removes exactly one finished task's records, from every index, and leaves its neighbours whole."""
+    store = MemoryStore()
+    _finished_task(store, "task-1")
+    _finished_task(store, "task-2")
+    store.forget("task-1")
+    assert store.get_task("task-1") is None and store.get_attempts("task-1") == []
+    assert store.get_attempt("task-1#1") is None and store.get_intent("create-pr:task-1:sha") is None
+    with store.transaction() as tx:
+        assert [a.attempt_id for a in tx.attempts_in(["failed"])] == ["task-2#1"]
+    assert store.get_task("task-2") is not None and store.get_intent("create-pr:task-2:sha") is not None
+
+
+def test_forget_refuses_a_task_with_an_active_attempt_and_an_unknown_one():
+    """Only finished work is forgotten: an active Attempt keeps its task, and an unknown task is NotFound; nothing changes."""
+    store = MemoryStore()
+    _finished_task(store, "task-1", state="running")
+    with pytest.raises(StoreConflict):
+        store.forget("task-1")
+    assert store.get_attempt("task-1#1").state == "running"
+    with pytest.raises(NotFound):
+        store.forget("task-9")
+
+
+def test_reads_outside_contracts_are_copies_the_caller_cannot_write_through():
+    """get_* return copies: changing one does not change the store."""
+    store = MemoryStore()
+    _finished_task(store, "task-1")
+    copy_of = store.get_attempt("task-1#1")
+    copy_of.state = "running"
+    store.get_attempts("task-1")[0].result = "tampered"
+    assert store.get_attempt("task-1#1").state == "failed" and store.get_attempt("task-1#1").result == "tests pass"
