@@ -114,7 +114,7 @@ class ProviderConfig:
 class WorkerConfig:
     """The execution plane: how many workers, and how they call."""
 
-    workers: int = 32
+    workers: int = 48
     restart_s: float = 30.0
     """A crashed worker comes back after this long, with empty memory."""
     call_deadline_s: float = 60.0

@@ -103,8 +103,10 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "crash-restart",
-            "a worker crashes every ten seconds, anywhere in its workflow, and restarts with empty memory",
-            lambda _seed: _with(nemesis=_nemesis("crash", crash_interval_s=10.0)),
+            "a worker crashes every ten seconds, anywhere in its workflow (one code-host call in ten loses its response)",
+            lambda _seed: _with(
+                nemesis=_nemesis("crash", crash_interval_s=10.0), code_host=replace(BASE.code_host, accept_then_timeout_probability=0.1)
+            ),
         ),
         Scenario(
             "retry-storm",

@@ -113,3 +113,33 @@ def test_the_shrunk_run_still_violates_and_is_no_bigger():
 def test_a_run_that_holds_has_nothing_to_shrink():
     """Shrinking a passing run says so (None) instead of inventing a counterexample."""
     assert shrink(scenario_config("baseline", 2, 30), 2, "baseline") is None
+
+
+def test_the_public_surface_is_what_the_package_says():
+    """Every name `shiftchange.sim` exports exists, and every sim module opens with a docstring saying its one job."""
+    import importlib
+    import pkgutil
+
+    import shiftchange.sim as sim
+
+    assert all(hasattr(sim, name) for name in sim.__all__)
+    for module in pkgutil.iter_modules(sim.__path__):
+        loaded = importlib.import_module(f"shiftchange.sim.{module.name}")
+        assert loaded.__doc__ and loaded.__doc__.strip(), module.name
+
+
+def test_progress_reports_simulated_time_and_retired_tasks_as_they_grow():
+    """The progress hook sees simulated time advance and the retired count climb to every task."""
+    seen = []
+    outcome = play(scenario_config("baseline", 4, 40), 4, "baseline", progress=lambda *report: seen.append(report))
+    times, retired, totals = zip(*seen, strict=True)
+    assert list(times) == sorted(times) and list(retired) == sorted(retired)
+    assert set(totals) == {40} and retired[-1] == 40 and outcome.ok
+
+
+def test_bad_fault_indices_are_refused_before_anything_runs():
+    """A kept-fault index outside the seed's schedule is bad input, not a silently shorter schedule."""
+    from shiftchange.core import InputError
+
+    with pytest.raises(InputError):
+        play(scenario_config("mixed", 1, 20), 1, "mixed", faults_kept=(10_000,))
