@@ -1,6 +1,6 @@
 """Simulator cost: wall time per SimPy event of a mixed run against raw SimPy timeouts, and peak memory as the run grows.
 
-    python benchmarks/sim.py [--tasks N] [--seed N] [--memory] [--tracemalloc]
+    python benchmarks/sim.py [--tasks N] [--seed N] [--breakdown] [--memory] [--tracemalloc]
 
 Speed. One run of the main job (scenario `mixed`, default 10,000 tasks) is
 played with `play`, timed with `time.perf_counter` from building the world to
@@ -46,6 +46,8 @@ RUN_RAW_RATIO_MAX = 3.0
 """Wall time per event of the run, as a multiple of a raw SimPy timeout event, at most this."""
 PEAK_RATIO_MAX = 2.0
 """Peak RSS of the larger run, as a multiple of the smaller run's, at most this."""
+BREAKDOWN_TASKS_MAX = 2_000
+"""The timed breakdown runs at most this many tasks: its shares, not its total, are the point."""
 RAW_TIMEOUT_S = 1.0
 """The raw world's timeout; each process's is offset a little so their events interleave on the heap."""
 
@@ -87,6 +89,96 @@ def speed(tasks: int, seed: int) -> bool:
     print(f"      {workers} processes (the run's workers), each yielding env.timeout in a loop")
     print(f"run / raw per event   {ratio:>6.2f}x   target <= {RUN_RAW_RATIO_MAX:g}x   {verdict(ok)}")
     return ok
+
+
+CONTRACTS = [
+    "create_task",
+    "accept_task",
+    "dispatch",
+    "retry",
+    "run_admission",
+    "admit",
+    "claim_attempt",
+    "start_attempt",
+    "renew_lease",
+    "grant_tool",
+    "record_receipt",
+    "report_call_failure",
+    "checkpoint",
+    "complete_attempt",
+    "report_failure",
+    "reap",
+    "reconcile_attempt",
+    "verify_attempt",
+    "cancel_attempt",
+    "acknowledge_cancel",
+    "decide",
+    "approve",
+    "cancel_task",
+]
+
+
+def breakdown(tasks: int, seed: int) -> None:
+    """Where a run's time goes: inside core contracts, in the history (checkers and digest), and everything else.
+
+    Every public contract of the Orchestrator and `History.append` are wrapped
+    with a wall-clock timer (outermost calls only, so a contract calling
+    another is not counted twice); the history runs inside contracts, as the
+    store's listeners, so its time is taken out of theirs. The timers cost a
+    little themselves, which lands in "contracts" and "history".
+    """
+    from shiftchange.sim import history as history_module
+    from shiftchange.sim import world as world_module
+
+    spent = {"contracts": 0.0, "history": 0.0}
+    depth = [0]
+
+    def timed(function, bucket):
+        def wrapper(*args, **kwargs):
+            if depth[0]:
+                return function(*args, **kwargs)
+            depth[0] += 1
+            began = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[bucket] += time.perf_counter() - began
+                depth[0] -= 1
+
+        return wrapper
+
+    original_orchestrator, original_append = world_module.Orchestrator, history_module.History.append
+    timed_orchestrator = type("TimedOrchestrator", (original_orchestrator,), {})
+    for name in CONTRACTS:
+        setattr(timed_orchestrator, name, timed(getattr(original_orchestrator, name), "contracts"))
+    history_time = [0.0]
+
+    def append(self, entry):
+        began = time.perf_counter()
+        try:
+            return original_append(self, entry)
+        finally:
+            history_time[0] += time.perf_counter() - began
+
+    world_module.Orchestrator, history_module.History.append = timed_orchestrator, append
+    try:
+        began = time.perf_counter()
+        outcome = play(scenario_config(SCENARIO, seed, tasks), seed, SCENARIO)
+        total_s = time.perf_counter() - began
+    finally:
+        world_module.Orchestrator, history_module.History.append = original_orchestrator, original_append
+    history_s = history_time[0]
+    contracts_s = spent["contracts"] - min(history_s, spent["contracts"])
+    rest_s = total_s - contracts_s - history_s
+    print(f"where the time goes ({tasks:,} tasks, {outcome.events_processed:,} events, {total_s:.2f} s with timers):")
+    for label, seconds in (
+        ("core contracts (store, table, guards)", contracts_s),
+        ("history: checkers and digest", history_s),
+        ("SimPy, roles, transport, control plane", rest_s),
+    ):
+        print(
+            f"   {label:<40} {seconds:>7.2f} s  {100 * seconds / total_s:>5.1f}%  {1e6 * seconds / outcome.events_processed:>6.2f} us/event"
+        )
 
 
 def measure_child(tasks: int, seed: int, traced: bool) -> None:
@@ -150,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = " and ".join(f"{tasks:,}" for tasks in MEMORY_TASKS)
     parser.add_argument("--memory", action="store_true", help=f"also compare peak memory at {sizes} tasks (minutes)")
     parser.add_argument("--tracemalloc", action="store_true", help="with --memory: also the tracemalloc peak (slow)")
+    parser.add_argument("--breakdown", action="store_true", help="also time core contracts and the history apart from the rest")
     parser.add_argument("--child", type=positive, metavar="TASKS", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.child is not None:
@@ -158,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     seed, tasks = arguments.seed, arguments.tasks
     print(f"scenario {SCENARIO}, seed {seed}, {tasks:,} tasks (the same run: shiftchange sim run --seed {seed} --tasks {tasks})")
     results = [speed(tasks, seed)]
+    if arguments.breakdown:
+        breakdown(min(tasks, BREAKDOWN_TASKS_MAX), seed)
     if arguments.memory:
         results.append(memory(seed, arguments.tracemalloc))
     return 0 if all(results) else 1
