@@ -52,7 +52,6 @@ class Metrics:
         self._holder: dict[str, str] = {}
         self._since: dict[str, float] = {}
         self._crashed: dict[str, tuple[str, float]] = {}
-        self._detected: dict[str, float] = {}
         self._operations: dict[str, dict[tuple[str, str, str], int]] = {}
 
     # ----------------------------------------------------------- the feed
@@ -79,6 +78,7 @@ class Metrics:
                 self.detect_s.append(event.at - crashed[1])
         if event.attempt_id is not None and event.to_state in _TERMINAL:
             self._holder.pop(event.attempt_id, None)
+            self._since.pop(event.attempt_id, None)  # shed or cancelled while it waited: it never reached admission
 
     def landed(self, landed: Landed) -> None:
         self.effects += 1

@@ -123,7 +123,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "capacity-overload",
-            "arrivals at five times what the workers can serve, with four-minute deadlines: backpressure and load shedding",
+            "arrivals at about four times what the workers can serve, with four-minute deadlines: backpressure and load shedding",
             lambda _seed: _with(
                 workload=_workload(arrival_rate_per_s=2.0, deadline_s=240.0),
                 reliability=ReliabilityConfig(admission=AdmissionConfig(queue_depth_max=60, queue_age_max_s=120.0)),

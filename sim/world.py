@@ -215,7 +215,8 @@ def play(
     world = World(config, seed, antipattern, keep_history)
     schedule = draw_schedule(world)
     if faults_kept is not None and any(not 0 <= index < len(schedule) for index in faults_kept):
-        raise InputError(f"faults_kept names faults outside the seed's schedule of {len(schedule)} faults")
+        has = f"{len(schedule)} (indices 0 to {len(schedule) - 1})" if schedule else "none"
+        raise InputError(f"--faults names a fault outside this seed's schedule of faults, which has {has}")
     played = schedule if faults_kept is None else [schedule[index] for index in sorted(set(faults_kept))]
     world.run(played, progress)
     verdicts = world.history.verdicts()
