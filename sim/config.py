@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from shiftchange.core import Budget, CoreConfig, InputError, ReliabilityConfig
+from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
 
 ARRIVALS = ("steady", "poisson", "bursts")
 FAULTS = ("crash", "pause", "partition", "duplicate_burst", "outage", "slow_tools", "revoked_credentials", "lost_responses")
@@ -205,7 +205,10 @@ class SimConfig:
     control: ControlConfig = field(default_factory=ControlConfig)
     nemesis: NemesisConfig = field(default_factory=NemesisConfig)
     core: CoreConfig = field(default_factory=lambda: CoreConfig(lease_ttl_s=60.0, heartbeat_interval_s=15.0, cancel_ack_timeout_s=45.0))
-    reliability: ReliabilityConfig = field(default_factory=ReliabilityConfig)
+    reliability: ReliabilityConfig = field(
+        default_factory=lambda: ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=12))
+    )
+    """Twelve per partition: an Attempt holds its slot through CI as well as its run, so eight would queue work 48 workers could take."""
 
     def with_tasks(self, tasks: int) -> SimConfig:
         if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= 10_000_000:

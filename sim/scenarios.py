@@ -61,7 +61,11 @@ def _swarm(seed: int) -> SimConfig:
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
-        Scenario("mixed", "the main job: every kind of fault at a moderate rate", lambda _seed: _with(nemesis=_nemesis(*FAULTS))),
+        Scenario(
+            "mixed",
+            "the main job: every kind of fault at a moderate rate, the workers loaded to about two thirds",
+            lambda _seed: _with(nemesis=_nemesis(*FAULTS, slow_tools_interval_s=1800.0, slow_tools_factor=3.0)),
+        ),
         Scenario("baseline", "no faults: the workload alone (wrong answers, nonconvergent tasks, cancellations)", lambda _seed: BASE),
         Scenario(
             "partition",
