@@ -46,7 +46,6 @@ class ControlPlane:
         self.retire_due: dict[str, float] = {}
         self.offered: dict[str, tuple[float, Offer]] = {}
         self.retired = 0
-        self.retries_refused = 0
         self._admission_due = True
 
     # ------------------------------------------------------ the listener
@@ -176,9 +175,8 @@ class ControlPlane:
             return
         latest = self.world.peek_latest(task_id)
         hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
-        result = orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
-        if not result.accepted:
-            self.retries_refused += 1
+        # A refused retry leaves the task in progress with nothing to run: no_lost_tasks reports it when the run drains.
+        orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
 
     def cancel(self, task_id: str) -> None:
         """An operator cancels a task (if it still exists and is not already at rest)."""
