@@ -10,10 +10,16 @@ grows linearly with the calls in flight), or accepted and then timed out,
 the case a database key alone cannot deduplicate.
 
 An effect lands when its service time has passed, whether or not the caller
-is still waiting: a crashed worker's call still lands, and a call that
-outlives its deadline lands after the caller gave up. Every landing is
-appended to the history as a `Landed` entry, which is all the checkers see of
-the provider. `forget` drops a retired task's effects, so the ledger stays as
+is still waiting: a crashed worker's call still lands. Every call carries the
+deadline its grant set, and the provider honours it (deadline propagation, as
+gRPC does): a call that arrives after its deadline is dropped unheard, and
+work that would finish after it is abandoned, so nothing lands once a call's
+deadline has passed. That is the contract reconciliation relies on when it
+concludes "not landed" for a call whose deadline is behind it: without it, a
+worker paused between its grant and its call could land a push after its
+replacement pushed (the simulator found exactly that, in a swarm run). Every
+landing is appended to the history as a `Landed` entry, which is all the
+checkers see of the provider. `forget` drops a retired task's effects, so the ledger stays as
 small as the live set.
 """
 
@@ -83,12 +89,16 @@ class SimProvider:
     # ------------------------------------------------------------- calls
 
     def call(
-        self, key: str, operation: str, identity: str, task_id: str, worker_id: str, deadline_s: float, via_gateway: bool = True
+        self, key: str, operation: str, identity: str, task_id: str, worker_id: str, deadline_at: float, via_gateway: bool = True
     ) -> Generator[Any, Any, Effect]:
-        """A worker's call: returns the effect, or raises ProviderRefused / ProviderTimeout, after simulated time."""
+        """A worker's call, due by `deadline_at`: returns the effect, or raises ProviderRefused / ProviderTimeout, after simulated time."""
         env, config, rng = self.env, self.config, self.rng
         now = env.now
         self.calls += 1
+        if now >= deadline_at:  # sent after its deadline: dropped unheard, nothing lands
+            self.refusals["deadline"] = self.refusals.get("deadline", 0) + 1
+            raise ProviderTimeout(f"{self.name}: {key} arrived after its deadline t={deadline_at:g}")
+        deadline_s = deadline_at - now
         refusal = self._refusal(now)
         if refusal is not None:
             self.refusals[refusal.domain] = self.refusals.get(refusal.domain, 0) + 1
@@ -98,14 +108,15 @@ class SimProvider:
         lossy = now < self.lossy_until and rng.random() < self.lossy_probability
         lost = lossy or rng.random() < config.accept_then_timeout_probability
         existing = self._by_key.get(key) if self.supports_idempotency else None
+        in_time = service_s < deadline_s
         landed: list[Effect] = []
         landing = env.timeout(service_s)
         if existing:  # an idempotent provider answers with what it already holds
             landed.append(existing[0])
-        else:
+        elif in_time:  # work that would end after the deadline is abandoned and never lands
             self.in_flight += 1
             landing.callbacks.append(lambda _event: landed.append(self._land(key, operation, identity, task_id, worker_id, via_gateway)))
-        if lost or service_s > deadline_s:
+        if lost or not in_time:
             yield env.timeout(deadline_s)
             raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
         yield landing

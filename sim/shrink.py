@@ -130,7 +130,7 @@ def _folded(entries: list[Any]) -> list[str]:
 
 def _task_named(example: tuple[str, ...]) -> str | None:
     for line in example:
-        for word in line.replace("#", " ").replace(",", " ").replace("(", " ").replace(")", " ").split():
+        for word in line.replace("#", " ").replace(":", " ").replace(",", " ").replace("(", " ").replace(")", " ").split():
             if word.startswith("task-"):
                 return word.rstrip(":")
     return None

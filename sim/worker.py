@@ -226,7 +226,8 @@ class Worker:
         if operation in world.behaviour.bypasses_gateway:
             key = f"{operation}:{self.worker_id}:{identity}"
             try:
-                effect = yield from self._provider_call(provider, key, operation, identity, task_id, via_gateway=False)
+                deadline_at = self.env.now + config.call_deadline_s  # no grant, so the worker sets its own deadline
+                effect = yield from self._provider_call(provider, key, operation, identity, task_id, deadline_at, via_gateway=False)
             except (ProviderTimeout, ProviderRefused) as error:
                 raise Stop(str(error)) from error
             return effect.provider_id
@@ -255,7 +256,9 @@ class Worker:
             if grant.replay is not None:
                 return grant.replay  # the effect exists: never call the provider again
             try:
-                effect = yield from self._provider_call(provider, grant.key, operation, identity, task_id, via_gateway=True)
+                effect = yield from self._provider_call(
+                    provider, grant.key, operation, identity, task_id, grant.deadline_at, via_gateway=True
+                )
             except ProviderTimeout:
                 continue  # the effect may have landed: retry the intent, and the gateway asks provider truth
             except ProviderRefused as refusal:
@@ -267,10 +270,11 @@ class Worker:
         yield from self._fail(fence, *failure)
         return ""  # unreachable: _fail raises Stop
 
-    def _provider_call(self, provider: Any, key: str, operation: str, identity: str, task_id: str, via_gateway: bool) -> Generator:
-        effect = yield from provider.call(
-            key, operation, identity, task_id, self.worker_id, self.world.config.workers.call_deadline_s, via_gateway
-        )
+    def _provider_call(
+        self, provider: Any, key: str, operation: str, identity: str, task_id: str, deadline_at: float, via_gateway: bool
+    ) -> Generator:
+        """Call the provider with the deadline the grant set; the provider lands nothing past it."""
+        effect = yield from provider.call(key, operation, identity, task_id, self.worker_id, deadline_at, via_gateway)
         yield from self._frozen()
         return effect
 

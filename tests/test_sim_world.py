@@ -143,3 +143,54 @@ def test_bad_fault_indices_are_refused_before_anything_runs():
 
     with pytest.raises(InputError):
         play(scenario_config("mixed", 1, 20), 1, "mixed", faults_kept=(10_000,))
+
+
+def _provider(latency_s: float = 1.0):
+    import random
+
+    import simpy
+
+    from shiftchange.sim.config import ProviderConfig
+    from shiftchange.sim.provider import SimProvider
+
+    env = simpy.Environment()
+    landed = []
+    provider = SimProvider(env, "code_host", ProviderConfig(latency_s=latency_s), random.Random(1), landed.append, lambda *a: "passed")
+    return env, provider, landed
+
+
+def _call(env, provider, deadline_at: float, outcome: list) -> object:
+    from shiftchange.core import ProviderTimeout
+
+    def caller():
+        try:
+            outcome.append((yield from provider.call("push:t:sha", "push", "t:sha", "t", "worker-1", deadline_at)))
+        except ProviderTimeout as timeout:
+            outcome.append(timeout)
+
+    return env.process(caller())
+
+
+def test_a_call_sent_after_its_deadline_is_dropped_and_never_lands():
+    """Deadline propagation: a worker paused past its grant's deadline cannot land the effect (the swarm seed 480 bug)."""
+    env, provider, landed = _provider()
+    outcome: list = []
+    env.run(until=10.0)
+    _call(env, provider, deadline_at=5.0, outcome=outcome)
+    env.run(until=1000.0)
+    assert type(outcome[0]).__name__ == "ProviderTimeout" and landed == [] and provider.find("push:t:sha", "push", "t:sha") == []
+
+
+def test_work_that_would_finish_after_the_deadline_is_abandoned_not_landed_late():
+    """A call slower than its deadline times out for the caller and leaves nothing behind, even long after."""
+    env, provider, landed = _provider(latency_s=1000.0)
+    outcome: list = []
+    _call(env, provider, deadline_at=0.001, outcome=outcome)
+    env.run(until=100_000.0)
+    assert type(outcome[0]).__name__ == "ProviderTimeout" and landed == []
+
+
+def test_the_swarm_run_that_found_the_late_landing_now_holds():
+    """Regression: swarm seed 480 landed a paused worker's push after its replacement's; every invariant holds now."""
+    outcome = play(scenario_config("swarm", 480, 60), 480, "swarm")
+    assert outcome.ok, _failures(outcome)
