@@ -26,8 +26,8 @@ class CoreConfig:
     """Attempts admitted or holding a lease at once; beyond it admission defers or sheds (backpressure)."""
 
     def __post_init__(self) -> None:
-        _positive(self, tuple(item.name for item in fields(self)))
-        _whole(self, ("reason_length_min", "admitted_max"))
+        require_positive(self, tuple(item.name for item in fields(self)))
+        require_whole(self, ("reason_length_min", "admitted_max"))
         if self.heartbeat_interval_s >= self.lease_ttl_s:
             raise InputError("CoreConfig.heartbeat_interval_s must be shorter than lease_ttl_s, or every lease expires between heartbeats")
 
@@ -49,7 +49,7 @@ class BackoffConfig:
     def __post_init__(self) -> None:
         if self.strategy not in BACKOFF_STRATEGIES:
             raise InputError(f"BackoffConfig.strategy must be one of {', '.join(BACKOFF_STRATEGIES)}, not {self.strategy!r}")
-        _positive(self, ("base_s", "cap_s"))
+        require_positive(self, ("base_s", "cap_s"))
         if self.cap_s < self.base_s:
             raise InputError("BackoffConfig.cap_s must be at least base_s")
 
@@ -64,8 +64,8 @@ class RateLimitConfig:
     """Bucket capacity: the most calls admitted at once after a quiet spell."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("rate_per_s", "burst"))
-        _whole(self, ("burst",))
+        require_positive(self, ("rate_per_s", "burst"))
+        require_whole(self, ("burst",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +80,8 @@ class BreakerConfig:
     """Calls let through while half-open; one success closes the circuit, one failure reopens it."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("failures_to_open", "cool_down_s", "probes_half_open"))
-        _whole(self, ("failures_to_open", "probes_half_open"))
+        require_positive(self, ("failures_to_open", "cool_down_s", "probes_half_open"))
+        require_whole(self, ("failures_to_open", "probes_half_open"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +96,33 @@ class AdmissionConfig:
     """Admitted or leased attempts one partition (workspace, repository, workflow family) may hold at once: the bulkhead."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("queue_depth_max", "queue_age_max_s", "partition_concurrency_max"))
-        _whole(self, ("queue_depth_max", "partition_concurrency_max"))
+        require_positive(self, ("queue_depth_max", "queue_age_max_s", "partition_concurrency_max"))
+        require_whole(self, ("queue_depth_max", "partition_concurrency_max"))
 
 
-def _whole(config: object, names: tuple[str, ...]) -> None:
-    """Counts are whole numbers: a limit of 2.5 attempts means nothing."""
+# The checks every config object (the core's and the simulator's) applies to its fields in __post_init__.
+
+
+def require_whole(config: object, names: tuple[str, ...]) -> None:
+    """Counts are whole numbers, never negative: a limit of 2.5 (or -1) attempts means nothing."""
     for name in names:
         value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InputError(f"{type(config).__name__}.{name} must be a whole number, not {value!r}")
 
 
-def _positive(config: object, names: tuple[str, ...]) -> None:
+def require_positive(config: object, names: tuple[str, ...]) -> None:
     for name in names:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise InputError(f"{type(config).__name__}.{name} must be a positive finite number, not {value!r}")
+
+
+def require_probability(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise InputError(f"{type(config).__name__}.{name} must be a probability from 0 to 1, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +140,7 @@ class Fallback:
     """The most an Attempt on the substitute may do without a human (e.g. "draft PR only")."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("cost_factor", "latency_factor"))
+        require_positive(self, ("cost_factor", "latency_factor"))
         if self.dependency == self.substitute:
             raise InputError("a fallback must name a different dependency")
 
@@ -157,7 +167,7 @@ class ReliabilityConfig:
     """A worker may claim only if its last health probe passed at most this long ago; heartbeats are separate."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("attempt_spend_max_usd", "health_probe_max_age_s"))
+        require_positive(self, ("attempt_spend_max_usd", "health_probe_max_age_s"))
         for fallback in self.fallbacks:
             for name in (fallback.dependency, fallback.substitute):
                 if name not in self.rate_limits:

@@ -9,11 +9,11 @@ one and replay the rest exactly.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
+from shiftchange.core.config import require_positive, require_probability, require_whole
 
 ARRIVALS = ("steady", "poisson", "bursts")
 FAULTS = ("crash", "pause", "partition", "duplicate_burst", "outage", "slow_tools", "revoked_credentials", "lost_responses")
@@ -63,9 +63,11 @@ class WorkloadConfig:
     def __post_init__(self) -> None:
         if self.arrival not in ARRIVALS:
             raise InputError(f"arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
-        _whole(self, ("tasks", "burst_size", "workspaces", "tool_calls", "runaway_calls", "model_call_tokens", "priorities"))
-        _positive(self, ("arrival_rate_per_s", "burst_interval_s", "plan_s", "tool_call_s", "commit_s", "ci_s", "deadline_s", "drain_s"))
-        _probability(self, ("wrong_answer_probability", "nonconvergent_probability", "runaway_probability", "cancel_probability"))
+        require_whole(self, ("tasks", "burst_size", "workspaces", "tool_calls", "runaway_calls", "model_call_tokens", "priorities"))
+        require_positive(
+            self, ("arrival_rate_per_s", "burst_interval_s", "plan_s", "tool_call_s", "commit_s", "ci_s", "deadline_s", "drain_s")
+        )
+        require_probability(self, ("wrong_answer_probability", "nonconvergent_probability", "runaway_probability", "cancel_probability"))
         if self.tasks < 1 or self.workspaces < 1 or self.priorities < 1:
             raise InputError("tasks, workspaces and priorities must be at least 1")
 
@@ -86,8 +88,8 @@ class NetworkConfig:
     """How long a caller waits for a response before it gives up on the call."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("latency_s", "request_timeout_s"))
-        _probability(self, ("loss_probability", "response_loss_probability", "duplicate_probability"))
+        require_positive(self, ("latency_s", "request_timeout_s"))
+        require_probability(self, ("loss_probability", "response_loss_probability", "duplicate_probability"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +108,8 @@ class ProviderConfig:
     """Chance that a call lands but its response never arrives (the caller times out)."""
 
     def __post_init__(self) -> None:
-        _positive(self, ("latency_s", "overload_in_flight", "rate_per_s"))
-        _probability(self, ("accept_then_timeout_probability",))
+        require_positive(self, ("latency_s", "overload_in_flight", "rate_per_s"))
+        require_probability(self, ("accept_then_timeout_probability",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +127,8 @@ class WorkerConfig:
     """Pause between those asks."""
 
     def __post_init__(self) -> None:
-        _whole(self, ("workers", "gateway_retries_max"))
-        _positive(self, ("restart_s", "call_deadline_s", "gateway_retry_s"))
+        require_whole(self, ("workers", "gateway_retries_max"))
+        require_positive(self, ("restart_s", "call_deadline_s", "gateway_retry_s"))
         if self.workers < 1:
             raise InputError("workers must be at least 1")
 
@@ -150,7 +152,7 @@ class ControlConfig:
     """A task at rest stays in the store this long, so late calls about it are still judged, before it retires."""
 
     def __post_init__(self) -> None:
-        _positive(self, tuple(f.name for f in fields(self)))
+        require_positive(self, tuple(f.name for f in fields(self)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +190,9 @@ class NemesisConfig:
         unknown = [f for f in self.faults if f not in FAULTS]
         if unknown:
             raise InputError(f"unknown fault {unknown[0]!r}; use any of {', '.join(FAULTS)}")
-        _whole(self, ("partition_workers",))
-        _probability(self, ("duplicate_burst_probability", "lost_responses_probability"))
-        _positive(self, tuple(f.name for f in fields(self) if f.name.endswith("_s") or f.name.endswith("_factor")))
+        require_whole(self, ("partition_workers",))
+        require_probability(self, ("duplicate_burst_probability", "lost_responses_probability"))
+        require_positive(self, tuple(f.name for f in fields(self) if f.name.endswith("_s") or f.name.endswith("_factor")))
 
 
 @dataclass(frozen=True)
@@ -228,27 +230,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
-
-
-def _whole(config: object, names: tuple[str, ...]) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InputError(f"{type(config).__name__}.{name} must be a whole number, not {value!r}")
-
-
-def _positive(config: object, names: tuple[str, ...]) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-            raise InputError(f"{type(config).__name__}.{name} must be a positive finite number, not {value!r}")
-
-
-def _probability(config: object, names: tuple[str, ...]) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            raise InputError(f"{type(config).__name__}.{name} must be a probability from 0 to 1, not {value!r}")
 
 
 __all__ = [
