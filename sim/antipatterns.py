@@ -8,7 +8,9 @@ checkers, and the tests say so.
 
 The breaks live here, in the simulator, not in the core: the core keeps
 exactly two seams for them (`Orchestrator._mint_key` and
-`Orchestrator._retry_refusal`); everything else overrides an ordinary method.
+`Orchestrator._retry_refusal`); the rest override ordinary methods, of the
+Orchestrator, of the admission controller, or of the memory store's
+transaction (a break of the store has to reach inside it).
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ class ControlPlane:
         self.approve_due: dict[str, float] = {}
         self.retire_due: dict[str, float] = {}
         self.offered: dict[str, tuple[float, Offer]] = {}
-        self.retired = 0
         self._admission_due = True
 
     # ------------------------------------------------------ the listener
@@ -203,7 +202,6 @@ class ControlPlane:
             store.forget(task_id)
             self.world.providers.forget(task_id)
             self.world.forget(task_id)
-        self.retired += 1
 
     def drain(self) -> None:
         """The run is over: every task still in the store retires now, whatever its state (Jepsen's final read)."""

@@ -174,7 +174,7 @@ class World:
         while True:
             env.run(until=env.now + check_s)
             if progress is not None:
-                progress(env.now, self.control.retired, self.config.workload.tasks)
+                progress(env.now, self.metrics.tasks_retired, self.config.workload.tasks)
             if self._retired_everything():
                 break
             if self.arrivals_done_at is not None and env.now >= self.arrivals_done_at + horizon_s:

@@ -6,7 +6,6 @@ import json
 import shlex
 import sys
 import types
-from dataclasses import dataclass
 
 import pytest
 
@@ -15,7 +14,8 @@ from shiftchange.sim.antipatterns import ANTIPATTERNS
 from shiftchange.sim.checkers import INVARIANTS
 from shiftchange.sim.report import replay_command
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
-from shiftchange.sim.world import Outcome, play
+from shiftchange.sim.shrink import Shrunk
+from shiftchange.sim.world import play
 
 DESIGN_KEYS = {"scenario", "seed", "tasks", "antipattern", "config", "invariants", "metrics", "ok"}
 """The keys DESIGN.md promises in the `--json` object."""
@@ -158,16 +158,6 @@ def test_faults_none_plays_no_fault_of_the_schedule(capsys):
     assert status == (0 if report["ok"] else 1)
 
 
-@dataclass
-class FakeShrunk:
-    tasks: int
-    faults_kept: tuple[int, ...]
-    outcome: Outcome
-    timeline: list[str]
-    runs: int
-    invariant: str
-
-
 def test_a_failing_run_reports_the_shrunk_counterexample_and_its_replay(capsys, monkeypatch):
     """Without --no-shrink, a failure goes to the shrinker with the scenario's config; its answer is printed, and put in the JSON."""
     asked = []
@@ -175,7 +165,7 @@ def test_a_failing_run_reports_the_shrunk_counterexample_and_its_replay(capsys, 
     def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40):
         asked.append((config, seed, scenario, antipattern.name))
         outcome = play(config.with_tasks(5), seed, scenario, antipattern, keep_history=True)
-        return FakeShrunk(5, (), outcome, ["t=1.00  first line", "t=2.00  second line"], 7, "complete_audit")
+        return Shrunk(5, (), outcome, ["t=1.00  first line", "t=2.00  second line"], 7, "complete_audit")
 
     monkeypatch.setitem(sys.modules, "shiftchange.sim.shrink", types.SimpleNamespace(shrink=shrink))
     status, out, _err = sim(capsys, "run", *FAILING)
