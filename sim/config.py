@@ -15,8 +15,47 @@ from typing import Any
 from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
 from shiftchange.core.config import require_positive, require_probability, require_whole
 
+
+def require_nonnegative(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise InputError(f"{type(config).__name__}.{name} must be a finite number, not negative, not {value!r}")
+
+
+def require_names(config: object, name: str, known: tuple[str, ...]) -> None:
+    """A tuple field whose every item is one of `known` (a list is accepted and kept as a tuple)."""
+    value = getattr(config, name)
+    if isinstance(value, list):
+        value = tuple(value)
+        object.__setattr__(config, name, value)
+    if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+        raise InputError(f"{type(config).__name__}.{name} must be a list of names, not {value!r}")
+    unknown = [item for item in value if item not in known]
+    if unknown:
+        raise InputError(f"{type(config).__name__}.{name} names {unknown[0]!r}; use any of {', '.join(known)}")
+
 ARRIVALS = ("steady", "poisson", "bursts")
 FAULTS = ("crash", "pause", "partition", "duplicate_burst", "outage", "slow_tools", "revoked_credentials", "lost_responses")
+"""The kinds of fault the nemesis can draw at random (`NemesisConfig.faults`)."""
+PLACED_FAULTS = (*FAULTS, "slowdown", "capacity_drop", "message_loss")
+"""Every kind of fault that can be placed at a chosen time (`NemesisConfig.plan`, `--fault`): the random kinds and three more."""
+CONTRACTS = (
+    "claim_attempt",
+    "start_attempt",
+    "renew_lease",
+    "grant_tool",
+    "record_receipt",
+    "report_call_failure",
+    "checkpoint",
+    "complete_attempt",
+    "report_failure",
+    "acknowledge_cancel",
+)
+"""The contract calls a worker sends over the network (what `lossy_calls` and a `message_loss` fault may name)."""
+PROVIDERS = ("code_host", "model_provider")
+OUTAGE_MODES = ("fail", "hang")
+"""An outage refuses every call at once (503), or accepts it and never answers until its deadline passes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +125,13 @@ class NetworkConfig:
     """Chance that a request is delivered a second time, a little later (its response is dropped)."""
     request_timeout_s: float = 5.0
     """How long a caller waits for a response before it gives up on the call."""
+    lossy_calls: tuple[str, ...] = ()
+    """The contract calls (of CONTRACTS) the two loss probabilities apply to; empty: every call (e.g. ("renew_lease",))."""
 
     def __post_init__(self) -> None:
         require_positive(self, ("latency_s", "request_timeout_s"))
         require_probability(self, ("loss_probability", "response_loss_probability", "duplicate_probability"))
+        require_names(self, "lossy_calls", CONTRACTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +197,146 @@ class ControlConfig:
         require_positive(self, tuple(f.name for f in fields(self)))
 
 
+_FAULT_PARAMETERS: dict[str, dict[str, Any]] = {
+    "crash": {},
+    "pause": {},
+    "partition": {},
+    "duplicate_burst": {"probability": 0.5},
+    "outage": {"mode": "fail"},
+    "revoked_credentials": {},
+    "lost_responses": {"probability": 0.5},
+    "slow_tools": {"factor": 8.0},
+    "slowdown": {"factor": 4.0},
+    "capacity_drop": {"factor": 0.25},
+    "message_loss": {"probability": 1.0, "calls": ()},
+}
+"""Which parameters each kind of placed fault takes, with their defaults (any other is bad input)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One fault placed at a chosen time: `KIND TARGET at=SECONDS for=SECONDS [key=value ...]`.
+
+    Targets by kind: a worker id or `busy` (the next worker holding an
+    Attempt) for crash and pause (`for` is the time to restart, or the pause);
+    comma-separated worker ids for partition; a provider (code_host,
+    model_provider) for outage, revoked_credentials, lost_responses, slowdown
+    and capacity_drop; `network` for duplicate_burst and message_loss;
+    `workers` for slow_tools. Parameters: `probability` (duplicate_burst,
+    lost_responses, message_loss), `factor` (slow_tools and slowdown multiply
+    time by it; capacity_drop multiplies capacity by it, at most 1), `mode`
+    (outage: fail or hang), `calls` (message_loss: contract names joined by
+    commas; empty means every call). A parameter left out takes its default.
+    """
+
+    kind: str
+    target: str
+    at_s: float
+    for_s: float
+    probability: float | None = None
+    factor: float | None = None
+    mode: str | None = None
+    calls: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _FAULT_PARAMETERS:
+            raise InputError(f"unknown fault kind {self.kind!r}; use any of {', '.join(PLACED_FAULTS)}")
+        allowed = _FAULT_PARAMETERS[self.kind]
+        for name in ("probability", "factor", "mode", "calls"):
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, allowed.get(name))
+            elif name not in allowed:
+                takes = ", ".join(allowed) or "no parameters"
+                raise InputError(f"{self.kind} faults take {takes}, not {name}")
+        if not isinstance(self.target, str) or not self.target:
+            raise InputError(f"a fault's target must be a non-empty string, not {self.target!r}")
+        require_nonnegative(self, ("at_s",))
+        require_positive(self, ("for_s",))
+        self._check_target()
+        if self.probability is not None:
+            require_probability(self, ("probability",))
+        if self.factor is not None:
+            require_positive(self, ("factor",))
+            if self.kind == "capacity_drop" and self.factor > 1:
+                raise InputError(f"a capacity_drop's factor is the share of capacity left, at most 1, not {self.factor!r}")
+        if self.mode is not None and self.mode not in OUTAGE_MODES:
+            raise InputError(f"an outage's mode must be one of {', '.join(OUTAGE_MODES)}, not {self.mode!r}")
+        if self.calls is not None:
+            if isinstance(self.calls, list):
+                object.__setattr__(self, "calls", tuple(self.calls))
+            require_names(self, "calls", CONTRACTS)
+
+    def _check_target(self) -> None:
+        kind, target = self.kind, self.target
+        if kind in ("outage", "revoked_credentials", "lost_responses", "slowdown", "capacity_drop"):
+            expected: tuple[str, ...] = PROVIDERS
+        elif kind in ("duplicate_burst", "message_loss"):
+            expected = ("network",)
+        elif kind == "slow_tools":
+            expected = ("workers",)
+        else:
+            ids = target.split(",") if kind == "partition" else [target]
+            if all(part == "busy" and kind != "partition" or part.startswith("worker-") for part in ids):
+                return
+            raise InputError(f"{kind} faults target {'worker ids' if kind == 'partition' else 'a worker id or busy'}, not {target!r}")
+        if target not in expected:
+            raise InputError(f"{kind} faults target {' or '.join(expected)}, not {target!r}")
+
+    @property
+    def until_s(self) -> float:
+        return self.at_s + self.for_s
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters this kind takes, with their values."""
+        return {name: getattr(self, name) for name in _FAULT_PARAMETERS[self.kind]}
+
+    def __str__(self) -> str:
+        """The `--fault` text that parses back to this spec."""
+        words = [self.kind, self.target, f"at={self.at_s:g}", f"for={self.for_s:g}"]
+        for name, value in self.parameters().items():
+            words.append(f"{name}={','.join(value) if isinstance(value, tuple) else value}")
+        return " ".join(words)
+
+    @classmethod
+    def parse(cls, text: str) -> FaultSpec:
+        """`KIND TARGET at=SECONDS for=SECONDS [key=value ...]`, e.g. `outage model_provider at=600 for=120 mode=hang`."""
+        words = text.split()
+        if len(words) < 4:
+            raise InputError(f"a fault is 'KIND TARGET at=SECONDS for=SECONDS [key=value ...]', not {text!r}")
+        kind, target, *pairs = words
+        values: dict[str, Any] = {}
+        for pair in pairs:
+            name, equals, value = pair.partition("=")
+            if not equals or not value and name != "calls":
+                raise InputError(f"fault parameter {pair!r} in {text!r} is not key=value")
+            name = {"at": "at_s", "for": "for_s"}.get(name, name)
+            if name in values:
+                raise InputError(f"fault parameter {name} given twice in {text!r}")
+            values[name] = value
+        for name in ("at_s", "for_s"):
+            if name not in values:
+                raise InputError(f"fault {text!r} needs {name[:-2]}=SECONDS")
+        typed: dict[str, Any] = {}
+        for name, value in values.items():
+            if name in ("at_s", "for_s", "probability", "factor"):
+                typed[name] = _number(name, value, text)
+            elif name == "calls":
+                typed[name] = tuple(part for part in value.split(",") if part)
+            elif name == "mode":
+                typed[name] = value
+            else:
+                raise InputError(f"unknown fault parameter {name!r} in {text!r}")
+        return cls(kind, target, **typed)
+
+
+def _number(name: str, text: str, fault: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"fault parameter {name} must be a number, not {text!r} (in {fault!r})") from None
+
+
 @dataclass(frozen=True, slots=True)
 class NemesisConfig:
     """What breaks: which faults are switched on, how often each strikes and how long it lasts."""
@@ -185,14 +367,29 @@ class NemesisConfig:
     lost_responses_s: float = 120.0
     lost_responses_probability: float = 0.5
     """During such a window, the chance that a provider call lands but its response is lost."""
+    plan: tuple[FaultSpec, ...] = ()
+    """Faults placed at chosen times, played beside the random schedule (`--fault`, `[[fault]]` in a config file)."""
 
     def __post_init__(self) -> None:
-        unknown = [f for f in self.faults if f not in FAULTS]
-        if unknown:
-            raise InputError(f"unknown fault {unknown[0]!r}; use any of {', '.join(FAULTS)}")
+        require_names(self, "faults", FAULTS)
+        if isinstance(self.plan, list):
+            object.__setattr__(self, "plan", tuple(self.plan))
+        if not all(isinstance(spec, FaultSpec) for spec in self.plan):
+            raise InputError("NemesisConfig.plan must hold FaultSpec values")
         require_whole(self, ("partition_workers",))
         require_probability(self, ("duplicate_burst_probability", "lost_responses_probability"))
         require_positive(self, tuple(f.name for f in fields(self) if f.name.endswith("_s") or f.name.endswith("_factor")))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesConfig:
+    """The recorder: time series of a run, one row per window of simulated time."""
+
+    window_s: float = 60.0
+    """The width of one window of the time series."""
+
+    def __post_init__(self) -> None:
+        require_positive(self, ("window_s",))
 
 
 @dataclass(frozen=True)
@@ -211,6 +408,7 @@ class SimConfig:
         default_factory=lambda: ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=12))
     )
     """Twelve per partition: an Attempt holds its slot through CI as well as its run, so eight would queue work 48 workers could take."""
+    series: SeriesConfig = field(default_factory=SeriesConfig)
 
     def with_tasks(self, tasks: int) -> SimConfig:
         if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= 10_000_000:
@@ -234,11 +432,17 @@ def _plain(value: Any) -> Any:
 
 __all__ = [
     "ARRIVALS",
+    "CONTRACTS",
     "FAULTS",
+    "OUTAGE_MODES",
+    "PLACED_FAULTS",
+    "PROVIDERS",
     "ControlConfig",
+    "FaultSpec",
     "NemesisConfig",
     "NetworkConfig",
     "ProviderConfig",
+    "SeriesConfig",
     "SimConfig",
     "WorkerConfig",
     "WorkloadConfig",
