@@ -13,32 +13,58 @@ Admitted Attempts are offered to the workers through a queue. An offer
 nobody claimed in `redispatch_s` (the worker crashed, the claim was lost on
 the wire) is offered again; a second claim of one Attempt is refused by the
 core, so offering twice is safe.
+
+The control plane holds only what it uses (`ControlContext`): the
+orchestrator and its store (read, never written, outside the contracts),
+the offer queue, the workbench of live tasks, and the callbacks through
+which a retired task leaves the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from copy import copy
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from shiftchange.core import Event, Plan
 from shiftchange.core.machine import ATTEMPT_TERMINAL, TASK_RESTING, TASK_TERMINAL
 
+from .config import ControlConfig
 from .history import Retired
 from .worker import Offer
 
-if TYPE_CHECKING:
-    from .world import World
-
 AT_REST = TASK_TERMINAL | TASK_RESTING
+
+
+@dataclass(frozen=True, slots=True)
+class ControlContext:
+    """What the control plane uses: the core, the offer queue, the live tasks, and where retired tasks go."""
+
+    env: Any
+    orchestrator: Any
+    store: Any
+    offers: Any
+    bench: Any
+    """The workload's `Workbench` (a task's workspace; the live set)."""
+    queue_watch: Any
+    """Told when an Attempt is queued and admitted (the metrics' queue age)."""
+    retire: Callable[[Retired], None]
+    """Writes a retired task's final records into the history."""
+    forget: Callable[[str], None]
+    """Forgets a retired task everywhere it is kept (store, providers, workbench)."""
+    control: ControlConfig
+    ci_s: float
+    blind_loop: bool = False
+    """The blind-retry anti-pattern: every failed Attempt is retried at once, unchanged."""
 
 
 class ControlPlane:
     """The scheduler's loops, fed by what the history says needs doing."""
 
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.env = world.env
+    def __init__(self, context: ControlContext) -> None:
+        self.context = context
+        self.env = context.env
         self.reconcile_due: dict[str, None] = {}
         self.verify_due: dict[str, float] = {}
         self.decide_due: dict[str, None] = {}
@@ -56,9 +82,9 @@ class ControlPlane:
         state = event.to_state
         if event.attempt_id is None:  # a task-level change
             if state == "review":
-                self.approve_due[event.task_id] = event.at + self.world.config.control.review_s
+                self.approve_due[event.task_id] = event.at + self.context.control.review_s
             elif state in AT_REST:
-                self.retire_due[event.task_id] = event.at + self.world.config.control.retire_grace_s
+                self.retire_due[event.task_id] = event.at + self.context.control.retire_grace_s
             else:
                 self.retire_due.pop(event.task_id, None)
             return
@@ -72,28 +98,43 @@ class ControlPlane:
         elif state in ("suspect", "reconciling"):
             self.reconcile_due[attempt_id] = None
         elif state == "verifying":
-            self.verify_due[attempt_id] = event.at + self.world.config.workload.ci_s
+            self.verify_due[attempt_id] = event.at + self.context.ci_s
         elif state in ATTEMPT_TERMINAL:
             self.offered.pop(attempt_id, None)
             self.decide_due[event.task_id] = None
         if state == "queued" or state in ATTEMPT_TERMINAL:
             self._admission_due = True  # a new Attempt waits, or an ended one freed its slot
         if state == "queued":
-            self.world.metrics.queued(attempt_id, self.world.peek(attempt_id), event.at)
+            self.context.queue_watch.queued(attempt_id, self.peek(attempt_id), event.at)
         elif state == "admitted":
-            self.world.metrics.admitted(attempt_id, event.at)
+            self.context.queue_watch.admitted(attempt_id, event.at)
+
+    # ------------------------------------------------------------ reads
+
+    def peek(self, attempt_id: str) -> Any:
+        """The live Attempt record, read-only (no copy): for the control plane's cheap questions."""
+        with self.context.store.transaction() as tx:
+            return tx.attempt(attempt_id)
+
+    def _peek_latest(self, task_id: str) -> Any:
+        with self.context.store.transaction() as tx:
+            return tx.attempts_of(task_id)[-1]
+
+    def _peek_task_state(self, task_id: str) -> str | None:
+        with self.context.store.transaction() as tx:
+            task = tx.task(task_id)
+            return None if task is None else task.state
 
     def _offer(self, task_id: str, attempt_id: str) -> None:
-        world = self.world
-        attempt = world.peek(attempt_id)
+        attempt = self.peek(attempt_id)
         resume = None
         if attempt is not None and attempt.previous_attempt_id is not None:
-            previous = world.peek(attempt.previous_attempt_id)
+            previous = self.peek(attempt.previous_attempt_id)
             if previous is not None and previous.hypothesis == attempt.hypothesis:
                 resume = previous.checkpoint  # resume from the predecessor's last fenced checkpoint
-        offer = Offer(task_id, attempt_id, world.profiles[task_id].workspace, resume)
+        offer = Offer(task_id, attempt_id, self.context.bench.profile(task_id).workspace, resume)
         self.offered[attempt_id] = (self.env.now, offer)
-        world.dispatch.put(offer)
+        self.context.offers.put(offer)
 
     # ---------------------------------------------------------- processes
 
@@ -104,31 +145,31 @@ class ControlPlane:
         queue nothing has changed only costs; the idle step still lets
         backoffs wake, deadlines pass and backpressure ease on time.
         """
-        control = self.world.config.control
+        control = self.context.control
         idle_s = 0.0
         while True:
             if self._admission_due or idle_s >= control.admission_idle_s:
                 self._admission_due = False
                 idle_s = 0.0
-                self.world.orchestrator.run_admission()
+                self.context.orchestrator.run_admission()
             yield self.env.timeout(control.admission_interval_s)
             idle_s += control.admission_interval_s
 
     def reaper(self) -> Generator[Any, Any, None]:
-        interval_s = self.world.config.control.reap_interval_s
+        interval_s = self.context.control.reap_interval_s
         while True:
             yield self.env.timeout(interval_s)
-            self.world.orchestrator.reap()
+            self.context.orchestrator.reap()
 
     def loop(self) -> Generator[Any, Any, None]:
-        interval_s = self.world.config.control.loop_interval_s
+        interval_s = self.context.control.loop_interval_s
         while True:
             yield self.env.timeout(interval_s)
             self.step()
 
     def step(self) -> None:
         """Work off everything due: reconcile, verify, decide, approve, redispatch, retire."""
-        orchestrator, now = self.world.orchestrator, self.env.now
+        orchestrator, now = self.context.orchestrator, self.env.now
         for attempt_id in list(self.reconcile_due):
             result = orchestrator.reconcile_attempt(attempt_id)
             if getattr(result, "outcome", None) != "pending":
@@ -137,7 +178,7 @@ class ControlPlane:
             if due <= now:
                 result = orchestrator.verify_attempt(attempt_id)
                 if getattr(result, "detail", None) == "pending":
-                    self.verify_due[attempt_id] = now + self.world.config.workload.ci_s / 2
+                    self.verify_due[attempt_id] = now + self.context.ci_s / 2
                 else:
                     self.verify_due.pop(attempt_id, None)
         for task_id in list(self.decide_due):
@@ -148,11 +189,11 @@ class ControlPlane:
                 self.approve_due.pop(task_id)
                 orchestrator.approve(task_id)
         for attempt_id, (offered_at, offer) in list(self.offered.items()):
-            if offered_at + self.world.config.control.redispatch_s <= now:
-                attempt = self.world.peek(attempt_id)
+            if offered_at + self.context.control.redispatch_s <= now:
+                attempt = self.peek(attempt_id)
                 if attempt is not None and attempt.state == "admitted":
                     self.offered[attempt_id] = (now, offer)
-                    self.world.dispatch.put(offer)
+                    self.context.offers.put(offer)
                 else:
                     self.offered.pop(attempt_id)
         for task_id, due in list(self.retire_due.items()):
@@ -160,10 +201,9 @@ class ControlPlane:
                 self._retire(task_id, now)
 
     def _decide(self, task_id: str) -> None:
-        orchestrator = self.world.orchestrator
-        antipattern = self.world.antipattern
-        if antipattern is not None and antipattern.blind_loop:
-            latest = self.world.peek_latest(task_id)
+        orchestrator = self.context.orchestrator
+        if self.context.blind_loop:
+            latest = self._peek_latest(task_id)
             if latest.state == "failed":  # the blind loop never decides: it runs the same thing again while it can
                 result = orchestrator.retry(task_id, f"blind retry after {latest.attempt_id} failed", Plan(latest.hypothesis))
                 if result.accepted:
@@ -172,39 +212,36 @@ class ControlPlane:
         kind = getattr(decision, "kind", None)
         if kind not in ("retry", "correct"):
             return
-        latest = self.world.peek_latest(task_id)
+        latest = self._peek_latest(task_id)
         hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
         # A refused retry leaves the task in progress with nothing to run: no_lost_tasks reports it when the run drains.
         orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
 
     def cancel(self, task_id: str) -> None:
         """An operator cancels a task (if it still exists and is not already at rest)."""
-        state = self.world.peek_task_state(task_id)
+        state = self._peek_task_state(task_id)
         if state is not None and state not in AT_REST:
-            self.world.orchestrator.cancel_task(task_id, "operator cancelled the task")
+            self.context.orchestrator.cancel_task(task_id, "operator cancelled the task")
 
     # --------------------------------------------------------- retirement
 
     def _retire(self, task_id: str, now: float, drained: bool = False) -> None:
-        store = self.world.store
-        with store.transaction() as tx:
+        with self.context.store.transaction() as tx:
             attempts = tx.attempts_of(task_id)
             if not drained and any(a.state not in ATTEMPT_TERMINAL for a in attempts):
-                self.retire_due[task_id] = now + self.world.config.control.retire_grace_s  # not finished yet: look again later
+                self.retire_due[task_id] = now + self.context.control.retire_grace_s  # not finished yet: look again later
                 return
             # Shallow copies suffice: a record's fields are strings, numbers and frozen values.
             task = copy(tx.task(task_id))
             intents = tuple(copy(intent) for attempt in attempts for intent in tx.intents_of(attempt.attempt_id))
             attempts = [copy(attempt) for attempt in attempts]
         self.retire_due.pop(task_id, None)
-        self.world.record(Retired(now, task, tuple(attempts), intents, drained))
+        self.context.retire(Retired(now, task, tuple(attempts), intents, drained))
         if not drained:
-            store.forget(task_id)
-            self.world.providers.forget(task_id)
-            self.world.forget(task_id)
+            self.context.forget(task_id)
 
     def drain(self) -> None:
         """The run is over: every task still in the store retires now, whatever its state (Jepsen's final read)."""
         now = self.env.now
-        for task_id in self.world.live_tasks():
+        for task_id in list(self.context.bench.profiles):
             self._retire(task_id, now, drained=True)

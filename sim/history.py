@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from shiftchange.core import Attempt, Event, Intent, Task
 
@@ -54,13 +54,25 @@ class Landed:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """One fault the nemesis injected: a crash, a pause, a partition, an outage, a duplicate burst, a slow-tool tail."""
+    """One fault the nemesis injected: a crash, a pause, a partition, an outage, a duplicate burst, a slow-tool tail, ..."""
 
     at: float
     kind: str
     target: str
     until: float
     detail: str = ""
+    parameters: tuple[tuple[str, Any], ...] = ()
+    """The kind's parameters (probability, factor, mode, calls), as (name, value) pairs."""
+    placed: bool = False
+    """Placed at a chosen time by the config (`--fault`), not drawn from the seed."""
+
+    def parameter(self, name: str) -> Any:
+        return dict(self.parameters)[name]
+
+    def as_record(self) -> dict[str, Any]:
+        """Plain data for the run's report: when, what, where, until when, with what parameters."""
+        parameters = {name: list(value) if isinstance(value, tuple) else value for name, value in self.parameters}
+        return {"at_s": self.at, "kind": self.kind, "target": self.target, "until_s": self.until, "placed": self.placed, **parameters}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +147,9 @@ def describe(entry: Entry) -> str:
             f" ({entry.operation} {entry.identity}, key {entry.key}, worker {entry.worker_id}{how})"
         )
     if isinstance(entry, Fault):
+        parameters = "".join(f" {name}={','.join(v) if isinstance(v, tuple) else v}" for name, v in entry.parameters)
         detail = f": {entry.detail}" if entry.detail else ""
-        return f"t={entry.at:9.2f}  nemesis: {entry.kind} {entry.target} until t={entry.until:.2f}{detail}"
+        return f"t={entry.at:9.2f}  nemesis: {entry.kind} {entry.target}{parameters} until t={entry.until:.2f}{detail}"
     states = ", ".join(f"{a.attempt_id} {a.state}" for a in entry.attempts) or "no attempts"
     how = "still live when the run ended" if entry.drained else "retired"
     return f"t={entry.at:9.2f}  {entry.task.task_id} {how}: task {entry.task.state}; {states}"
@@ -157,8 +170,10 @@ def _fingerprint(entry: Entry) -> bytes:
 class History:
     """The stream every entry passes through: to each checker, into the digest, and into a bounded tail."""
 
-    def __init__(self, checkers: list[Checker], tail_max: int = 2000, keep_all: bool = False) -> None:
+    def __init__(self, checkers: list[Checker], tail_max: int = 2000, keep_all: bool = False, sink: Any = None) -> None:
         self.checkers = checkers
+        self._sink = sink
+        """Called with every entry (the run artifacts' history file), or None."""
         self._failed: dict[str, str] = {}
         self._digest = hashlib.sha256()
         self.count = 0
@@ -171,6 +186,8 @@ class History:
         self.count += 1
         self._digest.update(_fingerprint(entry))
         self.tail.append(entry)
+        if self._sink is not None:
+            self._sink(entry)
         for name, fold in self._folds[type(entry)]:
             try:
                 fold(entry)

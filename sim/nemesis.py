@@ -1,120 +1,166 @@
-"""What breaks: a fault schedule drawn from the seed before the run, then applied on time and written into the history.
+"""What breaks: a fault schedule drawn from the seed and placed by the config, applied on time and written into the history.
 
-Drawing the whole schedule up front (Jepsen's nemesis generator, made
-deterministic) is what lets the shrinker work: it removes faults from the
-list and replays the rest exactly, with everything else drawn from streams
-the schedule does not touch. Each switched-on kind of fault strikes as a
-Poisson process over the arrival window, so the drain that follows is calm
-and a correct core can bring every task to rest.
+Two sources make one schedule. The seeded random schedule: each switched-on
+kind of fault (`NemesisConfig.faults`) strikes as a Poisson process over the
+arrival window, so the drain that follows is calm and a correct core can
+bring every task to rest. The placed faults (`NemesisConfig.plan`, from
+`--fault` or `[[fault]]`): each at its chosen time, for its chosen span, so a
+tuning study can put an outage exactly at t=600 s. Both are drawn or read
+up front (Jepsen's nemesis generator, made deterministic), sorted by time and
+indexed; that is what lets the shrinker remove faults and replay the rest
+exactly, with everything else drawn from streams the schedule does not touch.
+
+A fault strikes through a method of the role it hits (`Worker.crash`,
+`Transport.cut`, `SimProvider.outage`, `Workbench.slow`, ...): the nemesis
+holds only the handles in `Targets`, never the world.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+import random
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
+from typing import Any
 
+from shiftchange.core import InputError
+
+from .config import FaultSpec, NemesisConfig, WorkloadConfig
 from .history import Fault
 
-if TYPE_CHECKING:
-    from .world import World
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """What the nemesis can strike, and where it writes what it did."""
+
+    env: Any
+    workers: list[Any]
+    transport: Any
+    providers: Any
+    bench: Any
+    record: Callable[[Fault], None]
 
 
-def arrival_window_s(world: World) -> float:
-    """How long the workload takes to arrive, on average: the span faults are drawn over."""
-    workload = world.config.workload
+def arrival_window_s(workload: WorkloadConfig) -> float:
+    """How long the workload takes to arrive, on average: the span random faults are drawn over."""
     if workload.arrival == "bursts":
         return (workload.tasks // workload.burst_size) * workload.burst_interval_s + 1.0
     return workload.tasks / workload.arrival_rate_per_s
 
 
-def draw_schedule(world: World) -> list[Fault]:
-    """Every fault of the run, in time order, from the nemesis's own random stream."""
-    nemesis = world.config.nemesis
-    window_s = arrival_window_s(world)
-    workers = [worker.worker_id for worker in world.workers]
+def draw_schedule(
+    nemesis: NemesisConfig, workload: WorkloadConfig, restart_s: float, worker_ids: list[str], stream: Callable[[str], random.Random]
+) -> list[Fault]:
+    """Every fault of the run, drawn and placed, in time order (each kind draws from its own stream)."""
+    window_s = arrival_window_s(workload)
     faults: list[Fault] = []
     plans = {
-        "crash": (nemesis.crash_interval_s, lambda: world.config.workers.restart_s),
-        "pause": (nemesis.pause_interval_s, lambda: nemesis.pause_s),
-        "partition": (nemesis.partition_interval_s, lambda: nemesis.partition_s),
-        "duplicate_burst": (nemesis.duplicate_interval_s, lambda: nemesis.duplicate_burst_s),
-        "outage": (nemesis.outage_interval_s, lambda: nemesis.outage_s),
-        "slow_tools": (nemesis.slow_tools_interval_s, lambda: nemesis.slow_tools_s),
-        "revoked_credentials": (nemesis.revoked_interval_s, lambda: nemesis.revoked_s),
-        "lost_responses": (nemesis.lost_responses_interval_s, lambda: nemesis.lost_responses_s),
+        "crash": (nemesis.crash_interval_s, restart_s),
+        "pause": (nemesis.pause_interval_s, nemesis.pause_s),
+        "partition": (nemesis.partition_interval_s, nemesis.partition_s),
+        "duplicate_burst": (nemesis.duplicate_interval_s, nemesis.duplicate_burst_s),
+        "outage": (nemesis.outage_interval_s, nemesis.outage_s),
+        "slow_tools": (nemesis.slow_tools_interval_s, nemesis.slow_tools_s),
+        "revoked_credentials": (nemesis.revoked_interval_s, nemesis.revoked_s),
+        "lost_responses": (nemesis.lost_responses_interval_s, nemesis.lost_responses_s),
     }
     for kind in nemesis.faults:
-        rng = world.stream(f"nemesis:{kind}")  # one stream per kind: a shorter run draws a prefix of each kind's faults
-        interval_s, duration = plans[kind]
+        rng = stream(f"nemesis:{kind}")  # one stream per kind: a shorter run draws a prefix of each kind's faults
+        interval_s, duration_s = plans[kind]
         at = rng.expovariate(1.0 / interval_s)
         while at < window_s:
-            faults.append(_fault(kind, at, at + duration(), rng, workers, nemesis))
+            faults.append(_drawn(kind, at, at + duration_s, rng, worker_ids, nemesis))
             at += rng.expovariate(1.0 / interval_s)
-    faults.sort(key=lambda fault: (fault.at, fault.kind, fault.target))
+    faults += [_placed(spec, worker_ids) for spec in nemesis.plan]
+    faults.sort(key=lambda fault: (fault.at, fault.kind, fault.target, fault.placed))
     return faults
 
 
-def _fault(kind: str, at: float, until: float, rng: Any, workers: list[str], nemesis: Any) -> Fault:
+def _drawn(kind: str, at: float, until: float, rng: Any, workers: list[str], nemesis: NemesisConfig) -> Fault:
     if kind in ("crash", "pause"):
         return Fault(at, kind, rng.choice(workers), until)
     if kind == "partition":
         group = sorted(rng.sample(workers, min(nemesis.partition_workers, len(workers))))
         return Fault(at, kind, ",".join(group), until)
-    if kind in ("outage", "lost_responses"):
-        return Fault(at, kind, rng.choice(("code_host", "model_provider")), until)
+    if kind == "outage":
+        return Fault(at, kind, rng.choice(("code_host", "model_provider")), until, parameters=(("mode", "fail"),))
+    if kind == "lost_responses":
+        target = rng.choice(("code_host", "model_provider"))
+        return Fault(at, kind, target, until, parameters=(("probability", nemesis.lost_responses_probability),))
     if kind == "revoked_credentials":
         return Fault(at, kind, "code_host", until)
-    return Fault(at, kind, "network" if kind == "duplicate_burst" else "workers", until)
+    if kind == "duplicate_burst":
+        return Fault(at, kind, "network", until, parameters=(("probability", nemesis.duplicate_burst_probability),))
+    return Fault(at, kind, "workers", until, parameters=(("factor", nemesis.slow_tools_factor),))
 
 
-def unleash(world: World, schedule: list[Fault]) -> Generator[Any, Any, None]:
+def _placed(spec: FaultSpec, worker_ids: list[str]) -> Fault:
+    known = set(worker_ids)
+    named = spec.target.split(",") if spec.kind in ("crash", "pause", "partition") else []
+    unknown = [name for name in named if name != "busy" and name not in known]
+    if unknown:
+        raise InputError(f"fault {str(spec)!r} names {unknown[0]!r}, but the workers are worker-000 to {worker_ids[-1]}")
+    return Fault(spec.at_s, spec.kind, spec.target, spec.until_s, parameters=tuple(spec.parameters().items()), placed=True)
+
+
+def unleash(targets: Targets, schedule: list[Fault]) -> Generator[Any, Any, None]:
     """The nemesis process: apply each fault at its time and record it."""
-    env = world.env
+    env = targets.env
     for fault in schedule:
         if fault.at > env.now:
             yield env.timeout(fault.at - env.now)
-        fault = _aim(world, fault)
-        apply(world, fault)
-        world.history.append(fault)
+        fault = _aim(targets.workers, fault)
+        strike(targets, fault)
+        targets.record(fault)
 
 
-def _aim(world: World, fault: Fault) -> Fault:
-    """A crash or pause of an idle worker tests nothing: it falls on the next busy worker after its target, if any."""
-    if fault.kind not in ("crash", "pause") or world.worker(fault.target).holding is not None:
+def _aim(workers: list[Any], fault: Fault) -> Fault:
+    """Where a crash or pause falls: a placed one on the worker it names; a drawn one, or one placed on `busy`, on a busy worker.
+
+    A drawn crash of an idle worker tests nothing, so it falls on the next
+    busy worker after its target, if any.
+    """
+    if fault.kind not in ("crash", "pause") or (fault.placed and fault.target != "busy"):
         return fault
-    workers = world.workers
-    start = next(index for index, worker in enumerate(workers) if worker.worker_id == fault.target)
-    for step in range(1, len(workers)):
+    ids = [worker.worker_id for worker in workers]
+    aimed = ids[0] if fault.target == "busy" else fault.target
+    start = ids.index(aimed)
+    for step in range(len(workers)):
         worker = workers[(start + step) % len(workers)]
         if worker.holding is not None and worker.alive:
             return replace(fault, target=worker.worker_id)
-    return fault
+    return replace(fault, target=aimed)
 
 
-def apply(world: World, fault: Fault) -> None:
-    nemesis = world.config.nemesis
-    if fault.kind == "crash":
-        worker = world.worker(fault.target)
-        if worker.alive:
-            world.metrics.crashed(worker, world.env.now)
-            worker.crash()
-            restart = world.env.timeout(fault.until - fault.at)
-            restart.callbacks.append(lambda _event: worker.start())
-    elif fault.kind == "pause":
-        world.worker(fault.target).pause(fault.until)
-    elif fault.kind == "partition":
-        world.transport.cut(fault.target.split(","), fault.until)
-    elif fault.kind == "duplicate_burst":
-        world.transport.duplicate_until = fault.until
-        world.transport.duplicate_probability = nemesis.duplicate_burst_probability
-    elif fault.kind == "outage":
-        world.providers.by_name[fault.target].down_until = fault.until
-    elif fault.kind == "revoked_credentials":
-        world.providers.by_name[fault.target].revoked_until = fault.until
-    elif fault.kind == "lost_responses":
-        provider = world.providers.by_name[fault.target]
-        provider.lossy_until = fault.until
-        provider.lossy_probability = nemesis.lost_responses_probability
-    elif fault.kind == "slow_tools":
-        world.slow_tools_until = fault.until
+def strike(targets: Targets, fault: Fault) -> None:
+    """Apply one fault through the method of the role it strikes."""
+    kind, span_s = fault.kind, fault.until - fault.at
+    if kind == "crash":
+        _worker(targets, fault.target).crash(span_s)
+    elif kind == "pause":
+        _worker(targets, fault.target).pause(fault.until)
+    elif kind == "partition":
+        targets.transport.cut(fault.target.split(","), fault.until)
+    elif kind == "duplicate_burst":
+        targets.transport.duplicate_burst(fault.until, fault.parameter("probability"))
+    elif kind == "message_loss":
+        targets.transport.message_loss(fault.until, fault.parameter("probability"), fault.parameter("calls"))
+    elif kind == "slow_tools":
+        targets.bench.slow(fault.until, fault.parameter("factor"))
+    else:
+        provider = targets.providers.by_name[fault.target]
+        if kind == "outage":
+            provider.outage(fault.until, fault.parameter("mode"))
+        elif kind == "revoked_credentials":
+            provider.revoke(fault.until)
+        elif kind == "lost_responses":
+            provider.lose_responses(fault.until, fault.parameter("probability"))
+        elif kind == "slowdown":
+            provider.slow_down(fault.until, fault.parameter("factor"))
+        elif kind == "capacity_drop":
+            provider.drop_capacity(fault.until, fault.parameter("factor"))
+        else:
+            raise AssertionError(f"no way to strike a fault of kind {kind!r}")
+
+
+def _worker(targets: Targets, worker_id: str) -> Any:
+    return next(worker for worker in targets.workers if worker.worker_id == worker_id)

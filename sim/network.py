@@ -5,9 +5,13 @@ each with its own exponentially distributed latency, so two messages can
 overtake each other. A request can be lost (the call never happens), its
 response can be lost (the call happened and the caller does not know: the
 case idempotent transitions exist for), and it can be delivered a second
-time a little later (the duplicate's response is dropped). A partition cuts
-chosen workers off in both directions for a window. A caller that hears
-nothing gives up after `request_timeout_s` and sees `None`.
+time a little later (the duplicate's response is dropped). Loss can be
+restricted to named contract calls (`lossy_calls`: renewals only, say), and
+a `message_loss` fault drops the requests of named calls for a window. A
+partition cuts chosen workers off in both directions for a window. A caller
+that hears nothing gives up after `request_timeout_s` and sees `None`.
+Faults strike through the transport's own methods: `cut`, `duplicate_burst`,
+`message_loss`.
 
 Contract calls run synchronously inside the orchestrator at the instant the
 request arrives. The core's typed errors (unknown task, bad input, a store
@@ -43,11 +47,16 @@ class Transport:
         self.config = config
         self.rng = rng
         self._cut_until: dict[str, float] = {}
-        self.duplicate_until = -1.0
-        self.duplicate_probability = 0.0
-        """During a duplicate-delivery burst, requests arrive twice with this probability."""
+        self._duplicate_until = -1.0
+        self._duplicate_probability = 0.0
+        self._loss_until = -1.0
+        self._loss_probability = 0.0
+        self._loss_calls: frozenset[str] = frozenset()
+        self._lossy = frozenset(config.lossy_calls)
         self.sent = 0
         self.lost = 0
+        self.lost_by_call: dict[str, int] = {}
+        """Requests lost on the way in, per contract call (not their responses, not a partition's)."""
         self.duplicated = 0
 
     def cut(self, worker_ids: list[str], until: float) -> None:
@@ -55,16 +64,38 @@ class Transport:
         for worker_id in worker_ids:
             self._cut_until[worker_id] = max(until, self._cut_until.get(worker_id, -1.0))
 
+    def duplicate_burst(self, until: float, probability: float) -> None:
+        """Until `until`, each request is delivered a second time with this probability."""
+        self._duplicate_until, self._duplicate_probability = until, probability
+
+    def message_loss(self, until: float, probability: float, calls: tuple[str, ...]) -> None:
+        """Until `until`, requests of the named contract calls (every call when empty) are lost with this probability."""
+        self._loss_until, self._loss_probability, self._loss_calls = until, probability, frozenset(calls)
+
     def partitioned(self, worker_id: str) -> bool:
         return self._cut_until.get(worker_id, -1.0) > self.env.now
+
+    def _request_lost(self, name: str) -> bool:
+        config, rng = self.config, self.rng
+        if (not self._lossy or name in self._lossy) and rng.random() < config.loss_probability:
+            return True
+        return (
+            self.env.now < self._loss_until and (not self._loss_calls or name in self._loss_calls) and rng.random() < self._loss_probability
+        )
 
     def call(self, worker_id: str, contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         """Send one contract call; returns its answer, or None when the caller heard nothing back."""
         env, config, rng = self.env, self.config, self.rng
+        name = contract.__name__
         self.sent += 1
         there = rng.expovariate(1.0 / config.latency_s)
-        if self.partitioned(worker_id) or rng.random() < config.loss_probability:
+        if self.partitioned(worker_id):
             self.lost += 1
+            yield env.timeout(config.request_timeout_s)
+            return None
+        if self._request_lost(name):
+            self.lost += 1
+            self.lost_by_call[name] = self.lost_by_call.get(name, 0) + 1
             yield env.timeout(config.request_timeout_s)
             return None
         yield env.timeout(there)
@@ -73,13 +104,14 @@ class Transport:
             yield env.timeout(max(0.0, config.request_timeout_s - there))
             return None
         answer = deliver(contract, args, kwargs)
-        duplicate_probability = max(config.duplicate_probability, self.duplicate_probability if env.now < self.duplicate_until else 0.0)
+        duplicate_probability = max(config.duplicate_probability, self._duplicate_probability if env.now < self._duplicate_until else 0.0)
         if duplicate_probability and rng.random() < duplicate_probability:
             self.duplicated += 1
             again = env.timeout(rng.expovariate(1.0 / config.latency_s) + there)
             again.callbacks.append(lambda _event: deliver(contract, args, kwargs))
         back = rng.expovariate(1.0 / config.latency_s)
-        if self.partitioned(worker_id) or rng.random() < config.response_loss_probability or there + back > config.request_timeout_s:
+        response_lost = (not self._lossy or name in self._lossy) and rng.random() < config.response_loss_probability
+        if self.partitioned(worker_id) or response_lost or there + back > config.request_timeout_s:
             self.lost += 1
             yield env.timeout(max(0.0, config.request_timeout_s - there))
             return None

@@ -21,18 +21,55 @@ replacement pushed (the simulator found exactly that, in a swarm run). Every
 landing is appended to the history as a `Landed` entry, which is all the
 checkers see of the provider. `forget` drops a retired task's effects, so the ledger stays as
 small as the live set.
+
+Faults strike through the provider's own methods: `outage` (fail fast with
+503, or hang: accept the call and never answer before its deadline, landing
+nothing), `revoke` (401), `lose_responses`, `slow_down` (service time times a
+factor) and `drop_capacity` (the overload point and the rate limit times a
+factor below one). Each call's fate (answered with its latency, timed out,
+refused) is told to a `CallObserver`, the recorder's feed.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Protocol
 
 from shiftchange.core import Effect, ProviderRefused, ProviderTimeout, RateLimitConfig, TokenBucket
 
 from .config import ProviderConfig
 from .history import Landed
+
+
+class CallObserver(Protocol):
+    """Who hears each provider call's fate: the recorder."""
+
+    def call_offered(self, dependency: str) -> None: ...
+
+    def call_answered(self, dependency: str, latency_s: float) -> None: ...
+
+    def call_timed_out(self, dependency: str) -> None: ...
+
+    def call_refused(self, dependency: str, domain: str) -> None: ...
+
+
+class _Unobserved:
+    def call_offered(self, dependency: str) -> None:
+        pass
+
+    def call_answered(self, dependency: str, latency_s: float) -> None:
+        pass
+
+    def call_timed_out(self, dependency: str) -> None:
+        pass
+
+    def call_refused(self, dependency: str, domain: str) -> None:
+        pass
+
+
+def _bucket(rate_per_s: float) -> TokenBucket:
+    return TokenBucket(RateLimitConfig(rate_per_s=rate_per_s, burst=max(1, int(rate_per_s))), 0.0)
 
 
 class SimProvider:
@@ -46,6 +83,7 @@ class SimProvider:
         rng: Any,
         record: Callable[[Landed], None],
         verdict_of: Callable[[str, str, float], str | None],
+        observer: CallObserver | None = None,
     ) -> None:
         self.env = env
         self.name = name
@@ -54,20 +92,27 @@ class SimProvider:
         self.supports_idempotency = config.supports_idempotency
         self._record = record
         self._verdict_of = verdict_of
-        self._bucket = TokenBucket(RateLimitConfig(rate_per_s=config.rate_per_s, burst=max(1, int(config.rate_per_s))), 0.0)
+        self._observer: CallObserver = observer if observer is not None else _Unobserved()
+        self._bucket = _bucket(config.rate_per_s)
+        self._dropped_bucket = self._bucket
         self._by_key: dict[str, list[Effect]] = {}
         self._by_identity: dict[tuple[str, str], list[Effect]] = {}
         self._of_task: dict[str, list[Effect]] = {}
         self._task_of: dict[str, str] = {}
         self._count = 0
         self.in_flight = 0
-        self.down_until = -1.0
-        """An outage: every call is refused (503) until then."""
-        self.revoked_until = -1.0
-        """Revoked credentials: every call is refused (401) until then."""
-        self.lossy_until = -1.0
-        self.lossy_probability = 0.0
-        """A window in which calls land but their responses are lost with this probability."""
+        """Calls whose work is under way (they load the provider and slow every other call)."""
+        self.open_calls = 0
+        """Calls a caller is waiting on, hung ones included."""
+        self._down_until = -1.0
+        self._hangs = False
+        self._revoked_until = -1.0
+        self._lossy_until = -1.0
+        self._lossy_probability = 0.0
+        self._slow_until = -1.0
+        self._slow_factor = 1.0
+        self._dropped_until = -1.0
+        self._capacity_factor = 1.0
         self.calls = 0
         self.refusals: dict[str, int] = {}
         self.effects = 0
@@ -86,26 +131,70 @@ class SimProvider:
         effect = next(e for e in self._of_task[task_id] if e.provider_id == provider_id)
         return self._verdict_of(task_id, effect.identity, effect.at_s)
 
+    # ------------------------------------------------------------- faults
+
+    def outage(self, until: float, mode: str = "fail") -> None:
+        """Until `until`, every call is refused at once (503, mode fail), or accepted and never answered (mode hang)."""
+        self._down_until, self._hangs = until, mode == "hang"
+
+    def revoke(self, until: float) -> None:
+        """Revoked credentials: every call is refused (401) until `until`."""
+        self._revoked_until = until
+
+    def lose_responses(self, until: float, probability: float) -> None:
+        """Until `until`, a call lands but its response is lost with this probability."""
+        self._lossy_until, self._lossy_probability = until, probability
+
+    def slow_down(self, until: float, factor: float) -> None:
+        """Until `until`, every call's service time is `factor` times longer."""
+        self._slow_until, self._slow_factor = until, factor
+
+    def drop_capacity(self, until: float, factor: float) -> None:
+        """Until `until`, the provider has `factor` of its capacity: overload point and rate limit both scaled by it."""
+        self._dropped_until, self._capacity_factor = until, factor
+        self._dropped_bucket = _bucket(self.config.rate_per_s * factor)
+
     # ------------------------------------------------------------- calls
 
     def call(
         self, key: str, operation: str, identity: str, task_id: str, worker_id: str, deadline_at: float, via_gateway: bool = True
     ) -> Generator[Any, Any, Effect]:
         """A worker's call, due by `deadline_at`: returns the effect, or raises ProviderRefused / ProviderTimeout, after simulated time."""
+        self.calls += 1
+        self._observer.call_offered(self.name)
+        self.open_calls += 1
+        try:
+            return (yield from self._serve(key, operation, identity, task_id, worker_id, deadline_at, via_gateway))
+        except ProviderTimeout:
+            self._observer.call_timed_out(self.name)
+            raise
+        except ProviderRefused as refusal:
+            self._observer.call_refused(self.name, refusal.domain)
+            raise
+        finally:
+            self.open_calls -= 1
+
+    def _serve(
+        self, key: str, operation: str, identity: str, task_id: str, worker_id: str, deadline_at: float, via_gateway: bool
+    ) -> Generator[Any, Any, Effect]:
         env, config, rng = self.env, self.config, self.rng
         now = env.now
-        self.calls += 1
         if now >= deadline_at:  # sent after its deadline: dropped unheard, nothing lands
             self.refusals["deadline"] = self.refusals.get("deadline", 0) + 1
             raise ProviderTimeout(f"{self.name}: {key} arrived after its deadline t={deadline_at:g}")
         deadline_s = deadline_at - now
+        if now < self._down_until and self._hangs:  # accepted, never answered: the caller learns nothing before its deadline
+            yield env.timeout(deadline_s)
+            raise ProviderTimeout(f"{self.name}: {key} hung in an outage until its deadline")
         refusal = self._refusal(now)
         if refusal is not None:
             self.refusals[refusal.domain] = self.refusals.get(refusal.domain, 0) + 1
             yield env.timeout(min(deadline_s, rng.expovariate(10.0 / config.latency_s)))
             raise refusal
-        service_s = rng.expovariate(1.0 / config.latency_s) * (1.0 + self.in_flight / config.overload_in_flight)
-        lossy = now < self.lossy_until and rng.random() < self.lossy_probability
+        service_s = rng.expovariate(1.0 / config.latency_s) * (1.0 + self.in_flight / self._overload_in_flight(now))
+        if now < self._slow_until:
+            service_s *= self._slow_factor
+        lossy = now < self._lossy_until and rng.random() < self._lossy_probability
         lost = lossy or rng.random() < config.accept_then_timeout_probability
         existing = self._by_key.get(key) if self.supports_idempotency else None
         in_time = service_s < deadline_s
@@ -120,14 +209,19 @@ class SimProvider:
             yield env.timeout(deadline_s)
             raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
         yield landing
+        self._observer.call_answered(self.name, service_s)
         return landed[0]
 
+    def _overload_in_flight(self, now: float) -> float:
+        return self.config.overload_in_flight * (self._capacity_factor if now < self._dropped_until else 1.0)
+
     def _refusal(self, now: float) -> ProviderRefused | None:
-        if now < self.down_until:
+        if now < self._down_until:
             return ProviderRefused("provider", f"{self.name} 503: outage")
-        if now < self.revoked_until:
+        if now < self._revoked_until:
             return ProviderRefused("authorization", f"{self.name} 401: credential revoked")
-        if not self._bucket.try_acquire(now):
+        bucket = self._dropped_bucket if now < self._dropped_until else self._bucket
+        if not bucket.try_acquire(now):
             return ProviderRefused("capacity", f"{self.name} 429: rate limited")
         return None
 

@@ -9,12 +9,25 @@ calls the provider only with the key the gateway minted, and only when the
 grant is not a replay of a recorded result. A worker resumes from its
 predecessor's checkpoint when it was handed one.
 
-A renewal runs in its own process on the configured cadence. When a renewal
-is refused the worker stops all work at once (the heartbeat interrupts the
-workflow); when a renewal says cancellation was requested, it acknowledges
-and stops. A crash interrupts both processes and wipes the worker's memory;
-a pause freezes both at their next step, after which the worker carries on
-believing it still owns the Attempt, and the fences must refuse it.
+Heartbeats keep a fixed cadence from the claim. The moment a worker hears
+its claim accepted (at time c) its heartbeat starts, before `start_attempt`,
+and sends a renewal at c + k * heartbeat_interval_s for k = 1, 2, ...; each
+renewal is its own process, so a lost or slow one never delays the next. A
+renewal sent at c + k*I reaches the orchestrator one network delay d later,
+so with no loss the renewals that land inside a lease of `lease_ttl_s` are
+those with k*I + d < TTL, floor((TTL - d) / I) of them, and
+floor((TTL - d) / I) - 1 renewals in a row may be lost before the lease
+expires. (A pause freezes the heartbeat: the beats it swallowed are not sent
+in a burst when it ends; the next one goes at once, then the cadence goes on.)
+When a renewal is refused the worker stops all work at once (the heartbeat
+interrupts the workflow); when a renewal says cancellation was requested, it
+acknowledges and stops. A crash interrupts the worker and wipes its memory;
+a pause freezes it at its next step, after which it carries on believing it
+still owns the Attempt, and the fences must refuse it.
+
+What a worker holds and when it lets go, its renewals and its pauses are
+reported to the lease ground truth (`metrics.Metrics`), which judges each
+expiry false or true at the instant the lease ran out.
 
 Anti-pattern switches the worker honours (set by `sim/antipatterns.py`):
 `mints_own_keys` (it presents a key of its own making), `bypasses_gateway`
@@ -28,14 +41,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from simpy import Interrupt
 
 from shiftchange.core import Accepted, ProviderRefused, ProviderTimeout
 
-if TYPE_CHECKING:
-    from .world import World
+from .config import WorkerConfig, WorkloadConfig
 
 CRASH, LEASE_LOST, CANCELLED = "crash", "lease lost", "cancelled"
 
@@ -64,6 +76,41 @@ class Behaviour:
     ignores_checkpoint: bool = False
 
 
+class LeaseObserver(Protocol):
+    """Who hears what a worker holds, lets go of, and how its renewals fare (the lease ground truth)."""
+
+    def holding(self, worker_id: str, attempt_id: str, at: float) -> None: ...
+
+    def released(self, worker_id: str, attempt_id: str, at: float) -> None: ...
+
+    def paused(self, worker_id: str, at: float, until: float) -> None: ...
+
+    def crashed(self, worker_id: str, attempt_id: str | None, at: float) -> None: ...
+
+    def renewal(self, outcome: str) -> None:
+        """One renewal's fate as the worker saw it: sent, lost (no answer), accepted or refused."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerContext:
+    """What a worker uses of the world: the clock, the orchestrator across the network, the providers, the offers, its work."""
+
+    env: Any
+    orchestrator: Any
+    transport: Any
+    providers: Any
+    offers: Any
+    """The simpy.Store the control plane puts admitted Attempts into."""
+    bench: Any
+    """The workload's `Workbench`: task natures, tool and commit times."""
+    leases: LeaseObserver
+    behaviour: Behaviour
+    workload: WorkloadConfig
+    calls: WorkerConfig
+    heartbeat_interval_s: float
+
+
 def head_sha(task_id: str, hypothesis: str) -> str:
     """The commit an Attempt makes is a function of its task and hypothesis: the same plan makes the same commit."""
     return hashlib.sha1(f"{task_id}\x1f{hypothesis}".encode()).hexdigest()[:12]
@@ -72,9 +119,9 @@ def head_sha(task_id: str, hypothesis: str) -> str:
 class Worker:
     """One worker process, restartable, with at most one Attempt at a time."""
 
-    def __init__(self, world: World, worker_id: str) -> None:
-        self.world = world
-        self.env = world.env
+    def __init__(self, context: WorkerContext, worker_id: str) -> None:
+        self.context = context
+        self.env = context.env
         self.worker_id = worker_id
         self.alive = True
         self.paused_until = -1.0
@@ -83,6 +130,8 @@ class Worker:
         self._main: Any = None
         self._heartbeat: Any = None
         self._waiting: Any = None
+        self._stopping = False
+        """A renewal already told the workflow to stop: later answers change nothing."""
 
     # ---------------------------------------------------------- lifecycle
 
@@ -90,17 +139,26 @@ class Worker:
         self.alive = True
         self._main = self.env.process(self._run())
 
-    def crash(self) -> None:
-        """The process dies: both processes stop, memory is gone; calls already sent to a provider still land."""
+    def crash(self, restart_s: float) -> None:
+        """The process dies: it stops, memory is gone, calls already sent still land; it restarts after `restart_s`."""
+        if not self.alive:
+            return
         self.alive = False
+        self.context.leases.crashed(self.worker_id, self.holding, self.env.now)
+        if self.holding is not None:
+            self.context.leases.released(self.worker_id, self.holding, self.env.now)
         self.holding = None
         if self._waiting is not None and not self._waiting.triggered:
             self._waiting.cancel()  # a dead worker takes no more offers
         for process in (self._main, self._heartbeat):
             if process is not None and process.is_alive:
                 process.interrupt(CRASH)
+        restart = self.env.timeout(restart_s)
+        restart.callbacks.append(lambda _event: self.start())
 
     def pause(self, until: float) -> None:
+        """A stop-the-world pause: both the workflow and the heartbeat freeze at their next step until `until`."""
+        self.context.leases.paused(self.worker_id, self.env.now, until)
         self.paused_until = max(self.paused_until, until)
 
     def _frozen(self) -> Generator[Any, Any, None]:
@@ -111,40 +169,41 @@ class Worker:
     def _run(self) -> Generator[Any, Any, None]:
         while True:
             try:
-                self._waiting = self.world.dispatch.get()
+                self._waiting = self.context.offers.get()
                 offer = yield self._waiting
                 self._waiting = None
                 yield from self._frozen()
                 yield from self._attempt(offer)
             except Interrupt as interrupt:
                 if interrupt.cause == CRASH:
-                    return  # the nemesis restarts the worker later, with empty memory
+                    return  # the worker restarts later, with empty memory
 
     # ------------------------------------------------------------ calls
 
     def _call(self, contract: Any, *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        answer = yield from self.world.transport.call(self.worker_id, contract, *args, **kwargs)
+        answer = yield from self.context.transport.call(self.worker_id, contract, *args, **kwargs)
         yield from self._frozen()
         return answer
 
     def _attempt(self, offer: Offer) -> Generator[Any, Any, None]:
-        orchestrator = self.world.orchestrator
+        orchestrator = self.context.orchestrator
         claim = yield from self._call(orchestrator.claim_attempt, offer.task_id, self.worker_id, offer.workspace)
         if claim is None or not claim.accepted:
             return
         lease = claim.lease
         fence = (lease.attempt_id, lease.generation, lease.token)
-        started = yield from self._call(orchestrator.start_attempt, *fence)
-        if started is None:  # the start may have landed: ask again; a refusal from running means it had
-            started = yield from self._call(orchestrator.start_attempt, *fence)
-            if started is not None and not started.accepted and "'running'" in started.reason:
-                started = Accepted("running")
-        if started is None or not started.accepted:
-            return
         self.holding = lease.attempt_id
-        self._heartbeat = self.env.process(self._beat(lease, self._main))
+        self._stopping = False
+        self.context.leases.holding(self.worker_id, lease.attempt_id, self.env.now)
+        self._heartbeat = self.env.process(self._beat(fence, self._main))  # the cadence runs from the claim
         try:
-            yield from self._workflow(fence, claim.manifest, offer)
+            started = yield from self._call(orchestrator.start_attempt, *fence)
+            if started is None:  # the start may have landed: ask again; a refusal from running means it had
+                started = yield from self._call(orchestrator.start_attempt, *fence)
+                if started is not None and not started.accepted and "'running'" in started.reason:
+                    started = Accepted("running")
+            if started is not None and started.accepted:
+                yield from self._workflow(fence, claim.manifest, offer)
         except Stop:
             pass
         except Interrupt as interrupt:
@@ -156,53 +215,65 @@ class Worker:
             if self._heartbeat is not None and self._heartbeat.is_alive:
                 self._heartbeat.interrupt(None)
             self._heartbeat = None
+            if self.holding is not None:
+                self.context.leases.released(self.worker_id, self.holding, self.env.now)
             self.holding = None
 
-    def _beat(self, lease: Any, main: Any) -> Generator[Any, Any, None]:
-        """Renew on the configured cadence, from inside whatever the workflow is doing."""
-        orchestrator = self.world.orchestrator
-        interval_s = self.world.config.core.heartbeat_interval_s
+    def _beat(self, fence: tuple, main: Any) -> Generator[Any, Any, None]:
+        """Send a renewal every `heartbeat_interval_s` from the claim, each in its own process, whatever became of the last."""
+        interval_s = self.context.heartbeat_interval_s
+        began = self.env.now
+        beats = 0
         try:
             while True:
-                yield self.env.timeout(interval_s)
-                yield from self._frozen()
-                renewal = yield from self._call(orchestrator.renew_lease, lease.attempt_id, lease.generation, lease.token)
-                if renewal is None:
-                    continue  # nothing heard: try again at the next beat, while the lease lasts
-                if not renewal.accepted:
-                    self._heartbeat = None
-                    if main.is_alive:
-                        main.interrupt(LEASE_LOST)  # stop all work the moment a renewal is refused
-                    return
-                if renewal.cancel_requested and not self.world.behaviour.ignores_cancel:
-                    self._heartbeat = None
-                    if main.is_alive:
-                        main.interrupt(CANCELLED)
-                    return
+                beats += 1
+                yield self.env.timeout(began + beats * interval_s - self.env.now)
+                if self.env.now < self.paused_until:
+                    yield from self._frozen()
+                    beats = int((self.env.now - began) // interval_s)  # the beats a pause swallowed are not sent late
+                self.env.process(self._renew(fence, main))
         except Interrupt:
             return
+
+    def _renew(self, fence: tuple, main: Any) -> Generator[Any, Any, None]:
+        """One renewal: a refusal stops the workflow; an answer that says cancellation was requested asks it to acknowledge."""
+        leases = self.context.leases
+        leases.renewal("sent")
+        renewal = yield from self._call(self.context.orchestrator.renew_lease, *fence)
+        if renewal is None:
+            leases.renewal("lost")
+            return
+        leases.renewal("accepted" if renewal.accepted else "refused")
+        if self.holding != fence[0] or self._stopping or not main.is_alive:
+            return  # this Attempt's work already ended, or is already stopping
+        if not renewal.accepted:
+            self._stopping = True
+            main.interrupt(LEASE_LOST)  # stop all work the moment a renewal is refused
+        elif renewal.cancel_requested and not self.context.behaviour.ignores_cancel:
+            self._stopping = True
+            main.interrupt(CANCELLED)
 
     # ---------------------------------------------------------- workflow
 
     def _workflow(self, fence: tuple, manifest: Any, offer: Offer) -> Generator[Any, Any, None]:
-        world, env = self.world, self.env
-        workload = world.config.workload
-        orchestrator = world.orchestrator
+        context, env = self.context, self.env
+        workload = context.workload
+        orchestrator = context.orchestrator
         task_id = manifest.task_id
         attempt_id = fence[0]
-        resume = None if world.behaviour.ignores_checkpoint else offer.resume
-        profile = world.profiles[task_id]
+        resume = None if context.behaviour.ignores_checkpoint else offer.resume
+        profile = context.bench.profile(task_id)
         if resume is None:
             calls = workload.runaway_calls if profile.runaway else 1 + workload.tool_calls
             for step in range(calls):
                 yield from self._effect(fence, task_id, "model-call", f"{attempt_id}:step-{step}", "model_provider")
                 if 0 < step <= workload.tool_calls:
-                    yield env.timeout(world.tool_time_s())  # the slow tool; the heartbeat renews meanwhile
+                    yield env.timeout(context.bench.tool_time_s())  # the slow tool; the heartbeat renews meanwhile
                     yield from self._frozen()
             yield from self._checkpoint(fence, "tools-done")
         sha = head_sha(task_id, manifest.hypothesis)
         if resume != "pushed":
-            yield env.timeout(world.rng_work.expovariate(1.0 / workload.commit_s))
+            yield env.timeout(context.bench.commit_time_s())
             yield from self._frozen()
             yield from self._effect(fence, task_id, "push", f"{task_id}:{sha}", "code_host")
             yield from self._checkpoint(fence, "pushed")
@@ -211,19 +282,19 @@ class Worker:
         yield from self._call(orchestrator.complete_attempt, *fence, f"pull request for {sha}", head_sha=sha)
 
     def _checkpoint(self, fence: tuple, checkpoint: str) -> Generator[Any, Any, None]:
-        answer = yield from self._call(self.world.orchestrator.checkpoint, *fence, checkpoint)
+        answer = yield from self._call(self.context.orchestrator.checkpoint, *fence, checkpoint)
         if answer is not None and not answer.accepted:
             yield from self._refused(fence, answer)
 
     def _effect(self, fence: tuple, task_id: str, operation: str, identity: str, dependency: str) -> Generator[Any, Any, str]:
         """Ask the gateway, call the provider only when authorized and not a replay, record the receipt."""
-        world = self.world
-        provider = world.providers.by_name[dependency]
-        config = world.config.workers
+        context = self.context
+        provider = context.providers.by_name[dependency]
+        config = context.calls
         model = dependency == "model_provider"
-        cost_usd = world.config.workload.model_call_cost_usd if model else 0.0
-        tokens = world.config.workload.model_call_tokens if model else 0
-        if operation in world.behaviour.bypasses_gateway:
+        cost_usd = context.workload.model_call_cost_usd if model else 0.0
+        tokens = context.workload.model_call_tokens if model else 0
+        if operation in context.behaviour.bypasses_gateway:
             key = f"{operation}:{self.worker_id}:{identity}"
             try:
                 deadline_at = self.env.now + config.call_deadline_s  # no grant, so the worker sets its own deadline
@@ -231,11 +302,11 @@ class Worker:
             except (ProviderTimeout, ProviderRefused) as error:
                 raise Stop(str(error)) from error
             return effect.provider_id
-        key = f"{operation}:{self.worker_id}:{fence[0]}:{identity}" if world.behaviour.mints_own_keys else None
+        key = f"{operation}:{self.worker_id}:{fence[0]}:{identity}" if context.behaviour.mints_own_keys else None
         failure = ("provider", f"provider:{operation} unanswered after {config.gateway_retries_max + 1} asks")
         for _ask in range(config.gateway_retries_max + 1):
             grant = yield from self._call(
-                world.orchestrator.grant_tool,
+                context.orchestrator.grant_tool,
                 *fence,
                 operation,
                 identity,
@@ -263,9 +334,9 @@ class Worker:
                 continue  # the effect may have landed: retry the intent, and the gateway asks provider truth
             except ProviderRefused as refusal:
                 signature = f"{refusal.domain}:{refusal.detail}"
-                yield from self._call(world.orchestrator.report_call_failure, *fence, grant.key, signature)
+                yield from self._call(context.orchestrator.report_call_failure, *fence, grant.key, signature)
                 yield from self._fail(fence, refusal.domain, signature)
-            yield from self._call(world.orchestrator.record_receipt, *fence, grant.key, effect.provider_id)
+            yield from self._call(context.orchestrator.record_receipt, *fence, grant.key, effect.provider_id)
             return effect.provider_id
         yield from self._fail(fence, *failure)
         return ""  # unreachable: _fail raises Stop
@@ -281,7 +352,7 @@ class Worker:
     def _refused(self, fence: tuple, answer: Any) -> Generator[Any, Any, tuple[float, tuple[str, str]]]:
         """Read a gateway refusal: how long to wait before asking again (and what to report if asking runs out), or stop."""
         reason = answer.reason
-        config = self.world.config.workers
+        config = self.context.calls
         if answer.domain == "capacity":
             return config.gateway_retry_s, ("capacity", "capacity:rate limit at the gateway")
         if "no_call_in_flight" in reason:
@@ -292,10 +363,10 @@ class Worker:
             yield from self._fail(fence, "capacity", "budget:spend ceiling reached")
         if "timeout_budget_left" in reason:
             yield from self._fail(fence, "executor", "executor:timeout budget exhausted")
-        if "'cancelling'" in reason and not self.world.behaviour.ignores_cancel:
-            yield from self._call(self.world.orchestrator.acknowledge_cancel, *fence)
+        if "'cancelling'" in reason and not self.context.behaviour.ignores_cancel:
+            yield from self._call(self.context.orchestrator.acknowledge_cancel, *fence)
         raise Stop(reason)  # the lease is gone or the Attempt left running: stop without another word
 
     def _fail(self, fence: tuple, domain: str, signature: str) -> Generator[Any, Any, None]:
-        yield from self._call(self.world.orchestrator.report_failure, *fence, domain, signature)
+        yield from self._call(self.context.orchestrator.report_failure, *fence, domain, signature)
         raise Stop(signature)

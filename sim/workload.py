@@ -11,16 +11,15 @@ asked. Some tasks are cancelled by an operator a while after they arrive.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import random
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shiftchange.core import Plan
 
+from .config import WorkloadConfig
 from .provider import unit_draw
-
-if TYPE_CHECKING:
-    from .world import World
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +32,52 @@ class Profile:
     runaway: bool
 
 
+class Workbench:
+    """The live tasks' hidden natures, and the local work an Attempt does: slow tool calls and commits.
+
+    The workload fills it as tasks arrive; workers read a task's nature and
+    draw their local work from it; the control plane reads a task's
+    workspace; retirement forgets a task. A slow-tool tail (`slow`) is a
+    fault that strikes here: tool calls take `factor` times longer until it ends.
+    """
+
+    def __init__(self, env: Any, workload: WorkloadConfig, rng: random.Random) -> None:
+        self.env = env
+        self.workload = workload
+        self.rng = rng
+        self.profiles: dict[str, Profile] = {}
+        self.arrivals_done_at: float | None = None
+        self._slow_until = -1.0
+        self._slow_factor = 1.0
+
+    def profile(self, task_id: str) -> Profile:
+        return self.profiles[task_id]
+
+    def slow(self, until: float, factor: float) -> None:
+        """A slow-tool tail: until `until`, every tool call's local work takes `factor` times longer."""
+        self._slow_until, self._slow_factor = until, factor
+
+    def tool_time_s(self) -> float:
+        """One slow tool call's local work; a slow-tool tail multiplies it."""
+        work_s = self.rng.expovariate(1.0 / self.workload.tool_call_s)
+        return work_s * self._slow_factor if self.env.now < self._slow_until else work_s
+
+    def commit_time_s(self) -> float:
+        return self.rng.expovariate(1.0 / self.workload.commit_s)
+
+    def forget(self, task_id: str) -> None:
+        self.profiles.pop(task_id, None)
+
+    def all_retired(self) -> bool:
+        return self.arrivals_done_at is not None and not self.profiles
+
+
 def first_hypothesis(task_id: str) -> str:
     return f"hypothesis 1 for {task_id}"
 
 
-def arrival_gaps(world: World) -> Generator[float, None, None]:
+def arrival_gaps(workload: WorkloadConfig, rng: random.Random) -> Generator[float, None, None]:
     """Seconds between consecutive arrivals, for the configured arrival process."""
-    workload, rng = world.config.workload, world.rng_workload
     for index in range(workload.tasks):
         if workload.arrival == "steady":
             yield 0.0 if index == 0 else 1.0 / workload.arrival_rate_per_s
@@ -49,11 +87,10 @@ def arrival_gaps(world: World) -> Generator[float, None, None]:
             yield workload.burst_interval_s if index and index % workload.burst_size == 0 else 0.0
 
 
-def arrivals(world: World) -> Generator[Any, Any, None]:
-    """The workload process: create, accept and dispatch each task as it arrives."""
-    env, workload, rng = world.env, world.config.workload, world.rng_workload
-    orchestrator = world.orchestrator
-    for index, gap in enumerate(arrival_gaps(world)):
+def arrivals(bench: Workbench, orchestrator: Any, rng: random.Random, cancel: Callable[[str], None]) -> Generator[Any, Any, None]:
+    """The workload process: create, accept and dispatch each task as it arrives; an operator cancels some later."""
+    env, workload = bench.env, bench.workload
+    for index, gap in enumerate(arrival_gaps(workload, rng)):
         if gap:
             yield env.timeout(gap)
         task_id = f"task-{index:07d}"
@@ -64,7 +101,7 @@ def arrivals(world: World) -> Generator[Any, Any, None]:
             nonconvergent=rng.random() < workload.nonconvergent_probability,
             runaway=rng.random() < workload.runaway_probability,
         )
-        world.profiles[task_id] = profile
+        bench.profiles[task_id] = profile
         orchestrator.create_task(
             task_id,
             f"agent task {index}",
@@ -76,18 +113,18 @@ def arrivals(world: World) -> Generator[Any, Any, None]:
         orchestrator.accept_task(task_id)
         orchestrator.dispatch(task_id, Plan(first_hypothesis(task_id)))
         if rng.random() < workload.cancel_probability:
-            cancel = env.timeout(rng.expovariate(1.0 / workload.cancel_after_s))
-            cancel.callbacks.append(lambda _event, task_id=task_id: world.control.cancel(task_id))
-    world.arrivals_done_at = env.now
+            timer = env.timeout(rng.expovariate(1.0 / workload.cancel_after_s))
+            timer.callbacks.append(lambda _event, task_id=task_id: cancel(task_id))
+    bench.arrivals_done_at = env.now
 
 
-def ci_verdict(world: World, task_id: str, identity: str, landed_at: float) -> str | None:
+def ci_verdict(bench: Workbench, seed: int, task_id: str, identity: str, landed_at: float) -> str | None:
     """CI's judgement of a code-host effect: pending until it has run, then the same answer for the same commit."""
-    if world.env.now < landed_at + world.config.workload.ci_s:
+    if bench.env.now < landed_at + bench.workload.ci_s:
         return None
-    profile = world.profiles.get(task_id)
+    profile = bench.profiles.get(task_id)
     if profile is not None and profile.nonconvergent:
         return "failed:tests fail the same way: the task cannot be done as specified"
-    if unit_draw(world.seed, identity) < world.config.workload.wrong_answer_probability:
+    if unit_draw(seed, identity) < bench.workload.wrong_answer_probability:
         return f"failed:tests fail for commit {identity.rsplit(':', 1)[-1]}"
     return "passed"

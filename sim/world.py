@@ -23,15 +23,16 @@ import simpy
 from shiftchange.core import InputError, MemoryStore, Orchestrator
 
 from .checkers import all_checkers
-from .config import SimConfig
-from .control import ControlPlane
+from .config import PROVIDERS, SimConfig
+from .control import ControlContext, ControlPlane
 from .history import CheckContext, Fault, History, Verdict
 from .metrics import Metrics
-from .nemesis import draw_schedule, unleash
+from .nemesis import Targets, draw_schedule, unleash
 from .network import Transport
 from .provider import Providers, SimProvider
-from .worker import Behaviour, Worker
-from .workload import arrivals, ci_verdict
+from .recorder import Recorder
+from .worker import Behaviour, Worker, WorkerContext
+from .workload import Workbench, arrivals, ci_verdict
 
 
 class CountingEnvironment(simpy.Environment):
@@ -63,6 +64,8 @@ class Outcome:
     events_processed: int
     history_entries: int
     tail: list = field(default_factory=list)
+    series: list[dict[str, Any]] = field(default_factory=list)
+    """The recorder's rows, one per window of `config.series.window_s` (empty when the run recorded none)."""
 
     @property
     def ok(self) -> bool:
@@ -70,40 +73,90 @@ class Outcome:
 
 
 class World:
-    """The roles of DESIGN.md in one environment: workload, workers, transport, providers, nemesis, control plane, checkers."""
+    """The roles of DESIGN.md in one environment: workload, workers, transport, providers, nemesis, control plane, recorder, checkers.
 
-    def __init__(self, config: SimConfig, seed: int, antipattern: Any = None, keep_history: bool = False) -> None:
+    The world builds the roles and wires them; each role gets a small
+    context of what it uses, never the world. After `play`, a study may read
+    the roles (`orchestrator`, `store`, `metrics`, `recorder`, `providers`,
+    `transport`, `workers`) of the run it just played.
+    """
+
+    def __init__(
+        self,
+        config: SimConfig,
+        seed: int,
+        antipattern: Any = None,
+        keep_history: bool = False,
+        series: bool = True,
+        history_sink: Callable[[Any], None] | None = None,
+    ) -> None:
         if antipattern is not None:
             config = antipattern.configure(config)
         self.config = config
         self.seed = seed
         self.antipattern = antipattern
-        self.env = CountingEnvironment()
-        self.rng_workload = _stream(seed, "workload")
-        self.rng_work = _stream(seed, "work")
-        self.profiles: dict[str, Any] = {}
-        self.arrivals_done_at: float | None = None
-        self.slow_tools_until = -1.0
-        self.behaviour = antipattern.behaviour if antipattern is not None else Behaviour()
+        self.env = env = CountingEnvironment()
         context = CheckContext(config.core.lease_ttl_s, config.reliability.attempt_spend_max_usd, config.core.reason_length_min)
-        self.history = History(all_checkers(context), keep_all=keep_history)
-        self.metrics = Metrics(self)
-        self.transport = Transport(self.env, config.network, _stream(seed, "network"))
+        self.history = History(all_checkers(context), keep_all=keep_history, sink=history_sink)
+        self.bench = Workbench(env, config.workload, self.stream("work"))
+        self.recorder = Recorder(env, config.series.window_s, PROVIDERS, self._gauges) if series else None
+        self.metrics = Metrics(config.core.lease_ttl_s, self.recorder)
+        self.transport = Transport(env, config.network, self.stream("network"))
+        observer = self.recorder
         code_host = SimProvider(
-            self.env, "code_host", config.code_host, _stream(seed, "code_host"), self._landed, lambda *a: ci_verdict(self, *a)
+            env,
+            "code_host",
+            config.code_host,
+            self.stream("code_host"),
+            self._landed,
+            lambda *found: ci_verdict(self.bench, seed, *found),
+            observer,
         )
-        model = SimProvider(self.env, "model_provider", config.model_provider, _stream(seed, "model"), self._landed, lambda *a: "passed")
+        model = SimProvider(
+            env, "model_provider", config.model_provider, self.stream("model"), self._landed, lambda *found: "passed", observer
+        )
         self.providers = Providers(code_host, model)
         self.store = antipattern.make_store() if antipattern is not None else MemoryStore(keep_events=False)
         orchestrator_class = antipattern.orchestrator if antipattern is not None else Orchestrator
         self.orchestrator = orchestrator_class(
-            self.store, _SimClock(self.env), self.providers, config.core, config.reliability, rng=_stream(seed, "core")
+            self.store, _SimClock(env), self.providers, config.core, config.reliability, rng=self.stream("core")
         )
-        self.control = ControlPlane(self)
+        offers = simpy.Store(env)
+        self.control = ControlPlane(
+            ControlContext(
+                env,
+                self.orchestrator,
+                self.store,
+                offers,
+                self.bench,
+                self.metrics,
+                self._retired,
+                self._forget,
+                config.control,
+                config.workload.ci_s,
+                blind_loop=antipattern is not None and antipattern.blind_loop,
+            )
+        )
         self.store.subscribe(self._event)
-        self.dispatch = simpy.Store(self.env)
-        self.workers = [Worker(self, f"worker-{index:03d}") for index in range(config.workers.workers)]
-        self._workers = {worker.worker_id: worker for worker in self.workers}
+        behaviour = antipattern.behaviour if antipattern is not None else Behaviour()
+        worker_context = WorkerContext(
+            env,
+            self.orchestrator,
+            self.transport,
+            self.providers,
+            offers,
+            self.bench,
+            self.metrics,
+            behaviour,
+            config.workload,
+            config.workers,
+            config.core.heartbeat_interval_s,
+        )
+        self.workers = [Worker(worker_context, f"worker-{index:03d}") for index in range(config.workers.workers)]
+        self.schedule = draw_schedule(
+            config.nemesis, config.workload, config.workers.restart_s, [worker.worker_id for worker in self.workers], self.stream
+        )
+        """Every fault of the run, drawn from the seed and placed by the config, in time order: what `--faults` indexes."""
 
     # ------------------------------------------------------------ wiring
 
@@ -111,50 +164,56 @@ class World:
         self.history.append(event)
         self.metrics.event(event)
         self.control.note(event)
+        if self.recorder is not None:
+            self.recorder.event(event, self._spend)
 
     def _landed(self, landed: Any) -> None:
         self.history.append(landed)
         self.metrics.landed(landed)
+        if self.recorder is not None:
+            self.recorder.landed(landed)
 
-    def record(self, retired: Any) -> None:
+    def _retired(self, retired: Any) -> None:
         self.history.append(retired)
         self.metrics.retired(retired)
+        if self.recorder is not None:
+            self.recorder.retired(retired)
+
+    def _forget(self, task_id: str) -> None:
+        self.store.forget(task_id)
+        self.providers.forget(task_id)
+        self.bench.forget(task_id)
+
+    def _spend(self, attempt_id: str) -> tuple[float, int]:
+        attempt = self.control.peek(attempt_id)
+        return (attempt.cost_usd, attempt.tokens) if attempt is not None else (0.0, 0)
+
+    def _gauges(self, now: float) -> dict[str, Any]:
+        """What the recorder samples as a window closes: queue, calls open at each provider, each breaker's state."""
+        admission = self.orchestrator.admission
+        gauges: dict[str, Any] = {"queue_depth": admission.queue_depth(), "queue_age_s": round(admission.queue_age_s(now), 6)}
+        for name, provider in self.providers.by_name.items():
+            gauges[f"{name}.in_flight"] = provider.open_calls
+            gauges[f"{name}.breaker"] = self.orchestrator.breakers.state(name, now)
+        return gauges
 
     def stream(self, role: str) -> random.Random:
         return _stream(self.seed, role)
 
     def worker(self, worker_id: str) -> Worker:
-        return self._workers[worker_id]
-
-    def tool_time_s(self) -> float:
-        """One slow tool call's local work; a slow-tool tail multiplies it."""
-        work_s = self.rng_work.expovariate(1.0 / self.config.workload.tool_call_s)
-        return work_s * self.config.nemesis.slow_tools_factor if self.env.now < self.slow_tools_until else work_s
-
-    def peek(self, attempt_id: str) -> Any:
-        """The live Attempt record, read-only (no copy): for the control plane's cheap questions."""
-        with self.store.transaction() as tx:
-            return tx.attempt(attempt_id)
-
-    def peek_latest(self, task_id: str) -> Any:
-        with self.store.transaction() as tx:
-            return tx.attempts_of(task_id)[-1]
-
-    def peek_task_state(self, task_id: str) -> str | None:
-        with self.store.transaction() as tx:
-            task = tx.task(task_id)
-            return None if task is None else task.state
-
-    def live_tasks(self) -> list[str]:
-        return list(self.profiles)
-
-    def forget(self, task_id: str) -> None:
-        self.profiles.pop(task_id, None)
-
-    def _retired_everything(self) -> bool:
-        return self.arrivals_done_at is not None and not self.profiles
+        return next(worker for worker in self.workers if worker.worker_id == worker_id)
 
     # ------------------------------------------------------------ the run
+
+    def kept(self, faults_kept: tuple[int, ...] | None) -> list[Fault]:
+        """The faults of the schedule a run plays: all, or those `faults_kept` indexes (bad indices are bad input)."""
+        schedule = self.schedule
+        if faults_kept is None:
+            return schedule
+        if any(not 0 <= index < len(schedule) for index in faults_kept):
+            has = f"{len(schedule)} (indices 0 to {len(schedule) - 1})" if schedule else "none"
+            raise InputError(f"--faults names a fault outside this seed's schedule of faults, which has {has}")
+        return [schedule[index] for index in sorted(set(faults_kept))]
 
     def run(self, schedule: list[Fault], progress: Callable[[float, int, int], None] | None = None) -> None:
         """Play the workload under the schedule until every task retired or the drain ran out, then drain.
@@ -164,22 +223,53 @@ class World:
         env = self.env
         for worker in self.workers:
             worker.start()
-        env.process(arrivals(self))
-        env.process(unleash(self, schedule))
+        env.process(arrivals(self.bench, self.orchestrator, self.stream("workload"), self.control.cancel))
+        targets = Targets(env, self.workers, self.transport, self.providers, self.bench, self.history.append)
+        env.process(unleash(targets, schedule))
         env.process(self.control.admission())
         env.process(self.control.reaper())
         env.process(self.control.loop())
+        if self.recorder is not None:
+            env.process(self.recorder.run())
         horizon_s = self.config.workload.drain_s
         check_s = self.config.control.loop_interval_s * 10
         while True:
             env.run(until=env.now + check_s)
             if progress is not None:
                 progress(env.now, self.metrics.tasks_retired, self.config.workload.tasks)
-            if self._retired_everything():
+            if self.bench.all_retired():
                 break
-            if self.arrivals_done_at is not None and env.now >= self.arrivals_done_at + horizon_s:
+            done_at = self.bench.arrivals_done_at
+            if done_at is not None and env.now >= done_at + horizon_s:
                 break
         self.control.drain()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def play(
+        self,
+        scenario: str = "custom",
+        faults_kept: tuple[int, ...] | None = None,
+        progress: Callable[[float, int, int], None] | None = None,
+    ) -> Outcome:
+        """Run this world under its schedule (or the kept part of it) and judge it."""
+        self.run(self.kept(faults_kept), progress)
+        return Outcome(
+            scenario=scenario,
+            seed=self.seed,
+            tasks=self.config.workload.tasks,
+            antipattern=None if self.antipattern is None else self.antipattern.name,
+            config=self.config,
+            verdicts=self.history.verdicts(),
+            metrics=self.metrics.summary(self.env.now, self.calls()),
+            digest=self.history.digest(),
+            schedule=self.schedule,
+            faults_kept=faults_kept,
+            events_processed=self.env.processed,
+            history_entries=self.history.count,
+            tail=list(self.history.tail),
+            series=[] if self.recorder is None else self.recorder.rows,
+        )
 
     def calls(self) -> dict[str, int]:
         return {name: provider.calls for name, provider in self.providers.by_name.items()}
@@ -210,31 +300,15 @@ def play(
     faults_kept: tuple[int, ...] | None = None,
     keep_history: bool = False,
     progress: Callable[[float, int, int], None] | None = None,
+    series: bool = True,
+    history_sink: Callable[[Any], None] | None = None,
 ) -> Outcome:
-    """Build a world, draw its fault schedule (or keep only `faults_kept` of it), run it, and judge it."""
-    world = World(config, seed, antipattern, keep_history)
-    schedule = draw_schedule(world)
-    if faults_kept is not None and any(not 0 <= index < len(schedule) for index in faults_kept):
-        has = f"{len(schedule)} (indices 0 to {len(schedule) - 1})" if schedule else "none"
-        raise InputError(f"--faults names a fault outside this seed's schedule of faults, which has {has}")
-    played = schedule if faults_kept is None else [schedule[index] for index in sorted(set(faults_kept))]
-    world.run(played, progress)
-    verdicts = world.history.verdicts()
-    return Outcome(
-        scenario=scenario,
-        seed=seed,
-        tasks=world.config.workload.tasks,
-        antipattern=None if antipattern is None else antipattern.name,
-        config=world.config,
-        verdicts=verdicts,
-        metrics=world.metrics.summary(world.env.now, world.calls()),
-        digest=world.history.digest(),
-        schedule=schedule,
-        faults_kept=faults_kept,
-        events_processed=world.env.processed,
-        history_entries=world.history.count,
-        tail=list(world.history.tail),
-    )
+    """Build a world, play its fault schedule (or keep only `faults_kept` of it), and judge it.
+
+    `series=False` records no time series; `history_sink`, if given, receives every history entry as it happens.
+    """
+    world = World(config, seed, antipattern, keep_history, series, history_sink)
+    return world.play(scenario, faults_kept, progress)
 
 
 __all__ = ["CountingEnvironment", "Outcome", "World", "play"]

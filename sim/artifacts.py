@@ -1,0 +1,121 @@
+"""Run artifacts: one folder per run with its report, config, time series, plot and whole history, like a Jepsen store directory.
+
+    report.json     the `--json` report plus `schema_version` and the fault schedule as records with their times
+    config.toml     the run's full config; `sim run --config config.toml` with the same seed replays it
+    series.csv      the recorder's rows, one per window
+    series.png      the four panels of `plot.plot_series`
+    history.jsonl   every history entry, one JSON object a line, in order, streamed as the run goes
+
+The history is written as it happens (a sink on the history), never held in
+memory, so a long run's folder costs disk, not RAM. Entries carry a `type`
+(event, landed, fault, retired) and their fields; a lease token's digest is
+replaced by "issued", as in the history digest, because tokens are secrets.
+`schema_version` changes whenever a field of report.json changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from shiftchange.core import Event, InputError
+
+from .config import SimConfig
+from .history import Fault, Landed, Retired
+from .plot import plot_series, write_series
+from .report import faults_played, to_json
+from .world import Outcome, play
+
+SCHEMA_VERSION = 1
+FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl")
+_TYPES = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
+
+
+def prepare(directory: str | Path) -> Path:
+    """The artifacts folder, created if missing; a path that is a file, or cannot be written, is bad input."""
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--artifacts {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / ".write-test").touch()
+        (path / ".write-test").unlink()
+    except OSError as error:
+        raise InputError(f"cannot write run artifacts into {path}: {error.strerror or error}") from error
+    return path
+
+
+def play_with_artifacts(
+    config: SimConfig,
+    seed: int,
+    scenario: str,
+    antipattern: Any,
+    directory: str | Path,
+    faults_kept: tuple[int, ...] | None = None,
+    progress: Any = None,
+) -> Outcome:
+    """Play one run, streaming its history into `directory`, then write the rest of its artifacts there."""
+    folder = prepare(directory)
+    began = time.perf_counter()
+    with (folder / "history.jsonl").open("w", encoding="utf-8") as history:
+        outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=_writer(history))
+    write_run(outcome, folder, time.perf_counter() - began)
+    return outcome
+
+
+def write_run(outcome: Outcome, directory: str | Path, elapsed_s: float) -> Path:
+    """Write report.json, config.toml, series.csv and series.png of a played run (history.jsonl is written while it plays)."""
+    from .settings import to_toml
+
+    folder = prepare(directory)
+    (folder / "report.json").write_text(json.dumps(report(outcome, elapsed_s), indent=2) + "\n", encoding="utf-8")
+    (folder / "config.toml").write_text(to_toml(outcome.config), encoding="utf-8")
+    write_series(outcome.series, folder / "series.csv")
+    played = outcome.schedule if outcome.faults_kept is None else [outcome.schedule[i] for i in sorted(set(outcome.faults_kept))]
+    title = f"{outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks"
+    plot_series(outcome.series, folder / "series.png", title, played)
+    return folder
+
+
+def report(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
+    """The `--json` report with a schema version and the schedule as records: index, time, kind, target, end, parameters."""
+    kept = None if outcome.faults_kept is None else set(outcome.faults_kept)
+    schedule = [
+        {"index": index, **fault.as_record(), "played": kept is None or index in kept} for index, fault in enumerate(outcome.schedule)
+    ]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        **to_json(outcome, elapsed_s),
+        "faults": faults_played(outcome),
+        "schedule": schedule,
+        "series_windows": len(outcome.series),
+        "history_entries": outcome.history_entries,
+        "files": list(FILES),
+    }
+
+
+def _writer(file: IO[str]) -> Any:
+    def write(entry: Any) -> None:
+        file.write(json.dumps(entry_record(entry), default=str, separators=(",", ":")))
+        file.write("\n")
+
+    return write
+
+
+def entry_record(entry: Any) -> dict[str, Any]:
+    """One history entry as plain data, with its `type`; lease token digests become "issued"."""
+    record = {"type": _TYPES[type(entry)], **_plain(entry)}
+    if isinstance(entry, Retired):
+        for attempt in record["attempts"]:
+            if attempt.get("token_digest") is not None:
+                attempt["token_digest"] = "issued"
+    return record
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return value

@@ -1,0 +1,92 @@
+"""Drawing and writing a run's time series: the CSV a script reads and the four panels a person looks at.
+
+The panels are the ones a lease or capacity study reads first, one above the
+other on a shared axis of simulated minutes: throughput (arrivals, tasks
+done, admissions, sheds), the providers (calls offered and timed out, p99
+latency), the queue (depth and the age of its oldest Attempt), and leases
+(held, renewals lost, expiries true and false). Faults are shaded across
+every panel, so cause and effect line up. matplotlib draws it off screen
+(the Agg backend), so it works on a machine with no display.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import PROVIDERS
+
+
+def write_series(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """The series as CSV, one row per window; a missing value (no call answered, so no latency) is an empty cell."""
+    path = Path(path)
+    columns = list(rows[0]) if rows else ["t_s", "window_s"]
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def plot_series(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "", faults: Sequence[Any] = ()) -> Path:
+    """Draw the four panels of a run's series into `path` (PNG, SVG or PDF by its suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    minutes = [row["t_s"] / 60.0 for row in rows]
+    figure, axes = plt.subplots(4, 1, figsize=(10, 11), sharex=True, layout="constrained")
+    throughput, providers, queue, leases = axes
+    _lines(throughput, minutes, rows, {"arrivals": "arrivals", "retired.done": "done", "admissions": "admitted", "sheds": "shed"})
+    throughput.set_ylabel("per window")
+    throughput.set_title("throughput")
+    for dependency in PROVIDERS:
+        _lines(
+            providers,
+            minutes,
+            rows,
+            {f"{dependency}.offered": f"{dependency} offered", f"{dependency}.timed_out": f"{dependency} timed out"},
+        )
+    providers.set_ylabel("calls per window")
+    providers.set_title("providers")
+    latency = providers.twinx()
+    for dependency in PROVIDERS:
+        _lines(latency, minutes, rows, {f"{dependency}.latency_s_p99": f"{dependency} p99 s"}, style=":")
+    latency.set_ylabel("p99 latency (s)")
+    _lines(queue, minutes, rows, {"queue_depth": "depth"})
+    queue.set_ylabel("Attempts queued")
+    queue.set_title("queue")
+    age = queue.twinx()
+    _lines(age, minutes, rows, {"queue_age_s": "oldest age s"}, style=":")
+    age.set_ylabel("age (s)")
+    _lines(leases, minutes, rows, {"leases_held": "held", "renewals_lost": "renewals lost", "expiries": "expiries"})
+    _lines(leases, minutes, rows, {"false_expiries": "false expiries"}, style="--")
+    leases.set_ylabel("leases")
+    leases.set_title("leases")
+    leases.set_xlabel("simulated time (min)")
+    for axis in axes:
+        for fault in faults:
+            axis.axvspan(fault.at / 60.0, fault.until / 60.0, color="tab:red", alpha=0.08, linewidth=0)
+        axis.grid(alpha=0.3)
+    for axis, twin in ((providers, latency), (queue, age)):
+        handles, labels = axis.get_legend_handles_labels()
+        more_handles, more_labels = twin.get_legend_handles_labels()
+        axis.legend(handles + more_handles, labels + more_labels, loc="upper right", fontsize="small")
+    for axis in (throughput, leases):
+        axis.legend(loc="upper right", fontsize="small")
+    if title:
+        figure.suptitle(title)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _lines(axis: Any, minutes: list[float], rows: Sequence[dict[str, Any]], columns: dict[str, str], style: str = "-") -> None:
+    for column, label in columns.items():
+        if rows and column in rows[0]:
+            values = [float("nan") if row[column] is None else row[column] for row in rows]
+            axis.plot(minutes, values, style, label=label, linewidth=1.2)
