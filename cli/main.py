@@ -22,8 +22,8 @@ from shiftchange.spec.diagram import FORMATS, RENDERERS, DiagramError, render
 from shiftchange.spec.review import write_review
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-SIM_SCENARIO_DEFAULT, SIM_SEED_DEFAULT, SIM_TASKS_DEFAULT = "mixed", 1, 1000
-"""`shiftchange sim run` with no arguments is the main job: a mixed-fault run of a thousand tasks."""
+SIM_SCENARIO_DEFAULT, SIM_SEED_DEFAULT = "mixed", 1
+"""`shiftchange sim run` with no arguments is the main job: a mixed-fault run of the config's thousand tasks."""
 SIM_TASKS_MAX = 10_000_000
 PROGRESS_INTERVAL_S = 0.2
 """The progress line is redrawn at most this often (wall seconds), however often the world reports."""
@@ -167,17 +167,22 @@ def _cleared(progress: _Progress | None) -> Iterator[None]:
 def _sim_run(args: argparse.Namespace) -> int:
     # The simulator imports the core, which compiles the packaged spec on import: imported here, as in `_timeline`.
     from shiftchange.sim.report import render_minimal, render_text, replay_command, to_json
+    from shiftchange.sim.settings import to_toml
 
+    config, scenario, pattern = _sim_config(args)
+    if args.dump_config:
+        print(to_toml(config if pattern is None else pattern.configure(config)), end="")
+        return EXIT_OK
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     with _cleared(progress):
-        outcome, elapsed_s = _sim_play(args, progress)
+        outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress)
     if not args.json:
         print(render_text(outcome, replay_command(outcome), elapsed_s), end="", flush=True)
     shrinking = not outcome.ok and not args.no_shrink
     minimal = None
     if shrinking:
         with _cleared(progress):
-            minimal = _sim_shrink(outcome, progress)
+            minimal = _sim_shrink(outcome, config, pattern, progress)
     if args.json:
         report = to_json(outcome, elapsed_s)
         if minimal is not None:
@@ -191,17 +196,31 @@ def _sim_run(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
-def _sim_play(args: argparse.Namespace, progress: _Progress | None) -> tuple[Any, float]:
-    """Play the run the arguments name; returns its Outcome and the wall seconds it took."""
+def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
+    """The config the arguments name, with its scenario and anti-pattern: the scenario's, `--config` over it, each `--set`, `--tasks`."""
     from shiftchange.core import InputError
+    from shiftchange.sim import settings
     from shiftchange.sim.antipatterns import antipattern
     from shiftchange.sim.scenarios import scenario_config
-    from shiftchange.sim.world import play
 
     try:
         pattern = antipattern(args.antipattern) if args.antipattern is not None else None
         scenario = args.scenario or (pattern.scenario if pattern is not None else SIM_SCENARIO_DEFAULT)
-        config = scenario_config(scenario, args.seed, args.tasks)
+        config = scenario_config(scenario, args.seed)
+        if args.config is not None:
+            config = settings.load(args.config, base=config)
+        config = settings.apply(config, [settings.parse_assignment(text) for text in args.set])
+        return (config if args.tasks is None else config.with_tasks(args.tasks)), scenario, pattern
+    except InputError as error:
+        raise BadInput(str(error)) from error
+
+
+def _sim_play(args: argparse.Namespace, config: Any, scenario: str, pattern: Any, progress: _Progress | None) -> tuple[Any, float]:
+    """Play the run the arguments name; returns its Outcome and the wall seconds it took."""
+    from shiftchange.core import InputError
+    from shiftchange.sim.world import play
+
+    try:
         began = time.perf_counter()
         outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress)
         return outcome, time.perf_counter() - began
@@ -209,21 +228,17 @@ def _sim_play(args: argparse.Namespace, progress: _Progress | None) -> tuple[Any
         raise BadInput(str(error)) from error
 
 
-def _sim_shrink(outcome: Any, progress: _Progress | None) -> dict[str, Any] | None:
+def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | None) -> dict[str, Any] | None:
     """Search for the shortest run that still violates; returns what the report shows of it (the `minimal` object).
 
     None when there is nothing to shrink: the run failed only on unknown verdicts, and the shrinker chases violations.
     """
-    from shiftchange.sim.antipatterns import antipattern
     from shiftchange.sim.report import replay_command
-    from shiftchange.sim.scenarios import scenario_config
     from shiftchange.sim.shrink import shrink
 
     if progress is not None:
         progress.show("the run failed: shrinking it to the shortest counterexample")
-    pattern = antipattern(outcome.antipattern) if outcome.antipattern is not None else None
-    # The scenario's config, not `outcome.config`: play applies the anti-pattern's tuning itself.
-    config = scenario_config(outcome.scenario, outcome.seed, outcome.tasks)
+    # The config the run was given (scenario, file, settings), not `outcome.config`: play applies the anti-pattern's tuning itself.
     shrunk = shrink(config, outcome.seed, outcome.scenario, pattern)
     if shrunk is None:
         return None
@@ -237,12 +252,32 @@ def _sim_shrink(outcome: Any, progress: _Progress | None) -> dict[str, Any] | No
     }
 
 
-def _sim_scenarios(_args: argparse.Namespace) -> int:
+def _sim_scenarios(args: argparse.Namespace) -> int:
     from shiftchange.sim.scenarios import SCENARIOS
 
+    if args.show is not None:
+        return _sim_scenario_show(args.show, args.seed)
     width = max(len(name) for name in SCENARIOS)
     for scenario in SCENARIOS.values():
         print(f"{scenario.name:<{width}}  {scenario.summary}")
+    return EXIT_OK
+
+
+def _sim_scenario_show(name: str, seed: int) -> int:
+    """What one scenario changes from the defaults, one `path = value` line each (the value as `--set` takes it)."""
+    from shiftchange.core import InputError
+    from shiftchange.sim.config import SimConfig
+    from shiftchange.sim.scenarios import scenario_config
+    from shiftchange.sim.settings import diff, format_value
+
+    try:
+        changes = diff(SimConfig(), scenario_config(name, seed))
+    except InputError as error:
+        raise BadInput(str(error)) from error
+    for path, value in changes.items():
+        print(f"{path} = {format_value(value)}")
+    if not changes:
+        print(f"# {name} changes nothing: it runs the defaults")
     return EXIT_OK
 
 
@@ -295,15 +330,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario", metavar="NAME", help=f"see `sim scenarios` (default: {SIM_SCENARIO_DEFAULT}, or the anti-pattern's own scenario)"
     )
     run.add_argument("--seed", type=_seed, default=SIM_SEED_DEFAULT, help=f"default {SIM_SEED_DEFAULT}")
-    run.add_argument("--tasks", type=_tasks, default=SIM_TASKS_DEFAULT, help=f"1 to {SIM_TASKS_MAX:,} (default {SIM_TASKS_DEFAULT:,})")
+    run.add_argument(
+        "--tasks", type=_tasks, help=f"1 to {SIM_TASKS_MAX:,}; wins over --config and --set (default: the config's workload.tasks)"
+    )
     run.add_argument("--antipattern", metavar="NAME", help="break the core in one named way (see `sim antipatterns`)")
     run.add_argument(
         "--faults", metavar="I,J,...", type=_faults, help="keep only these indices of the seed's fault schedule (`none`: no fault)"
     )
+    run.add_argument("--config", metavar="FILE", help="a TOML file of settings, applied over the scenario's (see --dump-config)")
+    run.add_argument(
+        "--set",
+        metavar="PATH=VALUE",
+        action="append",
+        default=[],
+        help="one setting by its dotted path, after --config (e.g. core.lease_ttl_s=90); repeatable, applied in order",
+    )
+    run.add_argument("--dump-config", action="store_true", help="print the run's whole config as TOML, and exit without running")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     run.add_argument("--no-shrink", action="store_true", help="on a failure, do not search for the shortest counterexample")
     run.set_defaults(handler=_sim_run)
-    scenarios = sim_commands.add_parser("scenarios", help="list the scenarios")
+    scenarios = sim_commands.add_parser("scenarios", help="list the scenarios, or show what one changes")
+    scenarios.add_argument("--show", metavar="NAME", help="print each setting this scenario changes from the defaults, as path = value")
+    scenarios.add_argument("--seed", type=_seed, default=SIM_SEED_DEFAULT, help=f"the seed swarm draws from (default {SIM_SEED_DEFAULT})")
     scenarios.set_defaults(handler=_sim_scenarios)
     antipatterns = sim_commands.add_parser("antipatterns", help="list the anti-patterns, where they show and what must catch them")
     antipatterns.set_defaults(handler=_sim_antipatterns)

@@ -29,7 +29,10 @@ class CoreConfig:
         require_positive(self, tuple(item.name for item in fields(self)))
         require_whole(self, ("reason_length_min", "admitted_max"))
         if self.heartbeat_interval_s >= self.lease_ttl_s:
-            raise InputError("CoreConfig.heartbeat_interval_s must be shorter than lease_ttl_s, or every lease expires between heartbeats")
+            raise InputError(
+                f"CoreConfig.heartbeat_interval_s ({self.heartbeat_interval_s!r}) must be shorter than"
+                f" CoreConfig.lease_ttl_s ({self.lease_ttl_s!r}), or every lease expires between heartbeats"
+            )
 
 
 BACKOFF_STRATEGIES = ("none", "exponential", "full_jitter", "equal_jitter", "decorrelated_jitter")
@@ -51,7 +54,7 @@ class BackoffConfig:
             raise InputError(f"BackoffConfig.strategy must be one of {', '.join(BACKOFF_STRATEGIES)}, not {self.strategy!r}")
         require_positive(self, ("base_s", "cap_s"))
         if self.cap_s < self.base_s:
-            raise InputError("BackoffConfig.cap_s must be at least base_s")
+            raise InputError(f"BackoffConfig.cap_s ({self.cap_s!r}) must be at least BackoffConfig.base_s ({self.base_s!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,19 @@ def require_positive(config: object, names: tuple[str, ...]) -> None:
             raise InputError(f"{type(config).__name__}.{name} must be a positive finite number, not {value!r}")
 
 
+def shown(value: object) -> str:
+    """A value as an error message quotes it: its repr, cut short so the message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:56]} ..."
+
+
+def require_instance(config: object, name: str, kind: type) -> None:
+    """A part of a config is an object of its own class: a dict where a BackoffConfig belongs fails here, not inside a run."""
+    value = getattr(config, name)
+    if not isinstance(value, kind):
+        raise InputError(f"{type(config).__name__}.{name} must be a {kind.__name__}, not a {type(value).__name__} ({shown(value)})")
+
+
 def require_probability(config: object, names: tuple[str, ...]) -> None:
     for name in names:
         value = getattr(config, name)
@@ -142,7 +158,7 @@ class Fallback:
     def __post_init__(self) -> None:
         require_positive(self, ("cost_factor", "latency_factor"))
         if self.dependency == self.substitute:
-            raise InputError("a fallback must name a different dependency")
+            raise InputError(f"Fallback.substitute ({self.substitute!r}) must differ from Fallback.dependency ({self.dependency!r})")
 
 
 def _default_rate_limits() -> dict[str, RateLimitConfig]:
@@ -167,8 +183,31 @@ class ReliabilityConfig:
     """A worker may claim only if its last health probe passed at most this long ago; heartbeats are separate."""
 
     def __post_init__(self) -> None:
+        for name, kind in (("backoff", BackoffConfig), ("breaker", BreakerConfig), ("admission", AdmissionConfig)):
+            require_instance(self, name, kind)
+        if self.admission_rate is not None:
+            require_instance(self, "admission_rate", RateLimitConfig)
+        self._check_rate_limits()
+        self._check_fallbacks()
         require_positive(self, ("attempt_spend_max_usd", "health_probe_max_age_s"))
+
+    def _check_rate_limits(self) -> None:
+        require_instance(self, "rate_limits", dict)
+        for name, limit in self.rate_limits.items():
+            if not isinstance(name, str) or not isinstance(limit, RateLimitConfig):
+                raise InputError(f"ReliabilityConfig.rate_limits maps dependency names to RateLimitConfig, not {name!r} to {shown(limit)}")
+
+    def _check_fallbacks(self) -> None:
+        if isinstance(self.fallbacks, list):
+            object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        require_instance(self, "fallbacks", tuple)
         for fallback in self.fallbacks:
+            if not isinstance(fallback, Fallback):
+                raise InputError(f"ReliabilityConfig.fallbacks must hold Fallback values, not {shown(fallback)}")
             for name in (fallback.dependency, fallback.substitute):
                 if name not in self.rate_limits:
-                    raise InputError(f"fallback names dependency {name!r}, which has no rate limit configured")
+                    configured = ", ".join(self.rate_limits) or "none"
+                    raise InputError(
+                        f"ReliabilityConfig.fallbacks names dependency {name!r}, which has no ReliabilityConfig.rate_limits entry"
+                        f" (configured: {configured})"
+                    )

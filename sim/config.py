@@ -10,10 +10,13 @@ one and replay the rest exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from functools import cache
+from typing import Any, get_type_hints
 
-from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
-from shiftchange.core.config import require_positive, require_probability, require_whole
+from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, Orchestrator, ReliabilityConfig
+from shiftchange.core.config import require_instance, require_positive, require_probability, require_whole, shown
+
+FROM_PLAIN_DATA = 'to build a config from plain data (a report\'s "config"), use shiftchange.sim.settings.from_dict'
 
 
 def require_nonnegative(config: object, names: tuple[str, ...]) -> None:
@@ -34,6 +37,29 @@ def require_names(config: object, name: str, known: tuple[str, ...]) -> None:
     unknown = [item for item in value if item not in known]
     if unknown:
         raise InputError(f"{type(config).__name__}.{name} names {unknown[0]!r}; use any of {', '.join(known)}")
+
+
+def require_at_least_one(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < 1:
+            raise InputError(f"{type(config).__name__}.{name} must be at least 1, not {value!r}")
+
+
+def require_flags(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise InputError(f"{type(config).__name__}.{name} must be true or false, not {value!r}")
+
+
+def require_part(config: object, name: str, kind: type) -> None:
+    """`require_instance`, with the way out for a part given as plain data (the usual mistake: a dict from a JSON report)."""
+    try:
+        require_instance(config, name, kind)
+    except InputError as error:
+        raise InputError(f"{error}; {FROM_PLAIN_DATA}") from None
+
 
 ARRIVALS = ("steady", "poisson", "bursts")
 FAULTS = ("crash", "pause", "partition", "duplicate_burst", "outage", "slow_tools", "revoked_credentials", "lost_responses")
@@ -101,14 +127,22 @@ class WorkloadConfig:
 
     def __post_init__(self) -> None:
         if self.arrival not in ARRIVALS:
-            raise InputError(f"arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
+            raise InputError(f"WorkloadConfig.arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
         require_whole(self, ("tasks", "burst_size", "workspaces", "tool_calls", "runaway_calls", "model_call_tokens", "priorities"))
         require_positive(
             self, ("arrival_rate_per_s", "burst_interval_s", "plan_s", "tool_call_s", "commit_s", "ci_s", "deadline_s", "drain_s")
         )
         require_probability(self, ("wrong_answer_probability", "nonconvergent_probability", "runaway_probability", "cancel_probability"))
-        if self.tasks < 1 or self.workspaces < 1 or self.priorities < 1:
-            raise InputError("tasks, workspaces and priorities must be at least 1")
+        require_at_least_one(self, ("tasks", "workspaces", "priorities"))
+        self._check_budget()
+
+    def _check_budget(self) -> None:
+        """The orchestrator's own check, run here so a budget it would refuse at the first task is refused when the config is built."""
+        require_part(self, "budget", Budget)
+        try:
+            Orchestrator._check_budget(self.budget)
+        except InputError as error:
+            raise InputError(f"WorkloadConfig.budget.{error}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +186,7 @@ class ProviderConfig:
     def __post_init__(self) -> None:
         require_positive(self, ("latency_s", "overload_in_flight", "rate_per_s"))
         require_probability(self, ("accept_then_timeout_probability",))
+        require_flags(self, ("supports_idempotency",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +206,7 @@ class WorkerConfig:
     def __post_init__(self) -> None:
         require_whole(self, ("workers", "gateway_retries_max"))
         require_positive(self, ("restart_s", "call_deadline_s", "gateway_retry_s"))
-        if self.workers < 1:
-            raise InputError("workers must be at least 1")
+        require_at_least_one(self, ("workers",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +311,7 @@ class FaultSpec:
             expected = ("workers",)
         else:
             ids = target.split(",") if kind == "partition" else [target]
-            if all(part == "busy" and kind != "partition" or part.startswith("worker-") for part in ids):
+            if all((part == "busy" and kind != "partition") or part.startswith("worker-") for part in ids):
                 return
             raise InputError(f"{kind} faults target {'worker ids' if kind == 'partition' else 'a worker id or busy'}, not {target!r}")
         if target not in expected:
@@ -293,7 +327,7 @@ class FaultSpec:
 
     def __str__(self) -> str:
         """The `--fault` text that parses back to this spec."""
-        words = [self.kind, self.target, f"at={self.at_s:g}", f"for={self.for_s:g}"]
+        words = [self.kind, self.target, f"at={_number_text(self.at_s)}", f"for={_number_text(self.for_s)}"]
         for name, value in self.parameters().items():
             words.append(f"{name}={','.join(value) if isinstance(value, tuple) else value}")
         return " ".join(words)
@@ -308,7 +342,7 @@ class FaultSpec:
         values: dict[str, Any] = {}
         for pair in pairs:
             name, equals, value = pair.partition("=")
-            if not equals or not value and name != "calls":
+            if not equals or (not value and name != "calls"):
                 raise InputError(f"fault parameter {pair!r} in {text!r} is not key=value")
             name = {"at": "at_s", "for": "for_s"}.get(name, name)
             if name in values:
@@ -328,6 +362,12 @@ class FaultSpec:
             else:
                 raise InputError(f"unknown fault parameter {name!r} in {text!r}")
         return cls(kind, target, **typed)
+
+
+def _number_text(value: float) -> str:
+    """The shortest text that reads back as exactly this number: 600 for 600.0, and every digit a fraction needs."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def _number(name: str, text: str, fault: str) -> float:
@@ -374,8 +414,9 @@ class NemesisConfig:
         require_names(self, "faults", FAULTS)
         if isinstance(self.plan, list):
             object.__setattr__(self, "plan", tuple(self.plan))
-        if not all(isinstance(spec, FaultSpec) for spec in self.plan):
-            raise InputError("NemesisConfig.plan must hold FaultSpec values")
+        strange = next((spec for spec in self.plan if not isinstance(spec, FaultSpec)), None)
+        if strange is not None:
+            raise InputError(f"NemesisConfig.plan must hold FaultSpec values (FaultSpec.parse reads the text form), not {shown(strange)}")
         require_whole(self, ("partition_workers",))
         require_probability(self, ("duplicate_burst_probability", "lost_responses_probability"))
         require_positive(self, tuple(f.name for f in fields(self) if f.name.endswith("_s") or f.name.endswith("_factor")))
@@ -410,6 +451,16 @@ class SimConfig:
     """Twelve per partition: an Attempt holds its slot through CI as well as its run, so eight would queue work 48 workers could take."""
     series: SeriesConfig = field(default_factory=SeriesConfig)
 
+    def __post_init__(self) -> None:
+        for name, kind in _part_kinds().items():
+            require_part(self, name, kind)
+        missing = [provider for provider in PROVIDERS if provider not in self.reliability.rate_limits]
+        if missing:
+            raise InputError(
+                f"SimConfig.reliability.rate_limits has no entry for {missing[0]!r}: every provider the simulator calls"
+                f" ({', '.join(PROVIDERS)}) needs its token bucket"
+            )
+
     def with_tasks(self, tasks: int) -> SimConfig:
         if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= 10_000_000:
             raise InputError(f"tasks must be a whole number from 1 to 10,000,000, not {tasks!r}")
@@ -418,6 +469,12 @@ class SimConfig:
     def as_dict(self) -> dict[str, Any]:
         """Plain data for the JSON report."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@cache
+def _part_kinds() -> dict[str, type]:
+    """The class of each part of a SimConfig, read from its annotations once."""
+    return get_type_hints(SimConfig)
 
 
 def _plain(value: Any) -> Any:

@@ -12,7 +12,11 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from .antipatterns import antipattern
+from .config import SimConfig
 from .history import OK, VIOLATED
+from .scenarios import SCENARIOS, scenario_config
+from .settings import PLAN_PATH, diff, format_value
 
 if TYPE_CHECKING:
     from .world import Outcome
@@ -33,16 +37,41 @@ def replay_command(outcome: Outcome, faults_kept: tuple[int, ...] | None = None)
     """The `shiftchange sim run` command that plays this run again, exactly (the outcome's own kept faults unless given).
 
     `--faults` appears only when some fault of the seed's schedule was left out; `--faults none` when all were.
+    Each setting the run's config changed from its scenario's follows as `--set PATH=VALUE`, and each fault
+    it placed that the scenario does not as `--fault TEXT`. A run of a config no scenario names (play's
+    "custom") replays as baseline with those settings.
     """
     kept = faults_kept if faults_kept is not None else outcome.faults_kept
     if kept is not None and set(kept) == set(range(len(outcome.schedule))):
         kept = None
-    words = ["shiftchange", "sim", "run", "--scenario", outcome.scenario, "--seed", str(outcome.seed), "--tasks", str(outcome.tasks)]
+    scenario = outcome.scenario if outcome.scenario in SCENARIOS else "baseline"
+    words = ["shiftchange", "sim", "run", "--scenario", scenario, "--seed", str(outcome.seed), "--tasks", str(outcome.tasks)]
     if outcome.antipattern is not None:
         words += ["--antipattern", outcome.antipattern]
     if kept is not None:
         words += ["--faults", ",".join(str(index) for index in sorted(set(kept))) or "none"]
-    return shlex.join(words)
+    return shlex.join(words + _setting_words(outcome))
+
+
+def _setting_words(outcome: Outcome) -> list[str]:
+    """`--set` for each leaf the run's config changed from its base config's, `--fault` for each fault it placed that the base does not."""
+    base = _base_config(outcome)
+    words = []
+    for path, value in diff(base, outcome.config).items():
+        if path == PLAN_PATH:
+            words += [word for spec in value if spec not in base.nemesis.plan for word in ("--fault", str(spec))]
+        else:
+            words += ["--set", f"{path}={format_value(value)}"]
+    return words
+
+
+def _base_config(outcome: Outcome) -> SimConfig:
+    """The config the replay's own words give: its scenario's (the defaults for one no scenario names), tuned by its anti-pattern."""
+    if outcome.scenario in SCENARIOS:
+        base = scenario_config(outcome.scenario, outcome.seed, outcome.tasks)
+    else:
+        base = SimConfig().with_tasks(outcome.tasks)
+    return base if outcome.antipattern is None else antipattern(outcome.antipattern).configure(base)
 
 
 def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:

@@ -12,8 +12,10 @@ import pytest
 from shiftchange.cli.main import main
 from shiftchange.sim.antipatterns import ANTIPATTERNS
 from shiftchange.sim.checkers import INVARIANTS
+from shiftchange.sim.config import SimConfig
 from shiftchange.sim.report import replay_command
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
+from shiftchange.sim.settings import apply, diff, format_value, from_toml
 from shiftchange.sim.shrink import Shrunk
 from shiftchange.sim.world import play
 
@@ -192,3 +194,115 @@ def test_the_shrunk_counterexample_replays_to_the_same_violation(capsys):
     status, again, _err = sim(capsys, "run", *words[3:], "--json", "--no-shrink")
     assert status == 1
     assert json.loads(again)["invariants"]["complete_audit"]["status"] == "violated"
+
+
+def test_set_with_dump_config_prints_the_effective_config_as_toml(capsys):
+    """`--set core.lease_ttl_s=90 --dump-config` prints the whole config, which loads back to the scenario's with that one change."""
+    status, out, err = sim(capsys, "run", "--scenario", "partition", "--tasks", "20", "--set", "core.lease_ttl_s=90", "--dump-config")
+    assert (status, err) == (0, "")
+    config = from_toml(out)
+    assert config == apply(scenario_config("partition", 1, 20), {"core.lease_ttl_s": 90.0})
+    assert diff(scenario_config("partition", 1, 20), config) == {"core.lease_ttl_s": 90.0}
+
+
+def test_a_dump_given_back_as_config_is_the_same_config(capsys, tmp_path):
+    """A dump (with an anti-pattern's tuning and settings) loaded with `--config` dumps the same text: an equal config."""
+    argv = ("--antipattern", "retry-storm", "--set", "nemesis.faults=crash", "--set", "reliability.admission_rate.burst=3", "--tasks", "20")
+    status, dumped, _err = sim(capsys, "run", *argv, "--dump-config")
+    assert status == 0
+    path = tmp_path / "run.toml"
+    path.write_text(dumped)
+    status, again, err = sim(capsys, "run", "--antipattern", "retry-storm", "--config", str(path), "--dump-config")
+    assert (status, err) == (0, "")
+    assert from_toml(again) == from_toml(dumped)
+    assert again == dumped
+    assert from_toml(dumped).reliability.admission_rate is not None and from_toml(dumped).nemesis.faults == ("crash",)
+
+
+def test_a_config_files_tasks_are_kept_unless_tasks_is_given(capsys, tmp_path):
+    """Without --tasks the file's workload.tasks holds; --tasks wins over the file and over --set."""
+    path = tmp_path / "run.toml"
+    path.write_text("[workload]\ntasks = 33\n")
+    _status, out, _err = sim(capsys, "run", "--config", str(path), "--dump-config")
+    assert from_toml(out).workload.tasks == 33
+    _status, out, _err = sim(capsys, "run", "--config", str(path), "--set", "workload.tasks=44", "--tasks", "20", "--dump-config")
+    assert from_toml(out).workload.tasks == 20
+    _status, out, _err = sim(capsys, "run", "--dump-config")
+    assert from_toml(out).workload.tasks == 1000
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (("--set", "core.lease_ttl_s=abc"), ("core.lease_ttl_s", "'abc'")),
+        (("--set", "core.lease_tl_s=90"), ("core.lease_tl_s", "core.lease_ttl_s")),
+        (("--set", "core.lease_ttl_s"), ("PATH=VALUE", "core.lease_ttl_s")),
+        (("--set", "core.heartbeat_interval_s=100"), ("core.heartbeat_interval_s (100.0)", "core.lease_ttl_s (60.0)")),
+        (("--config", "no-such-file.toml"), ("cannot read config file no-such-file.toml",)),
+    ],
+    ids=["not-a-number", "unknown-path", "no-equals", "relation", "missing-file"],
+)
+def test_a_bad_setting_exits_two_with_one_line_naming_it(capsys, argv, words):
+    """Bad settings and unreadable files are one line on stderr, exit status 2, nothing run and nothing on stdout."""
+    status, out, err = sim(capsys, "run", "--tasks", "20", *argv)
+    assert (status, out) == (2, "")
+    assert err.startswith("shiftchange: ") and err.count("\n") == 1
+    assert all(word in err for word in words), err
+
+
+def test_a_malformed_config_file_names_the_file_and_line(capsys, tmp_path):
+    """Malformed TOML is one line naming the file and where tomllib stopped."""
+    path = tmp_path / "broken.toml"
+    path.write_text("[core]\nlease_ttl_s = = 90\n")
+    status, out, err = sim(capsys, "run", "--config", str(path))
+    assert (status, out) == (2, "")
+    assert str(path) in err and "line 2" in err and err.count("\n") == 1
+
+
+def test_scenarios_show_lists_what_a_scenario_changes(capsys):
+    """`--show partition` prints its nemesis settings as path = value, each value in the text `--set` takes."""
+    status, out, err = sim(capsys, "scenarios", "--show", "partition")
+    assert (status, err) == (0, "")
+    assert out.splitlines() == ["nemesis.faults = partition", "nemesis.partition_interval_s = 240.0", "nemesis.partition_workers = 6"]
+    status, out, _err = sim(capsys, "scenarios", "--show", "swarm", "--seed", "3")
+    swarm = diff(SimConfig(), scenario_config("swarm", 3))
+    assert status == 0 and out.splitlines() == [f"{path} = {format_value(value)}" for path, value in swarm.items()]
+    assert swarm != diff(SimConfig(), scenario_config("swarm", 1))
+    status, _out, err = sim(capsys, "scenarios", "--show", "no-such-scenario")
+    assert status == 2 and "unknown scenario" in err
+
+
+def test_a_run_given_settings_replays_to_the_same_digest(capsys):
+    """The replay of a run given --set names each setting, and playing it again gives the same history, not the bare scenario's."""
+    argv = ("--scenario", "baseline", "--tasks", "20", "--seed", "3", "--json", "--no-shrink")
+    settings = ("--set", "network.loss_probability=0.05", "--set", "core.lease_ttl_s=90")
+    _status, out, _err = sim(capsys, "run", *argv, *settings)
+    first = json.loads(out)
+    words = shlex.split(first["replay"])
+    assert words[words.index("--set") :] == ["--set", "network.loss_probability=0.05", "--set", "core.lease_ttl_s=90.0"]
+    _status, again, _err = sim(capsys, "run", *words[3:], "--json", "--no-shrink")
+    _status, bare, _err = sim(capsys, "run", *argv)
+    assert json.loads(again)["digest"] == first["digest"] != json.loads(bare)["digest"]
+    assert json.loads(again)["replay"] == first["replay"]
+
+
+def test_the_replay_of_a_custom_config_is_baseline_with_its_settings_and_placed_faults():
+    """A run of play's default scenario ("custom") replays as baseline, with --set for each change and --fault for each placed fault."""
+    config = apply(SimConfig().with_tasks(20), {"workers.workers": 6, "nemesis.plan": "outage code_host at=30 for=60"})
+    outcome = play(config, 2)
+    words = shlex.split(replay_command(outcome))
+    assert words[3:5] == ["--scenario", "baseline"]
+    assert words[-4:] == ["--set", "workers.workers=6", "--fault", "outage code_host at=30 for=60 mode=fail"]
+
+
+def test_a_failing_run_given_settings_shrinks_its_own_config(capsys, monkeypatch):
+    """The shrinker is handed the config the run played, settings included, not the bare scenario's."""
+    asked = []
+
+    def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40):
+        asked.append(config)
+
+    monkeypatch.setitem(sys.modules, "shiftchange.sim.shrink", types.SimpleNamespace(shrink=shrink))
+    status, _out, _err = sim(capsys, "run", *FAILING, "--set", "core.lease_ttl_s=90")
+    assert status == 1
+    assert asked == [apply(scenario_config("baseline", 1, 40), {"core.lease_ttl_s": 90.0})]

@@ -1,0 +1,507 @@
+"""Every simulator setting by a dotted name: read one, set some, compare two configs, and write or read them as TOML.
+
+Why paths, not the dataclass tree: a `SimConfig` is a tree of frozen
+dataclasses, but a person tuning a run wants one setting, not a tree to
+rebuild with `replace` at every level: `--set core.lease_ttl_s=90`, a TOML
+file that names three fields, a scenario listed as what it changes. A path
+is the field names from the root (`workload.budget.attempts_max`); a dict's
+key is a segment too (`reliability.rate_limits.code_host.rate_per_s`, and a
+new key starts from the entry type's defaults). An optional part is one leaf
+while it is None and a group once set: setting any field under it
+(`reliability.admission_rate.rate_per_s=3`) creates it from its defaults. A
+tuple is one leaf, whatever it holds.
+
+Values are typed by the field's annotation, and may come typed (from TOML,
+JSON or Python) or as command-line text: `true`/`false`, numbers, names
+joined by commas, `none` for None, faults as their `FaultSpec` text joined by
+`;`, fallbacks as a JSON array. `format_value` writes the text that reads
+back to an equal value. Overrides are applied in order to plain data and
+the dataclasses are built once at the end, so every `__post_init__` judges
+the finished config (a file may shorten the lease before the heartbeat), and
+its error is re-worded with the path in place of the class name.
+
+TOML has no null. A None is written as the string "none", the same word the
+command line uses (`admission_rate = "none"` under `[reliability]`), so a dump
+names every leaf and loading it over any base gives back an equal config; a
+fault's parameters that its kind does not take are simply left out. The
+nemesis's plan is a top-level array of tables, one `[[fault]]` per
+`FaultSpec`, and an empty tuple is an empty array (`fault = []`). A file may
+be partial: what it does not name keeps the base's value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import tomllib
+import types
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
+from os import PathLike
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import tomli_w
+
+from shiftchange.core import InputError
+from shiftchange.core.config import shown
+
+from .config import SimConfig
+
+__all__ = [
+    "NONE_TEXT",
+    "PLAN_PATH",
+    "SettingError",
+    "apply",
+    "diff",
+    "format_value",
+    "from_dict",
+    "from_toml",
+    "get",
+    "load",
+    "parse_assignment",
+    "paths",
+    "read_overrides",
+    "to_toml",
+]
+
+NONE_TEXT = "none"
+"""How None is written, on the command line and in TOML."""
+PLAN_PATH = "nemesis.plan"
+_PLAN_TABLE = "fault"
+"""The plan's name in a TOML file: one `[[fault]]` table per FaultSpec."""
+_NOT_GIVEN = object()
+
+
+class SettingError(InputError):
+    """A setting that names nothing, or a value its setting cannot take: one line naming the path and the value."""
+
+
+# ------------------------------------------------------------------ reading and comparing
+
+
+def paths(config: SimConfig) -> dict[str, Any]:
+    """Every leaf of the config by its dotted path, in field order."""
+    return dict(_leaves(config, ""))
+
+
+def get(config: SimConfig, path: str) -> Any:
+    """The value at a dotted path (a leaf, or the part of the config a shorter path names)."""
+    value: Any = config
+    segments = _segments(path)
+    for depth, name in enumerate(segments):
+        if _is_instance(value) and name in _hints(type(value)):
+            value = getattr(value, name)
+        elif isinstance(value, dict) and name in value:
+            value = value[name]
+        elif value is None and _hint_at(segments) is not None:
+            raise SettingError(f"{path} has no value: {'.'.join(segments[:depth])} is {NONE_TEXT}")
+        else:
+            raise _unknown(path, config)
+    return value
+
+
+def diff(base: SimConfig, config: SimConfig) -> dict[str, Any]:
+    """The leaves of `config` whose values differ from `base`'s (or that `base` does not have), in field order."""
+    before = paths(base)
+    return {path: value for path, value in paths(config).items() if path not in before or before[path] != value}
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if _is_instance(value):
+        for item in dataclasses.fields(value):
+            yield from _leaves(getattr(value, item.name), _join(path, item.name))
+    elif isinstance(value, dict):
+        for key, entry in value.items():
+            yield from _leaves(entry, _join(path, key))
+    else:
+        yield path, value
+
+
+# ------------------------------------------------------------------ setting
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """`core.lease_ttl_s=90` as ("core.lease_ttl_s", "90"); the value may be empty (an empty list)."""
+    path, equals, value = text.partition("=")
+    path = path.strip()
+    if not equals or not path or any(character.isspace() for character in path):
+        raise SettingError(f"a setting is PATH=VALUE (e.g. core.lease_ttl_s=90), not {text!r}")
+    return path, value.strip()
+
+
+def apply(config: SimConfig, overrides: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> SimConfig:
+    """`config` with each (path, value) applied in order; a later one wins. The result is validated once, as a whole."""
+    pairs = overrides.items() if isinstance(overrides, Mapping) else overrides
+    tree = _tree(config)
+    for path, value in pairs:
+        _assign(tree, _segments(path), value, config)
+    return _build(tree, SimConfig, "")
+
+
+def from_dict(data: Mapping[str, Any]) -> SimConfig:
+    """The config that plain data describes (`SimConfig.as_dict()`, a report's `config`); what it leaves out takes the defaults."""
+    if not isinstance(data, Mapping):
+        raise SettingError(f"a config as plain data is a mapping of its parts, not {shown(data)}")
+    return apply(SimConfig(), [("", data)])
+
+
+def _assign(tree: dict[str, Any], segments: tuple[str, ...], value: Any, config: SimConfig) -> None:
+    """Write one setting into the plain-data tree; a mapping given for a group sets its parts one by one."""
+    path = ".".join(segments)
+    hint = _hint_at(segments)
+    if hint is None:
+        raise _unknown(path, config, value)
+    if _is_group(hint) and isinstance(value, Mapping):
+        _node(tree, segments)
+        for name, part in value.items():
+            _assign(tree, (*segments, str(name)), part, config)
+    elif segments:
+        _node(tree, segments[:-1])[segments[-1]] = _leaf_value(value, hint, path)
+    else:
+        raise SettingError(f"a whole config is given as a mapping of its parts, not {shown(value)}")
+
+
+def _node(tree: dict[str, Any], segments: tuple[str, ...]) -> dict[str, Any]:
+    """The group at `segments`, created from its type's defaults where it is None (an unset optional part, a new dict key)."""
+    node, hint = tree, SimConfig
+    for name in segments:
+        hint = _child_hint(hint, name)
+        if node.get(name) is None:
+            node[name] = _tree(_dataclass(hint)())
+        node = node[name]
+    return node
+
+
+def _leaf_value(value: Any, hint: Any, path: str) -> Any:
+    if not _is_group(hint):
+        return _convert(value, hint, path)
+    if _optional(hint) is not None and (value is None or value == NONE_TEXT):
+        return None
+    raise SettingError(f"{path} is a group of settings, not one; set its parts ({_parts(hint)}), not {shown(value)}")
+
+
+def _build(tree: Any, hint: Any, path: str) -> Any:
+    """Plain data back into dataclasses, bottom up; a `__post_init__` refusal is re-worded with this path for its class name."""
+    if tree is None or not _is_group(hint):
+        return tree
+    if get_origin(hint) is dict:
+        return {key: _build(entry, get_args(hint)[1], _join(path, key)) for key, entry in tree.items()}
+    cls = _dataclass(hint)
+    parts = {name: _build(tree[name], part, _join(path, name)) for name, part in _hints(cls).items()}
+    try:
+        return cls(**parts)
+    except InputError as error:
+        raise SettingError(_reword(error, cls, path)) from None
+
+
+def _reword(error: InputError, cls: type, path: str) -> str:
+    return re.sub(rf"\b{cls.__name__}\.", f"{path}." if path else "", str(error))
+
+
+# ------------------------------------------------------------------ values by their annotated type
+
+
+def _convert(value: Any, hint: Any, path: str) -> Any:
+    inner = _optional(hint)
+    if inner is not None:
+        return None if value is None or value == NONE_TEXT else _convert(value, inner, path)
+    if get_origin(hint) is tuple:
+        return _tuple(value, get_args(hint)[0], path)
+    if _dataclass(hint) is not None:
+        return _record(value, hint, path)
+    return _SCALARS[hint](value, path)
+
+
+def _flag(value: Any, path: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise SettingError(f"{path} must be true or false, not {shown(value)}")
+
+
+def _whole(value: Any, path: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise SettingError(f"{path} must be a whole number, not {shown(value)}")
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise SettingError(f"{path} must be a number, not {shown(value)}")
+
+
+def _text(value: Any, path: str) -> str:
+    if isinstance(value, str):
+        return value
+    raise SettingError(f"{path} must be text, not {shown(value)}")
+
+
+_SCALARS = {bool: _flag, int: _whole, float: _number, str: _text}
+
+
+def _tuple(value: Any, item: Any, path: str) -> tuple[Any, ...]:
+    if isinstance(value, str):
+        value = _split(value, item, path)
+    if not isinstance(value, list | tuple):
+        raise SettingError(f"{path} must be a list, not {shown(value)}")
+    return tuple(_convert(entry, item, f"{path}[{index}]") for index, entry in enumerate(value))
+
+
+def _split(text: str, item: Any, path: str) -> list[Any]:
+    """A list on the command line: names joined by commas, records with a text form by `;`, other records as a JSON array."""
+    if not text.strip():
+        return []
+    if item is str:
+        return [part.strip() for part in text.split(",")]
+    if _has_text_form(item):
+        return [part.strip() for part in text.split(";") if part.strip()]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SettingError(f"{path} must be a JSON array of {item.__name__} objects, not {text!r} ({error})") from None
+
+
+def _record(value: Any, cls: type, path: str) -> Any:
+    """One record of a tuple (a FaultSpec, a Fallback): itself, its text form, or a mapping of its fields."""
+    if isinstance(value, cls):
+        return value
+    try:
+        if isinstance(value, str) and _has_text_form(cls):
+            return cls.parse(value)  # type: ignore[attr-defined]
+        if isinstance(value, Mapping):
+            return cls(**_record_fields(value, cls, path))
+    except InputError as error:
+        message = _reword(error, cls, path)
+        raise SettingError(message if path in message else f"{path}: {message}") from None
+    raise SettingError(f"{path} must be a {cls.__name__} (a table of {_parts(cls)}), not {shown(value)}")
+
+
+def _record_fields(value: Mapping[str, Any], cls: type, path: str) -> dict[str, Any]:
+    hints = _hints(cls)
+    unknown = [name for name in value if name not in hints]
+    if unknown:
+        raise SettingError(f"{path} has no field {unknown[0]!r}; a {cls.__name__} has {_parts(cls)}")
+    missing = [item.name for item in dataclasses.fields(cls) if _required(item) and item.name not in value]
+    if missing:
+        raise SettingError(f"{path} needs {', '.join(missing)} (a {cls.__name__} has {_parts(cls)})")
+    return {name: _convert(entry, hints[name], f"{path}.{name}") for name, entry in value.items()}
+
+
+def _required(item: dataclasses.Field[Any]) -> bool:
+    return item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
+
+
+def format_value(value: Any) -> str:
+    """The text `apply` reads back as an equal value: floats by repr, lists joined, None as `none`."""
+    if value is None:
+        return NONE_TEXT
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, tuple | list):
+        if all(isinstance(item, str) for item in value):
+            return ",".join(value)
+        if all(_has_text_form(type(item)) for item in value):
+            return "; ".join(str(item) for item in value)
+        if all(_is_instance(item) for item in value):
+            return json.dumps([dataclasses.asdict(item) for item in value])
+    raise SettingError(f"{shown(value)} is not the value of one setting, so it has no text form")
+
+
+def _has_text_form(cls: Any) -> bool:
+    """A record type whose `str` is text its `parse` reads back (FaultSpec)."""
+    return isinstance(cls, type) and callable(getattr(cls, "parse", None))
+
+
+# ------------------------------------------------------------------ TOML
+
+
+def to_toml(config: SimConfig) -> str:
+    """The whole config as TOML, every leaf named: `from_toml` (or `--config`) reads it back to an equal config."""
+    document = _toml(config)
+    document[_PLAN_TABLE] = document["nemesis"].pop("plan")
+    return tomli_w.dumps(document)
+
+
+def from_toml(text: str, base: SimConfig | None = None) -> SimConfig:
+    """`base` (default: the defaults) with every setting a TOML text names."""
+    return apply(SimConfig() if base is None else base, _overrides(text, "the TOML text"))
+
+
+def load(path: str | PathLike[str], base: SimConfig | None = None) -> SimConfig:
+    """`base` (default: the defaults) with every setting a TOML file names; any error names the file."""
+    overrides = read_overrides(path)
+    try:
+        return apply(SimConfig() if base is None else base, overrides)
+    except SettingError as error:
+        raise SettingError(f"{path}: {error}") from None
+
+
+def read_overrides(path: str | PathLike[str]) -> dict[str, Any]:
+    """A TOML file, possibly partial, as path -> typed value; a key that names no setting is an error naming file and path."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise SettingError(f"cannot read config file {path}: {reason}") from None
+    return _overrides(text, str(path))
+
+
+def _toml(value: Any) -> Any:
+    if _is_instance(value):
+        return {item.name: _toml(getattr(value, item.name)) for item in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: _toml(entry) for key, entry in value.items()}
+    if isinstance(value, tuple):
+        return [_toml_record(item) for item in value]
+    return NONE_TEXT if value is None else value
+
+
+def _toml_record(value: Any) -> Any:
+    """One record of a tuple as a table; its None fields (parameters a fault's kind does not take) are left out."""
+    if not _is_instance(value):
+        return value
+    return {item.name: _toml(getattr(value, item.name)) for item in dataclasses.fields(value) if getattr(value, item.name) is not None}
+
+
+def _overrides(text: str, source: str) -> dict[str, Any]:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SettingError(f"{source} is not valid TOML: {error}") from None
+    try:
+        return _flatten(document)
+    except SettingError as error:
+        raise SettingError(f"{source}: {error}") from None
+
+
+def _flatten(document: dict[str, Any]) -> dict[str, Any]:
+    plan = document.pop(_PLAN_TABLE, _NOT_GIVEN)
+    flat: dict[str, Any] = {}
+    _flatten_into(flat, document, ())
+    if plan is not _NOT_GIVEN:
+        if PLAN_PATH in flat:
+            raise SettingError(f"the plan is given twice, as [[{_PLAN_TABLE}]] tables and as {PLAN_PATH}; give it once")
+        flat[PLAN_PATH] = _leaf_value(plan, _hint_at(tuple(PLAN_PATH.split("."))), PLAN_PATH)
+    return flat
+
+
+def _flatten_into(flat: dict[str, Any], table: Mapping[str, Any], segments: tuple[str, ...]) -> None:
+    for name, value in table.items():
+        here = (*segments, name)
+        path = ".".join(here)
+        hint = _hint_at(here)
+        if hint is None:
+            raise _unknown(path, SimConfig(), value)
+        if _is_group(hint) and isinstance(value, Mapping):
+            _flatten_into(flat, value, here)
+        else:
+            flat[path] = _leaf_value(value, hint, path)
+
+
+# ------------------------------------------------------------------ the shape of the config, from its annotations
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+def _optional(hint: Any) -> Any:
+    """The X of `X | None`, or None when the hint does not admit None."""
+    arguments = get_args(hint)
+    if get_origin(hint) in (Union, types.UnionType) and len(arguments) == 2 and type(None) in arguments:
+        return next(argument for argument in arguments if argument is not type(None))
+    return None
+
+
+def _dataclass(hint: Any) -> type | None:
+    """The dataclass a hint names (or the X of `X | None`), else None."""
+    hint = _optional(hint) or hint
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
+
+
+def _is_group(hint: Any) -> bool:
+    """A part of the tree that paths go into (a dataclass, an optional one, a dict of them), not a leaf."""
+    return get_origin(hint) is dict or _dataclass(hint) is not None
+
+
+def _child_hint(hint: Any, name: str) -> Any:
+    if get_origin(hint) is dict:
+        return get_args(hint)[1] if name else None
+    cls = _dataclass(hint)
+    return _hints(cls).get(name) if cls is not None else None
+
+
+def _hint_at(segments: tuple[str, ...]) -> Any:
+    """The annotated type at a path, or None when the path names no setting."""
+    hint: Any = SimConfig
+    for name in segments:
+        hint = _child_hint(hint, name) if _is_group(hint) else None
+        if hint is None:
+            return None
+    return hint
+
+
+def _parts(hint: Any) -> str:
+    cls = _dataclass(hint)
+    return ", ".join(_hints(cls)) if cls is not None else "KEY.FIELD"
+
+
+def _tree(value: Any) -> Any:
+    """A config as nested dicts down to its leaves, which stay typed: what `_assign` edits and `_build` turns back into a config."""
+    if _is_instance(value):
+        return {item.name: _tree(getattr(value, item.name)) for item in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: _tree(entry) for key, entry in value.items()}
+    return value
+
+
+def _is_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _segments(path: str) -> tuple[str, ...]:
+    if not isinstance(path, str):
+        raise SettingError(f"a setting's path is text such as core.lease_ttl_s, not {shown(path)}")
+    return tuple(path.split(".")) if path else ()
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _unknown(path: str, config: SimConfig, value: Any = _NOT_GIVEN) -> SettingError:
+    given = "" if value is _NOT_GIVEN else f" (given {shown(value)})"
+    close = difflib.get_close_matches(path, _known_paths(config), n=3)
+    advice = f"did you mean {' or '.join(close)}?" if close else f"a path starts with one of {', '.join(_hints(SimConfig))}"
+    return SettingError(f"unknown setting {path!r}{given}; {advice}")
+
+
+def _known_paths(config: SimConfig) -> list[str]:
+    """Every leaf of this config, and those of its unset optional parts (which setting one of them creates)."""
+    leaves = paths(config)
+    known = dict.fromkeys(leaves)
+    for path, value in leaves.items():
+        cls = _dataclass(_hint_at(tuple(path.split("."))))
+        if value is None and cls is not None:
+            known.update(dict.fromkeys(_join(path, name) for name in _hints(cls)))
+    return list(known)
