@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,8 @@ from typing import Any, TextIO
 from shiftchange.spec import SpecError, check_spec, load_spec
 from shiftchange.spec.diagram import FORMATS, RENDERERS, DiagramError, render
 from shiftchange.spec.review import write_review
+
+from .sweep import add_parser as add_sweep_parser
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 SIM_SCENARIO_DEFAULT, SIM_SEED_DEFAULT = "mixed", 1
@@ -173,9 +176,13 @@ def _sim_run(args: argparse.Namespace) -> int:
     if args.dump_config:
         print(to_toml(config if pattern is None else pattern.configure(config)), end="")
         return EXIT_OK
+    if args.list_faults:
+        return _sim_list_faults(args, config, pattern)
+    _writable(args.series, args.plot, args.artifacts)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     with _cleared(progress):
         outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress)
+    _write_series(args, outcome)
     if not args.json:
         print(render_text(outcome, replay_command(outcome), elapsed_s), end="", flush=True)
     shrinking = not outcome.ok and not args.no_shrink
@@ -201,6 +208,7 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
     from shiftchange.core import InputError
     from shiftchange.sim import settings
     from shiftchange.sim.antipatterns import antipattern
+    from shiftchange.sim.config import FaultSpec
     from shiftchange.sim.scenarios import scenario_config
 
     try:
@@ -210,6 +218,9 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
         if args.config is not None:
             config = settings.load(args.config, base=config)
         config = settings.apply(config, [settings.parse_assignment(text) for text in args.set])
+        if args.fault:
+            placed = tuple(FaultSpec.parse(text) for text in args.fault)
+            config = settings.apply(config, {settings.PLAN_PATH: config.nemesis.plan + placed})
         return (config if args.tasks is None else config.with_tasks(args.tasks)), scenario, pattern
     except InputError as error:
         raise BadInput(str(error)) from error
@@ -218,14 +229,63 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
 def _sim_play(args: argparse.Namespace, config: Any, scenario: str, pattern: Any, progress: _Progress | None) -> tuple[Any, float]:
     """Play the run the arguments name; returns its Outcome and the wall seconds it took."""
     from shiftchange.core import InputError
+    from shiftchange.sim.artifacts import play_with_artifacts
     from shiftchange.sim.world import play
 
     try:
         began = time.perf_counter()
-        outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress)
+        if args.artifacts is not None:
+            outcome = play_with_artifacts(config, args.seed, scenario, pattern, args.artifacts, args.faults, progress)
+        else:
+            outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress)
         return outcome, time.perf_counter() - began
     except InputError as error:
         raise BadInput(str(error)) from error
+
+
+def _writable(series: str | None, plot: str | None, artifacts: str | None) -> None:
+    """Every output the run was asked for can be written: checked before the run, so a typo costs nothing.
+
+    A file goes into a folder that exists; the artifacts folder is created, under a folder that exists and can be written.
+    """
+    for name in (series, plot):
+        if name is not None and (Path(name).is_dir() or not Path(name).parent.is_dir() or not os.access(Path(name).parent, os.W_OK)):
+            raise BadInput(f"cannot write {name}: it must be a file in a writable folder that exists")
+    if artifacts is not None:
+        path = Path(artifacts)
+        existing = next(parent for parent in (path, *path.parents) if parent.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise BadInput(f"cannot write run artifacts into {path}: {existing} is not a writable folder")
+
+
+def _write_series(args: argparse.Namespace, outcome: Any) -> None:
+    from shiftchange.sim.plot import plot_series, write_series
+
+    try:
+        if args.series is not None:
+            write_series(outcome.series, args.series)
+        if args.plot is not None:
+            played = outcome.schedule if outcome.faults_kept is None else [outcome.schedule[i] for i in sorted(set(outcome.faults_kept))]
+            plot_series(outcome.series, args.plot, f"{outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks", played)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot write the series: {error}") from error
+
+
+def _sim_list_faults(args: argparse.Namespace, config: Any, pattern: Any) -> int:
+    """Print the run's fault schedule (drawn from the seed and placed by the config) with the indices `--faults` keeps."""
+    from shiftchange.core import InputError
+    from shiftchange.sim.world import World
+
+    try:
+        schedule = World(config, args.seed, pattern).schedule
+    except InputError as error:
+        raise BadInput(str(error)) from error
+    print(f"{len(schedule)} faults for seed {args.seed} ({'drawn' if not config.nemesis.plan else 'drawn and placed'}):")
+    for index, fault in enumerate(schedule):
+        parameters = " ".join(f"{name}={','.join(v) if isinstance(v, tuple) else v}" for name, v in fault.parameters)
+        origin = "placed" if fault.placed else "drawn"
+        print(f"  {index:>4}  t={fault.at:>9.2f} to {fault.until:>9.2f}  {origin:<6}  {fault.kind} {fault.target} {parameters}".rstrip())
+    return EXIT_OK
 
 
 def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | None) -> dict[str, Any] | None:
@@ -345,7 +405,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="one setting by its dotted path, after --config (e.g. core.lease_ttl_s=90); repeatable, applied in order",
     )
+    run.add_argument(
+        "--fault",
+        metavar="TEXT",
+        action="append",
+        default=[],
+        help='a fault at a chosen time, "KIND TARGET at=SECONDS for=SECONDS [key=value ...]" (e.g. "outage model_provider at=600 '
+        'for=120 mode=hang"); repeatable, played beside the seed\'s schedule',
+    )
+    run.add_argument("--list-faults", action="store_true", help="print the fault schedule with its indices, and exit without running")
     run.add_argument("--dump-config", action="store_true", help="print the run's whole config as TOML, and exit without running")
+    run.add_argument("--series", metavar="FILE.csv", help="write the time series, one row per window of series.window_s")
+    run.add_argument("--plot", metavar="FILE.png", help="draw the series' main panels (throughput, providers, queue, leases)")
+    run.add_argument("--artifacts", metavar="DIR", help="write report.json, config.toml, series.csv, series.png and history.jsonl here")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     run.add_argument("--no-shrink", action="store_true", help="on a failure, do not search for the shortest counterexample")
     run.set_defaults(handler=_sim_run)
@@ -355,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios.set_defaults(handler=_sim_scenarios)
     antipatterns = sim_commands.add_parser("antipatterns", help="list the anti-patterns, where they show and what must catch them")
     antipatterns.set_defaults(handler=_sim_antipatterns)
+    add_sweep_parser(sim_commands)
     return parser
 
 

@@ -41,7 +41,7 @@ def plot_series(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "
     minutes = [row["t_s"] / 60.0 for row in rows]
     figure, axes = plt.subplots(4, 1, figsize=(10, 11), sharex=True, layout="constrained")
     throughput, providers, queue, leases = axes
-    _lines(throughput, minutes, rows, {"arrivals": "arrivals", "retired.done": "done", "admissions": "admitted", "sheds": "shed"})
+    _lines(throughput, minutes, rows, {"arrivals": "arrivals", "tasks_done": "done", "admissions": "admitted", "sheds": "shed"})
     throughput.set_ylabel("per window")
     throughput.set_title("throughput")
     for dependency in PROVIDERS:

@@ -1,6 +1,7 @@
 """The recorder: a run's time series, one row per window of simulated time (`SeriesConfig.window_s`).
 
-Counters (arrivals, admissions, sheds, retirements by final state, provider
+Counters (arrivals, admissions, sheds, tasks done, retirements by final
+state (a task retires a grace period after it comes to rest), provider
 calls offered, landed, timed out and refused, renewals sent, lost and
 accepted, expiries true and false, spend and tokens) are added up over each
 window from the same feed the metrics read; gauges (queue depth and age,
@@ -47,7 +48,7 @@ class Recorder:
 
     def _open(self) -> None:
         counts: dict[str, float] = dict.fromkeys(
-            ("arrivals", "admissions", "sheds", "renewals_sent", "renewals_lost", "renewals_accepted", "renewals_refused"), 0
+            ("arrivals", "admissions", "sheds", "tasks_done", "renewals_sent", "renewals_lost", "renewals_accepted", "renewals_refused"), 0
         )
         counts.update(dict.fromkeys(("expiries", "false_expiries", "spend_usd", "tokens"), 0))
         counts.update({f"retired.{state}": 0 for state in RETIRED_STATES})
@@ -62,6 +63,8 @@ class Recorder:
         if not event.accepted:
             return
         counts, kind = self._counts, event.kind
+        if event.attempt_id is None and event.to_state == "done" and event.from_state != "done":
+            counts["tasks_done"] += 1
         if kind == "create":
             counts["arrivals"] += 1
         elif kind == "shed":

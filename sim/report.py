@@ -159,7 +159,9 @@ def _metric_rows(outcome: Outcome) -> list[str]:
         ("tasks done", f"{metrics['tasks_done']:,} of {outcome.tasks:,}"),
         ("final states", states),
         ("attempts per task", f"mean {metrics['attempts_per_task']:.2f}, max {metrics['attempts_per_task_max']}"),
-        ("lease expiries", f"{metrics['expiries']:,}, of which {metrics['false_expiries']:,} false (the holder was still alive)"),
+        ("leases", f"{metrics['leases']:,} granted, {metrics['lease_windows']:,} lease windows"),
+        ("renewals", _renewals(metrics)),
+        ("lease expiries", _expiries(metrics)),
         ("crash detect", _detect(metrics)),
         ("crash recover", _recover(metrics)),
         ("stale writes refused", f"{metrics['stale_writes_refused']:,}"),
@@ -174,13 +176,34 @@ def _metric_rows(outcome: Outcome) -> list[str]:
     return [f"  {label:<{width}}  {value}" for label, value in rows]
 
 
+def _renewals(metrics: dict[str, Any]) -> str:
+    return (
+        f"{metrics['renewals_sent']:,} sent: {metrics['renewals_accepted']:,} accepted, {metrics['renewals_refused']:,} refused,"
+        f" {metrics['renewals_lost']:,} unanswered"
+    )
+
+
+def _expiries(metrics: dict[str, Any]) -> str:
+    return (
+        f"{metrics['expiries']:,}, of which {metrics['false_expiries']:,} false (the holder was alive, unpaused and renewing"
+        f" when it ran out; {metrics['false_expiries_per_1000_leases']:g} per 1,000 leases)"
+    )
+
+
+def _crashes(metrics: dict[str, Any]) -> str:
+    held = metrics["crashes_holding"]
+    return f"{metrics['crashes']:,} crash{'' if metrics['crashes'] == 1 else 'es'}, {held:,} of a worker holding an Attempt"
+
+
 def _detect(metrics: dict[str, Any]) -> str:
-    if metrics["crash_detect_s_mean"] is None:
-        return "none measured (no crash hit a held Attempt)"
-    return f"mean {metrics['crash_detect_s_mean']:,.1f} s"
+    count = metrics["crash_detect_count"]
+    if count == 0:
+        return f"none measured ({_crashes(metrics)}; none of their leases was seen to expire)"
+    return f"mean {metrics['crash_detect_s_mean']:,.1f} s over {count:,} ({_crashes(metrics)})"
 
 
 def _recover(metrics: dict[str, Any]) -> str:
-    if metrics["crash_recover_s_mean"] is None:
+    count = metrics["crash_recover_count"]
+    if count == 0:
         return "none measured (no task whose Attempt a crash hit was claimed again)"
-    return f"mean {metrics['crash_recover_s_mean']:,.1f} s, max {metrics['crash_recover_s_max']:,.1f} s"
+    return f"mean {metrics['crash_recover_s_mean']:,.1f} s, max {metrics['crash_recover_s_max']:,.1f} s over {count:,}"

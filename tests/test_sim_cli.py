@@ -306,3 +306,42 @@ def test_a_failing_run_given_settings_shrinks_its_own_config(capsys, monkeypatch
     status, _out, _err = sim(capsys, "run", *FAILING, "--set", "core.lease_ttl_s=90")
     assert status == 1
     assert asked == [apply(scenario_config("baseline", 1, 40), {"core.lease_ttl_s": 90.0})]
+
+
+def test_a_placed_fault_from_the_command_line_is_listed_with_its_index_and_replays(capsys):
+    """--fault adds to the seed's schedule; --list-faults shows it among the drawn ones; the replay command carries it."""
+    placed = "outage model_provider at=100 for=60 mode=hang"
+    status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--list-faults")
+    assert status == 0 and out.splitlines()[0].startswith("1 faults")
+    assert "   0  t=   100.00 to    160.00  placed  outage model_provider mode=hang" in out
+    status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--json")
+    report = json.loads(out)
+    assert status == 0 and report["faults"] == 1 and "--fault" in report["replay"] and placed in shlex.split(report["replay"])
+    status, again, _ = sim(capsys, *shlex.split(report["replay"])[2:], "--json")
+    assert json.loads(again)["digest"] == report["digest"]
+
+
+def test_series_plot_and_artifacts_are_written_where_asked(capsys, tmp_path):
+    status, _out, _ = sim(
+        capsys, "run", "--scenario", "baseline", "--tasks", "20", "--series", str(tmp_path / "s.csv"), "--plot", str(tmp_path / "s.png"),
+        "--artifacts", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert status == 0
+    header = (tmp_path / "s.csv").read_text().splitlines()[0].split(",")
+    assert header[:2] == ["t_s", "window_s"] and "renewals_lost" in header and "model_provider.latency_s_p99" in header
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["schema_version"] == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--plot", "/no/such/folder/s.png"),
+        ("--series", "/no/such/folder/s.csv"),
+        ("--fault", "outage nowhere at=1 for=2"),
+        ("--fault", "crash worker-999 at=1 for=2", "--list-faults"),
+    ],
+)
+def test_an_output_that_cannot_be_written_or_a_bad_fault_exits_two_before_running(capsys, argv):
+    status, out, err = sim(capsys, "run", "--tasks", "5", *argv)
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("shiftchange: ")

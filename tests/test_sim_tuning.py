@@ -255,7 +255,7 @@ def test_the_series_covers_the_run_in_contiguous_windows_and_adds_up_to_the_metr
     rows, metrics = outcome.series, outcome.metrics
     assert rows and all(later["t_s"] == pytest.approx(earlier["t_s"] + earlier["window_s"]) for earlier, later in itertools.pairwise(rows))
     assert set().union(*(row.keys() for row in rows)) == set(rows[0])
-    assert sum(row["arrivals"] for row in rows) == 150
+    assert sum(row["arrivals"] for row in rows) == 150 and sum(row["tasks_done"] for row in rows) == metrics["tasks_done"]
     assert sum(row[column] for row in rows for column in row if column.startswith("retired.")) == 150
     assert sum(row["renewals_sent"] for row in rows) == metrics["renewals_sent"]
     assert sum(row["false_expiries"] for row in rows) == metrics["false_expiries"]
