@@ -411,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help='a fault at a chosen time, "KIND TARGET at=SECONDS for=SECONDS [key=value ...]" (e.g. "outage model_provider at=600 '
-        'for=120 mode=hang"); repeatable, played beside the seed\'s schedule',
+        "for=120 mode=hang\"); repeatable, played beside the seed's schedule",
     )
     run.add_argument("--list-faults", action="store_true", help="print the fault schedule with its indices, and exit without running")
     run.add_argument("--dump-config", action="store_true", help="print the run's whole config as TOML, and exit without running")

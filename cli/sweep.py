@@ -1,0 +1,202 @@
+"""`shiftchange sim sweep`: a grid of settings times seeds from the command line, its table, and its exit status.
+
+The command is a thin front on `shiftchange.sim.sweep`: it parses the
+grid, the seeds and the fixed settings, runs the sweep, prints a compact
+table (or writes `--out`) and the replay command of every run that failed.
+Exit status follows `shiftchange`'s contract: 0 when every run held every
+invariant, 1 when any run violated one or could not judge one, 2 on bad input
+as one line on stderr. Nothing from `shiftchange.sim` is imported until the
+command runs: the core compiles the packaged spec on import, and the parser
+is built for every command, `spec check` of a broken spec among them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["add_parser", "run_sweep"]
+
+SEEDS_MAX = 100_000
+"""`--seeds` names at most this many seeds (a range such as 0-99999 included)."""
+TABLE_METRICS = ("tasks_done", "false_expiries", "expiries", "queue_age_s_p99", "throughput_tasks_per_h")
+"""The metrics the printed table shows, those of them a run has."""
+
+
+def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
+    """Add `sweep` to the `shiftchange sim` subcommands; its handler returns the exit status."""
+    sweep = sim_commands.add_parser("sweep", help="play a grid of settings times seeds, one row per run")
+    sweep.add_argument(
+        "--grid",
+        metavar="PATH=V1,V2,...",
+        action="append",
+        type=_axis,
+        default=[],
+        help="values to sweep, split at commas (repeatable: the product)",
+    )
+    sweep.add_argument("--seeds", metavar="A-B|I,J,...", type=_seeds, default=[0], help="seeds, a range or a list (default 0)")
+    sweep.add_argument("--scenario", metavar="NAME", help="see `sim scenarios` (default: mixed, or the anti-pattern's own scenario)")
+    sweep.add_argument("--tasks", metavar="N", type=_whole, help="tasks per run (default: the scenario's)")
+    sweep.add_argument(
+        "--set",
+        metavar="PATH=VALUE",
+        dest="assignments",
+        action="append",
+        type=_assignment,
+        default=[],
+        help="a fixed setting (repeatable)",
+    )
+    sweep.add_argument("--config", metavar="FILE", help="settings from a TOML file, applied before --set")
+    sweep.add_argument("--antipattern", metavar="NAME", help="break the core in one named way (see `sim antipatterns`)")
+    sweep.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
+    sweep.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask")
+    sweep.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: a running scheduler (default: a local cluster)")
+    sweep.add_argument("--out", metavar="FILE", help="write the rows to a .csv or .parquet file, resuming from the rows it holds")
+    sweep.add_argument("--artifacts", metavar="DIR", help="write each run's artifacts under this directory")
+    sweep.set_defaults(handler=run_sweep)
+    return sweep
+
+
+# ------------------------------------------------------------------ argument types
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    from shiftchange.core import InputError
+    from shiftchange.sim.settings import parse_assignment
+
+    try:
+        return parse_assignment(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _axis(text: str) -> tuple[str, list[str]]:
+    """`PATH=V1,V2,...`: one swept path and its values, in order."""
+    path, joined = _assignment(text)
+    values = [value.strip() for value in joined.split(",")]
+    if not all(values):
+        raise argparse.ArgumentTypeError(f"--grid {text!r} has an empty value; give PATH=V1,V2,...")
+    return path, values
+
+
+def _seeds(text: str) -> list[int]:
+    """`0-19` (both ends included), `1,5,9`, or both mixed: `0-3,7`."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not (low.isdigit() and low.isascii() and (not dash or (high.isdigit() and high.isascii()))):
+            raise argparse.ArgumentTypeError(f"seeds are a range A-B or a list I,J,... of non-negative whole numbers, not {text!r}")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise argparse.ArgumentTypeError(f"the seed range {part.strip()} runs backwards")
+        if len(seeds) + last - first + 1 > SEEDS_MAX:
+            raise argparse.ArgumentTypeError(f"--seeds names more than {SEEDS_MAX:,} seeds")
+        seeds.extend(range(first, last + 1))
+    return seeds
+
+
+# ------------------------------------------------------------------ the command
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """Run the sweep the arguments name, print its table or where it was written, and each failing run's replay."""
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput
+    from shiftchange.core import InputError
+    from shiftchange.sim.sweep import sweep_rows
+
+    try:
+        grid = _grid(args.grid)
+        rows = sweep_rows(
+            grid,
+            args.seeds,
+            _scenario(args),
+            args.tasks,
+            [*_file_overrides(args.config), *args.assignments],
+            args.antipattern,
+            args.jobs,
+            args.executor,
+            args.scheduler,
+            args.out,
+            args.artifacts,
+            progress=sys.stderr.isatty(),
+        )
+    except InputError as error:
+        raise BadInput(str(error)) from error
+    if args.out is None:
+        print(_table(rows, list(grid)), end="")
+    else:
+        print(f"{args.out}: {len(rows):,} rows")
+    failed = [row for row in rows if not row["ok"]]
+    print(_verdict(len(rows), len(failed)))
+    for row in failed:
+        print(f"replay: {row['replay']}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _grid(axes: list[tuple[str, list[str]]]) -> dict[str, list[str]]:
+    from shiftchange.core import InputError
+
+    grid: dict[str, list[str]] = {}
+    for path, values in axes:
+        if path in grid:
+            raise InputError(f"--grid names {path} twice; give all its values in one --grid {path}=V1,V2,...")
+        grid[path] = values
+    return grid
+
+
+def _scenario(args: argparse.Namespace) -> str:
+    """As `sim run` chooses: the named scenario, else the anti-pattern's own, else mixed."""
+    from shiftchange.cli.main import SIM_SCENARIO_DEFAULT
+    from shiftchange.sim.antipatterns import antipattern
+
+    if args.scenario is not None:
+        return args.scenario
+    return antipattern(args.antipattern).scenario if args.antipattern is not None else SIM_SCENARIO_DEFAULT
+
+
+def _file_overrides(path: str | None) -> list[tuple[str, Any]]:
+    from shiftchange.core import InputError
+    from shiftchange.sim.settings import read_overrides
+
+    if path is None:
+        return []
+    try:
+        return list(read_overrides(path).items())
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _verdict(runs: int, failed: int) -> str:
+    if not failed:
+        return f"all {runs:,} runs held every invariant"
+    return f"{failed:,} of {runs:,} runs violated an invariant or could not judge one; replay each:"
+
+
+def _table(rows: Sequence[dict[str, Any]], swept: list[str]) -> str:
+    """The swept values, the seed, ok, and the key metrics of each run, aligned in columns."""
+    from shiftchange.sim.settings import format_value
+
+    shown = [*swept, "seed", "ok", *(name for name in TABLE_METRICS if name in rows[0])]
+    body = [[_shown(row[column], column in swept, format_value) for column in shown] for row in rows]
+    widths = [max(len(cell) for cell in column) for column in zip(shown, *body, strict=True)]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True)) for cells in [shown, *body]]
+    return "\n".join(lines) + "\n"
+
+
+def _shown(value: Any, swept: bool, format_value: Any) -> str:
+    if value is None:
+        return "-"
+    if swept:
+        return format_value(value)
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    return f"{value:,.1f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)

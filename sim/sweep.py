@@ -1,0 +1,544 @@
+"""Sweeps: many seeded runs over a grid of settings, one row per run in a tidy table.
+
+A sweep is the product of a grid (each swept path's values, in the order the
+paths were given) with the seeds; each point is a scenario's config with the
+fixed overrides and then the point's values applied (`settings.apply`), played
+and judged exactly as `sim run` plays one run. Every config is built before
+anything runs, so a bad value is one error naming its path and value and no
+run, and no file, is started for nothing.
+
+Rows are a function of their run alone: identity (scenario, tasks,
+anti-pattern, seed), the swept values, the metrics flattened with dots, each
+invariant's verdict, the history digest and the replay command. Nothing in a
+row depends on the wall clock, the executor or the job count, and rows are
+kept in run order, not completion order, so the same sweep on one process, a
+pool or a Dask cluster gives the same table, and a table can be compared by
+its digests alone.
+
+A row is keyed by (scenario, tasks, anti-pattern, seed, swept values), the
+values compared as formatted text (`settings.format_value`): that is exactly
+what makes one run differ from another in a sweep, it survives a CSV, which
+keeps only text, and it does not depend on how the value was spelled on the
+command line (`1` and `1.0` are the same drain). The key is what resuming
+matches: a run whose row is already in `out` is not played again, and the
+final file holds the old rows and the new in run order.
+
+The output file is rewritten whole, to a temporary file beside it then
+`os.replace`d over it, at most once a second as runs complete and once at
+the end: a reader (or an interrupted sweep) only ever sees a complete table,
+never half a row, and an interrupted sweep keeps every row it finished.
+Appending would be cheaper but could tear the last line and cannot keep run
+order; a sweep's table is small beside the runs that fill it.
+
+Local processes are spawned, not forked: a fork of a process that holds
+threads (a progress bar's, a Dask client's) can deadlock, and spawned workers
+behave the same on every platform.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import itertools
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from shiftchange.core import InputError
+
+from .antipatterns import antipattern as antipattern_named
+from .config import SimConfig
+from .report import replay_command
+from .scenarios import scenario_config
+from .settings import apply, format_value
+from .settings import get as setting_at
+from .world import Outcome, play
+
+__all__ = ["EXECUTORS", "IDENTITY", "RUNS_MAX", "Run", "columns", "plan", "play_run", "sweep", "sweep_rows"]
+
+IDENTITY = ("scenario", "tasks", "antipattern", "seed")
+"""The columns that say which run a row is, before the swept paths."""
+EXECUTORS = ("processes", "dask")
+RUNS_MAX = 100_000
+"""A sweep plays at most this many runs (grid points times seeds); every config is built before the first run."""
+_TAIL = ("ok", "digest", "replay")
+_VERDICT_PREFIXES = ("invariant.", "violations.")
+_ZERO_WHEN_MISSING = "final_states."
+"""A final state no task of a run reached is a count of zero, not a missing value."""
+_TEXT_COLUMNS = frozenset({"scenario", "antipattern", "digest", "replay"})
+_WHOLE_NUMBER = re.compile(r"-?\d+")
+WRITE_INTERVAL_S = 1.0
+"""The output file is rewritten at most this often (wall seconds) while runs complete, and once at the end."""
+_DASK_MISSING = "the dask executor needs Dask: pip install 'shiftchange[dask]'"
+_PARQUET_MISSING = "writing .parquet needs pandas and pyarrow: pip install 'shiftchange[tables]'"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a sweep: its place in run order, what identifies it, and the config it plays."""
+
+    index: int
+    scenario: str
+    seed: int
+    antipattern: str | None
+    swept: tuple[tuple[str, Any], ...]
+    """Each swept path with its typed value, read back from the built config (so `1` and `1.0` agree), in grid order."""
+    config: SimConfig
+    artifacts: str | None = None
+    """The directory this run's artifacts go to, or None for no artifacts."""
+
+    def key(self) -> tuple[str, ...]:
+        identity = (self.scenario, _cell(self.config.workload.tasks), _cell(self.antipattern), _cell(self.seed))
+        return identity + tuple(format_value(value) for _, value in self.swept)
+
+
+# ------------------------------------------------------------------ planning
+
+
+def plan(
+    grid: Mapping[str, Iterable[Any]],
+    seeds: Iterable[int],
+    scenario: str,
+    tasks: int | None,
+    overrides: Mapping[str, Any] | Iterable[tuple[str, Any]],
+    antipattern: str | None,
+    artifacts: str | os.PathLike[str] | None = None,
+) -> list[Run]:
+    """Every run of the sweep, in run order, each config built and validated; nothing runs."""
+    seeds = _seeds(seeds)
+    grid = {path: _values(path, values) for path, values in grid.items()}
+    _check_size(grid, seeds)
+    fixed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
+    if antipattern is not None:
+        antipattern_named(antipattern)
+    apply(scenario_config(scenario, seeds[0], tasks), fixed)
+    _check_values(grid, scenario, seeds[0], tasks, fixed)
+    runs = []
+    for point in itertools.product(*grid.values()):
+        assignments = list(zip(grid, point, strict=True))
+        for seed in seeds:
+            config = _config(scenario, seed, tasks, fixed, assignments)
+            swept = tuple((path, setting_at(config, path)) for path in grid)
+            runs.append(Run(len(runs), scenario, seed, antipattern, swept, config))
+    if artifacts is not None:
+        _play_with_artifacts()
+        runs = [_with_artifacts(run, Path(artifacts)) for run in runs]
+    _check_distinct(runs)
+    return runs
+
+
+def _seeds(seeds: Iterable[int]) -> list[int]:
+    listed = list(seeds)
+    if not listed:
+        raise InputError("a sweep needs at least one seed")
+    for seed in listed:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise InputError(f"a seed must be a whole number, not negative, not {seed!r}")
+    if len(set(listed)) != len(listed):
+        repeated = next(seed for seed in listed if listed.count(seed) > 1)
+        raise InputError(f"seed {repeated} is given twice")
+    return listed
+
+
+def _values(path: str, values: Iterable[Any]) -> list[Any]:
+    listed = None if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable) else list(values)
+    if not listed:
+        raise InputError(f"the grid's {path} needs a list of one or more values, not {values!r}")
+    return listed
+
+
+def _check_values(grid: dict[str, list[Any]], scenario: str, seed: int, tasks: int | None, fixed: list) -> None:
+    """Each grid value on its own (after the fixed overrides, already checked), so an error names the one bad value."""
+    for path, values in grid.items():
+        for value in values:
+            _config(scenario, seed, tasks, fixed, [(path, value)], blame=f"grid value {path}={value}")
+
+
+def _check_size(grid: dict[str, list[Any]], seeds: list[int]) -> None:
+    size = len(seeds)
+    for values in grid.values():
+        size *= len(values)
+    if size > RUNS_MAX:
+        raise InputError(f"the sweep has {size:,} runs (grid points times seeds), more than the {RUNS_MAX:,} one sweep may play")
+
+
+def _config(scenario: str, seed: int, tasks: int | None, fixed: list, assignments: list, blame: str | None = None) -> SimConfig:
+    base = scenario_config(scenario, seed, tasks)
+    try:
+        return apply(base, [*fixed, *assignments])
+    except InputError as error:
+        where = blame or "grid point " + ", ".join(f"{path}={value}" for path, value in assignments)
+        raise InputError(f"{where}: {error}") from None
+
+
+def _check_distinct(runs: list[Run]) -> None:
+    """Two runs with one key would be one row: a grid value given twice (`1` and `1.0`) is bad input."""
+    seen: dict[tuple[str, ...], Run] = {}
+    for run in runs:
+        earlier = seen.setdefault(run.key(), run)
+        if earlier is not run:
+            values = ", ".join(f"{path}={format_value(value)}" for path, value in run.swept)
+            raise InputError(f"the grid names the same run twice ({values}, seed {run.seed}): give each value once")
+
+
+def _play_with_artifacts() -> Callable[..., Outcome]:
+    try:
+        module = importlib.import_module("shiftchange.sim.artifacts")
+    except ModuleNotFoundError:
+        module = None
+    if not hasattr(module, "play_with_artifacts"):
+        raise InputError("artifacts are not available in this version of shiftchange (no shiftchange.sim.artifacts.play_with_artifacts)")
+    return module.play_with_artifacts
+
+
+def _with_artifacts(run: Run, directory: Path) -> Run:
+    """Each run's artifacts in their own directory, named for the run's key so a person can find it."""
+    words = [run.scenario, *([run.antipattern] if run.antipattern else []), f"seed{run.seed}"]
+    words += [f"{path}={format_value(value)}" for path, value in run.swept]
+    name = re.sub(r"[^A-Za-z0-9._=-]", "_", "-".join(words))
+    return Run(run.index, run.scenario, run.seed, run.antipattern, run.swept, run.config, str(directory / name))
+
+
+# ------------------------------------------------------------------ one run
+
+
+def play_run(run: Run) -> dict[str, Any]:
+    """Play one run of a sweep and return its row (module level, so pools and Dask workers can call it by name)."""
+    pattern = antipattern_named(run.antipattern) if run.antipattern is not None else None
+    if run.artifacts is None:
+        outcome = play(run.config, run.seed, run.scenario, pattern)
+    else:
+        outcome = _play_with_artifacts()(run.config, run.seed, run.scenario, pattern, Path(run.artifacts))
+    return _row(run, outcome)
+
+
+def _row(run: Run, outcome: Outcome) -> dict[str, Any]:
+    row: dict[str, Any] = {"scenario": run.scenario, "tasks": outcome.tasks, "antipattern": outcome.antipattern, "seed": run.seed}
+    row.update(run.swept)
+    row.update(_flatten(outcome.metrics))
+    for name, verdict in outcome.verdicts.items():
+        row[f"invariant.{name}"] = verdict.status
+        row[f"violations.{name}"] = verdict.violations
+    row.update(ok=outcome.ok, digest=outcome.digest, replay=replay_command(outcome))
+    return row
+
+
+def _flatten(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in metrics.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+# ------------------------------------------------------------------ executors
+
+
+def _execute(runs: list[Run], jobs: int, executor: str, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each run's (index, row), in completion order."""
+    if executor == "dask":
+        yield from _on_dask(runs, jobs, scheduler)
+    elif jobs == 1 or len(runs) <= 1:
+        for run in runs:
+            yield run.index, play_run(run)
+    else:
+        yield from _on_processes(runs, jobs)
+
+
+def _on_processes(runs: list[Run], jobs: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(play_run, run): run.index for run in runs}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _on_dask(runs: list[Run], jobs: int, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    distributed = _distributed()
+    cluster = None if scheduler else distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
+    try:
+        client = distributed.Client(scheduler or cluster)
+    except OSError as error:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
+    try:
+        futures = client.map(play_run, runs, pure=False)
+        indices = {future.key: run.index for future, run in zip(futures, runs, strict=True)}
+        for future, row in distributed.as_completed(futures, with_results=True):
+            yield indices[future.key], row
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _distributed() -> Any:
+    try:
+        return importlib.import_module("distributed")
+    except ImportError:
+        raise InputError(_DASK_MISSING) from None
+
+
+# ------------------------------------------------------------------ the table
+
+
+def columns(rows: Iterable[Mapping[str, Any]], swept: Sequence[str]) -> list[str]:
+    """The union of the rows' columns in a stable order: identity, swept paths, metrics, verdicts, digest, replay.
+
+    Metrics keep the order they first appear in (the run order and the metrics' own order), with the
+    members of one nested metric (`final_states.*`) sorted, so a state first reached late in a sweep
+    still sits beside its siblings.
+    """
+    fixed = {*IDENTITY, *swept, *_TAIL}
+    seen = [column for column in dict.fromkeys(column for row in rows for column in row) if column not in fixed]
+    verdicts = [column for column in seen if column.startswith(_VERDICT_PREFIXES)]
+    groups: dict[str, list[str]] = {}
+    for column in seen:
+        if not column.startswith(_VERDICT_PREFIXES):
+            groups.setdefault(column.split(".", 1)[0], []).append(column)
+    metrics = [column for group in groups.values() for column in sorted(group)]
+    return [*IDENTITY, *swept, *metrics, *verdicts, *_TAIL]
+
+
+def _complete(rows: list[Mapping[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    return [{column: row.get(column, 0 if column.startswith(_ZERO_WHEN_MISSING) else None) for column in order} for row in rows]
+
+
+def _cell(value: Any) -> str:
+    """A value as CSV text that `_parsed` reads back to the same value (floats print their shortest exact form)."""
+    return "" if value is None else str(value)
+
+
+def _parsed(column: str, text: str) -> Any:
+    if text == "":
+        return None
+    if column in _TEXT_COLUMNS or column.startswith("invariant."):
+        return text
+    if text in ("True", "False"):
+        return text == "True"
+    if _WHOLE_NUMBER.fullmatch(text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _texts(row: Mapping[str, Any], swept: Sequence[str]) -> dict[str, str]:
+    """A row as the text a CSV holds: swept values as `--set` spells them, the rest as `_cell` does."""
+    return {column: format_value(value) if column in swept else _cell(value) for column, value in row.items()}
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], order: list[str], swept: Sequence[str]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=order)
+        writer.writeheader()
+        writer.writerows(_texts(row, swept) for row in rows)
+
+
+def _read_csv(path: Path, swept: Sequence[str]) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _write_parquet(path: Path, rows: list[dict[str, Any]], order: list[str], swept: Sequence[str]) -> None:
+    pandas = _parquet_modules()[0]
+    pandas.DataFrame(rows, columns=order).to_parquet(path, index=False)
+
+
+def _read_parquet(path: Path, swept: Sequence[str]) -> list[dict[str, str]]:
+    parquet = _parquet_modules()[1]
+    return [_texts(row, swept) for row in parquet.read_table(path).to_pylist()]
+
+
+def _parquet_modules() -> tuple[Any, Any]:
+    try:
+        return importlib.import_module("pandas"), importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise InputError(_PARQUET_MISSING) from None
+
+
+_FORMATS = {".csv": (_read_csv, _write_csv), ".parquet": (_read_parquet, _write_parquet)}
+
+
+class _Output:
+    """The sweep's file: what it already holds (for resuming), and its atomic, throttled rewrites."""
+
+    def __init__(self, path: Path, swept: Sequence[str]) -> None:
+        if path.suffix not in _FORMATS:
+            raise InputError(f"--out must end in .csv or .parquet, not {path.name!r}")
+        if path.suffix == ".parquet":
+            _parquet_modules()
+        self.path = path
+        self.swept = list(swept)
+        self.read, self._write = _FORMATS[path.suffix]
+        self.written_at = -WRITE_INTERVAL_S
+        self.rows_written = 0
+        """How many rows the file holds: it is rewritten only when a run has added one."""
+        self._probe()
+
+    def _probe(self) -> None:
+        """Fail before any run if the file could never be written."""
+        try:
+            with tempfile.TemporaryFile(dir=self.path.parent):
+                pass
+        except OSError as error:
+            raise InputError(f"cannot write {self.path}: {error.strerror or error}") from None
+
+    def resume(self, runs: list[Run]) -> dict[int, dict[str, Any]]:
+        """The rows the file already holds, by run index; a row that is no run of this sweep is bad input."""
+        if not self.path.exists():
+            return {}
+        try:
+            texts = self.read(self.path, self.swept)
+        except (OSError, ValueError, csv.Error) as error:
+            raise InputError(f"cannot resume from {self.path}: {error}") from None
+        by_key = {run.key(): run for run in runs}
+        done = {}
+        for text in texts:
+            run = by_key.get(self._key(text))
+            if run is None:
+                raise InputError(f"{self.path} holds a row that is no run of this sweep ({self._describe(text)}): choose another --out")
+            done[run.index] = self._typed(text, run)
+        self.rows_written = len(done)
+        return done
+
+    def _key(self, text: Mapping[str, str]) -> tuple[str, ...]:
+        missing = [column for column in (*IDENTITY, *self.swept) if column not in text]
+        if missing:
+            raise InputError(f"{self.path} is not a table of this sweep: it has no column {missing[0]!r}; choose another --out")
+        return tuple(text[column] for column in (*IDENTITY, *self.swept))
+
+    def _describe(self, text: Mapping[str, str]) -> str:
+        return ", ".join(f"{column} {text[column] or '-'}" for column in (*IDENTITY, *self.swept))
+
+    def _typed(self, text: Mapping[str, str], run: Run) -> dict[str, Any]:
+        """An old row as the values a fresh run would give: the swept values are the run's own, the rest parsed from text."""
+        row = {column: _parsed(column, value) for column, value in text.items()}
+        row.update(run.swept)
+        return row
+
+    def flush(self, done: Mapping[int, dict[str, Any]], force: bool = False) -> None:
+        """Rewrite the file with every row so far, in run order, if a row is new and a second has passed (or `force`)."""
+        if len(done) == self.rows_written or (not force and time.monotonic() - self.written_at < WRITE_INTERVAL_S):
+            return
+        rows = [done[index] for index in sorted(done)]
+        order = columns(rows, self.swept)
+        self._replace(lambda temporary: self._write(temporary, _complete(rows, order), order, self.swept))
+        self.written_at, self.rows_written = time.monotonic(), len(done)
+
+    def _replace(self, write: Callable[[Path], None]) -> None:
+        """Write beside the file, then rename over it: readers see the old table or the new, never a torn one."""
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
+        try:
+            write(temporary)
+            os.replace(temporary, self.path)
+        except OSError as error:
+            raise InputError(f"cannot write {self.path}: {error.strerror or error}") from None
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ the sweep
+
+
+def sweep_rows(
+    grid: Mapping[str, Iterable[Any]] | None = None,
+    seeds: Iterable[int] = range(1),
+    scenario: str = "mixed",
+    tasks: int | None = None,
+    overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+    antipattern: str | None = None,
+    jobs: int | None = None,
+    executor: str = "processes",
+    scheduler: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    artifacts: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Run the sweep (see `sweep`) and return its rows as dicts, in run order, every row with every column."""
+    grid = dict(grid or {})
+    jobs = _jobs(jobs)
+    _check_executor(executor, scheduler)
+    runs = plan(grid, seeds, scenario, tasks, overrides, antipattern, artifacts)
+    output = _Output(Path(out), list(grid)) if out is not None else None
+    done = output.resume(runs) if output is not None else {}
+    pending = [run for run in runs if run.index not in done]
+    bar = _bar(len(runs), len(done), progress)
+    try:
+        for index, row in _execute(pending, jobs, executor, scheduler):
+            done[index] = row
+            bar.update()
+            if output is not None:
+                output.flush(done)
+    finally:
+        bar.close()
+        if output is not None:
+            output.flush(done, force=True)
+    rows = [done[index] for index in sorted(done)]
+    return _complete(rows, columns(rows, list(grid)))
+
+
+def sweep(
+    grid: Mapping[str, Iterable[Any]] | None = None,
+    seeds: Iterable[int] = range(1),
+    scenario: str = "mixed",
+    tasks: int | None = None,
+    overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+    antipattern: str | None = None,
+    jobs: int | None = None,
+    executor: str = "processes",
+    scheduler: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    artifacts: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> Any:
+    """Play every run of a grid of settings times the seeds; one row per run, in run order.
+
+    `grid` maps dotted setting paths to the values to try (typed, or text parsed by the field's type);
+    `overrides` are fixed settings applied first. `jobs` local processes (default: every CPU; 1 runs
+    here, in this process) or `executor="dask"` on a `LocalCluster` of `jobs` workers, or on the
+    scheduler at `scheduler`. `out` (.csv or .parquet) is rewritten as runs complete and resumed
+    from: rows already in it are not run again. Returns a pandas DataFrame when pandas is importable,
+    else a list of dicts. Bad input raises `InputError` before anything runs.
+    """
+    rows = sweep_rows(grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress)
+    try:
+        pandas = importlib.import_module("pandas")
+    except ImportError:
+        return rows
+    return pandas.DataFrame(rows)
+
+
+def _jobs(jobs: int | None) -> int:
+    if jobs is None:
+        return os.cpu_count() or 1
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"jobs must be a whole number, at least 1, not {jobs!r}")
+    return jobs
+
+
+def _check_executor(executor: str, scheduler: str | None) -> None:
+    if executor not in EXECUTORS:
+        raise InputError(f"the executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if scheduler is not None and executor != "dask":
+        raise InputError("a scheduler address needs the dask executor")
+    if executor == "dask":
+        _distributed()
+
+
+def _bar(total: int, done: int, shown: bool) -> tqdm:
+    return tqdm(total=total, initial=done, unit="run", file=sys.stderr, disable=not shown, dynamic_ncols=True)
