@@ -55,6 +55,15 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
     sweep.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: a running scheduler (default: a local cluster)")
     sweep.add_argument("--out", metavar="FILE", help="write the rows to a .csv or .parquet file, resuming from the rows it holds")
     sweep.add_argument("--artifacts", metavar="DIR", help="write each run's artifacts under this directory")
+    sweep.add_argument(
+        "--fault",
+        metavar="TEXT",
+        action="append",
+        default=[],
+        help='a fault placed in every run, "KIND TARGET at=SECONDS for=SECONDS [key=value ...]" (repeatable)',
+    )
+    sweep.add_argument("--plot", metavar="FILE.png", help="draw --metric against the first swept setting (a line per value of the second)")
+    sweep.add_argument("--metric", metavar="NAME", default="throughput_tasks_per_h", help="the column --plot draws (default %(default)s)")
     sweep.set_defaults(handler=run_sweep)
     return sweep
 
@@ -115,12 +124,13 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     try:
         grid = _grid(args.grid)
+        _plottable(args, grid)
         rows = sweep_rows(
             grid,
             args.seeds,
             _scenario(args),
             args.tasks,
-            [*_file_overrides(args.config), *args.assignments],
+            [*_file_overrides(args.config), *args.assignments, *_placed(args.fault)],
             args.antipattern,
             args.jobs,
             args.executor,
@@ -135,11 +145,60 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(_table(rows, list(grid)), end="")
     else:
         print(f"{args.out}: {len(rows):,} rows")
+    if args.plot is not None:
+        _plot(args, rows, list(grid))
     failed = [row for row in rows if not row["ok"]]
     print(_verdict(len(rows), len(failed)))
     for row in failed:
         print(f"replay: {row['replay']}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _placed(texts: list[str]) -> list[tuple[str, Any]]:
+    """`--fault` texts as one setting of the nemesis's plan (no scenario places faults of its own, so none is lost)."""
+    from shiftchange.sim.config import FaultSpec
+    from shiftchange.sim.settings import PLAN_PATH
+
+    return [(PLAN_PATH, tuple(FaultSpec.parse(text) for text in texts))] if texts else []
+
+
+def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:
+    """A plot needs a swept setting to draw against and a folder to go in: checked before any run."""
+    from pathlib import Path
+
+    from shiftchange.core import InputError
+
+    if args.plot is None:
+        return
+    if not grid:
+        raise InputError("--plot draws a metric against a swept setting: give at least one --grid")
+    folder = Path(args.plot).parent
+    if not folder.is_dir():
+        raise InputError(f"cannot write {args.plot}: {folder} is not a folder that exists")
+    known = _metric_columns()
+    if args.metric not in known and not args.metric.startswith(("final_states.", "provider_calls.")):
+        raise InputError(f"--metric {args.metric!r} is not a metric of a run; use one of {', '.join(known)}")
+
+
+def _metric_columns() -> list[str]:
+    """The columns a row's metrics and verdicts have (final_states.* and provider_calls.* vary with the run)."""
+    from shiftchange.sim.checkers import INVARIANTS
+    from shiftchange.sim.metrics import Metrics
+
+    summary = Metrics(1.0).summary(0.0, {})
+    metrics = [name for name, value in summary.items() if not isinstance(value, dict)]
+    return [*metrics, *(f"violations.{name}" for name in INVARIANTS)]
+
+
+def _plot(args: argparse.Namespace, rows: list[dict[str, Any]], swept: list[str]) -> None:
+    from shiftchange.cli.main import BadInput
+    from shiftchange.sim.plot import plot_sweep
+
+    try:
+        plot_sweep(rows, swept[0], args.metric, args.plot, by=swept[1] if len(swept) > 1 else None)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"cannot draw {args.plot}: {error}") from error
+    print(f"{args.plot}: {args.metric} against {swept[0]}")
 
 
 def _grid(axes: list[tuple[str, list[str]]]) -> dict[str, list[str]]:

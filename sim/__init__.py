@@ -1,16 +1,33 @@
 """The SimPy world that attacks the core: workload, workers, network, providers, nemesis, control plane, checkers.
 
 Public surface: `play` runs one world from (config, seed) and judges it into
-an `Outcome`; `SimConfig` and its parts tune it; `SCENARIOS` and
-`scenario_config` name the worlds worth running; `ANTIPATTERNS` are the
-chapter's failure modes as switches; `all_checkers` and `INVARIANTS` are the
-checkers; `shrink` minimises a violating run. Modules are named for the role
+an `Outcome` (`World` does the same and keeps its roles for a study to read);
+`SimConfig` and its parts tune it, every field by dotted path through
+`settings`; `FaultSpec` places a fault at a chosen time; `sweep.sweep` plays a
+grid of settings times seeds into a table (the module keeps its name, so it
+is not re-exported here); `play_with_artifacts` leaves a run's
+folder on disk; `SCENARIOS` and `scenario_config` name the worlds worth
+running; `ANTIPATTERNS` are the chapter's failure modes as switches;
+`all_checkers` and `INVARIANTS` are the checkers; `shrink` minimises a
+violating run. Modules are named for the role
 they hold (Jepsen's habit): what arrives, who acts, what breaks, what must hold.
 """
 
+from . import settings
 from .antipatterns import ANTIPATTERNS, AntiPattern, antipattern
+from .artifacts import play_with_artifacts
 from .checkers import INVARIANTS, all_checkers
-from .config import ControlConfig, NemesisConfig, NetworkConfig, ProviderConfig, SimConfig, WorkerConfig, WorkloadConfig
+from .config import (
+    ControlConfig,
+    FaultSpec,
+    NemesisConfig,
+    NetworkConfig,
+    ProviderConfig,
+    SeriesConfig,
+    SimConfig,
+    WorkerConfig,
+    WorkloadConfig,
+)
 from .history import CheckContext, Fault, History, Landed, Retired, Verdict, describe
 from .scenarios import SCENARIOS, Scenario, scenario_config
 from .shrink import Shrunk, shrink
@@ -24,6 +41,7 @@ __all__ = [
     "CheckContext",
     "ControlConfig",
     "Fault",
+    "FaultSpec",
     "History",
     "Landed",
     "NemesisConfig",
@@ -32,6 +50,7 @@ __all__ = [
     "ProviderConfig",
     "Retired",
     "Scenario",
+    "SeriesConfig",
     "Shrunk",
     "SimConfig",
     "Verdict",
@@ -42,6 +61,8 @@ __all__ = [
     "antipattern",
     "describe",
     "play",
+    "play_with_artifacts",
     "scenario_config",
+    "settings",
     "shrink",
 ]

@@ -90,3 +90,35 @@ def _lines(axis: Any, minutes: list[float], rows: Sequence[dict[str, Any]], colu
         if rows and column in rows[0]:
             values = [float("nan") if row[column] is None else row[column] for row in rows]
             axis.plot(minutes, values, style, label=label, linewidth=1.2)
+
+
+def plot_sweep(rows: Sequence[dict[str, Any]], x: str, y: str, path: str | Path, by: str | None = None, title: str = "") -> Path:
+    """One metric of a sweep against one swept setting: the mean over seeds as a line, their lowest and highest as a band.
+
+    With `by` (a second swept setting), one line per value of it. Runs whose metric is missing (None) are left out.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    groups: dict[Any, dict[Any, list[float]]] = {}
+    for row in rows:
+        if row.get(y) is not None:
+            groups.setdefault(row[by] if by else None, {}).setdefault(row[x], []).append(float(row[y]))
+    figure, axis = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    for label, points in groups.items():
+        xs = sorted(points)
+        means = [sum(points[value]) / len(points[value]) for value in xs]
+        line = axis.plot(xs, means, "o-", label=f"{by} = {label}" if by else f"mean of {max(map(len, points.values()))} seeds")[0]
+        lowest, highest = [min(points[value]) for value in xs], [max(points[value]) for value in xs]
+        axis.fill_between(xs, lowest, highest, color=line.get_color(), alpha=0.15, linewidth=0)
+    axis.set_xlabel(x)
+    axis.set_ylabel(y)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small")
+    axis.set_title(title or f"{y} against {x} (band: lowest to highest seed)")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

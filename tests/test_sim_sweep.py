@@ -178,3 +178,34 @@ def test_a_missing_optional_module_is_a_clear_input_error(monkeypatch, module, a
     with pytest.raises(InputError, match=named.replace("[", r"\[").replace("]", r"\]")):
         sweep(**SMALL, jobs=1, **arguments)
     assert played == []
+
+
+def test_a_sweep_plots_a_metric_against_its_first_swept_setting(capsys, tmp_path):
+    """--plot draws the chosen metric; the file is a PNG and the command says what it drew."""
+    plot = tmp_path / "ttl.png"
+    argv = ("sweep", "--scenario", "baseline", "--tasks", "10", "--grid", "core.lease_ttl_s=30,60", "--jobs", "1")
+    status, out, _ = sim(capsys, *argv, "--plot", str(plot), "--metric", "false_expiries")
+    assert status == 0 and f"{plot}: false_expiries against core.lease_ttl_s" in out
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [("--metric", "no_such_metric"), ("--metric", "false_expiries", "--plot", "/no/such/folder/p.png")],
+)
+def test_a_bad_plot_request_exits_two_before_any_run(capsys, monkeypatch, tmp_path, extra):
+    played = counting(monkeypatch)
+    argv = ("sweep", "--scenario", "baseline", "--tasks", "10", "--grid", "core.lease_ttl_s=30,60", "--jobs", "1")
+    plot = () if "--plot" in extra else ("--plot", str(tmp_path / "p.png"))
+    status, _, err = sim(capsys, *argv, *plot, *extra)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and played == []
+
+
+def test_a_fault_placed_in_a_sweep_is_played_in_every_run(capsys, tmp_path):
+    """--fault puts the same placed fault into each run: the rows' replay commands carry it."""
+    out = tmp_path / "rows.csv"
+    argv = ("sweep", "--scenario", "baseline", "--tasks", "10", "--grid", "workers.workers=8,16", "--jobs", "1", "--out", str(out))
+    status, _, _ = sim(capsys, *argv, "--fault", "outage code_host at=20 for=30")
+    _, rows = read_csv(out)
+    assert status == 0 and len(rows) == 2
+    assert all("outage code_host at=20 for=30 mode=fail" in shlex.split(row["replay"]) for row in rows)
