@@ -175,6 +175,18 @@ class _Unit:
                 step()
 
 
+def check_budget(budget: Budget) -> None:
+    """A task's budget is a Budget whose every limit is a number in range: bad input otherwise (the simulator's config uses it too)."""
+    if not isinstance(budget, Budget):
+        raise InputError("budget must be a Budget")
+    _int(budget.attempts_max, "attempts_max", 1000)
+    _number(budget.elapsed_max_s, "elapsed_max_s", 365 * 86400)
+    _number(budget.cost_max_usd, "cost_max_usd", 1e7)
+    _int(budget.tokens_max, "tokens_max", 10**12)
+    _int(budget.repeated_signatures_max, "repeated_signatures_max", 1000)
+    _int(budget.interruptions_max, "interruptions_max", 1000)
+
+
 class Orchestrator:
     """The reference orchestrator over one store, one clock and one provider adapter."""
 
@@ -416,24 +428,13 @@ class Orchestrator:
             priority=priority,
             deadline_at=deadline_at,
         )
-        self._check_budget(task.budget)
+        check_budget(task.budget)
         with self._unit() as tx:
             if tx.task(task.task_id) is not None:
                 raise InputError(f"task {task.task_id!r} already exists")
             tx.insert_task(task)
             self._event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
         return copy.copy(task)
-
-    @staticmethod
-    def _check_budget(budget: Budget) -> None:
-        if not isinstance(budget, Budget):
-            raise InputError("budget must be a Budget")
-        _int(budget.attempts_max, "attempts_max", 1000)
-        _number(budget.elapsed_max_s, "elapsed_max_s", 365 * 86400)
-        _number(budget.cost_max_usd, "cost_max_usd", 1e7)
-        _int(budget.tokens_max, "tokens_max", 10**12)
-        _int(budget.repeated_signatures_max, "repeated_signatures_max", 1000)
-        _int(budget.interruptions_max, "interruptions_max", 1000)
 
     def accept_task(self, task_id: str) -> Refused | Accepted:
         with self._unit() as tx:
@@ -1271,7 +1272,7 @@ class Orchestrator:
         """An operator resolves a resting task; only this human decision may extend a budget."""
         _text(reason, "reason", 2000)
         if budget is not None:
-            self._check_budget(budget)
+            check_budget(budget)
         with self._unit() as tx:
             task = self._task(tx, task_id)
             changes: dict[str, Any] = {"interruptions": task.interruptions + 1, "decision": "release", "decision_reason": reason}

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from typing import Any, get_type_hints
 
-from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, Orchestrator, ReliabilityConfig
+from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
 from shiftchange.core.config import require_instance, require_positive, require_probability, require_whole, shown
+from shiftchange.core.orchestrator import check_budget
 
 FROM_PLAIN_DATA = 'to build a config from plain data (a report\'s "config"), use shiftchange.sim.settings.from_dict'
 
@@ -140,7 +141,7 @@ class WorkloadConfig:
         """The orchestrator's own check, run here so a budget it would refuse at the first task is refused when the config is built."""
         require_part(self, "budget", Budget)
         try:
-            Orchestrator._check_budget(self.budget)
+            check_budget(self.budget)
         except InputError as error:
             raise InputError(f"WorkloadConfig.budget.{error}") from None
 
