@@ -1065,7 +1065,8 @@ class Orchestrator:
                     fresh = tx.intent(intent.key)
                     tx.update_intent(fresh, receipt=ids[0], result=ids[0])
         text = "; ".join(findings) or "no operation keys"
-        previous = attempts[attempt.number - 2] if attempt.number > 1 else None
+        earlier = attempts[: attempt.number - 1]
+        repeats_max = self._task(tx, attempt.task_id).budget.repeated_signatures_max
         if contradictions:
             self._fire(
                 tx,
@@ -1110,7 +1111,11 @@ class Orchestrator:
         outcome = "landed" if landed else "absent"
         domain = attempt.failure_domain or "executor"
         signature = attempt.failure_signature or (f"{domain}:lease lost after effects landed" if landed else f"{domain}:no effect landed")
-        holds = {"calls_settled": True, "cancel_requested": attempt.cancel_requested, "poison_signature": poison(previous, signature)}
+        holds = {
+            "calls_settled": True,
+            "cancel_requested": attempt.cancel_requested,
+            "poison_signature": poison(earlier, signature, repeats_max),
+        }
         self._fire(
             tx,
             attempt,
@@ -1168,14 +1173,14 @@ class Orchestrator:
         failed = [v for _i, _e, v in verdicts if v is not None and v != "passed"]
         if failed:
             signature = failed[0].removeprefix("failed:")
-            previous = attempts[attempt.number - 2] if attempt.number > 1 else None
+            repeats_max = self._task(tx, attempt.task_id).budget.repeated_signatures_max
             domain = attempt.failure_domain or "validation"
             return self._fire(
                 tx,
                 attempt,
                 "verification_failed",
                 "provider",
-                {"poison_signature": poison(previous, signature)},
+                {"poison_signature": poison(attempts[: attempt.number - 1], signature, repeats_max)},
                 detail=evidence,
                 evidence=evidence,
                 failure_domain=domain,

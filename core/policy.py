@@ -98,9 +98,21 @@ def repeated_signature(attempts: list[Attempt], budget_repeats_max: int) -> bool
     return run > budget_repeats_max
 
 
-def poison(previous: Attempt | None, signature: str | None) -> bool:
-    """A failure signature identical to the previous Attempt's marks a poison item (dead letter, not retry)."""
-    return signature is not None and previous is not None and previous.failure_signature == signature
+def poison(earlier: list[Attempt], signature: str | None, repeats_max: int) -> bool:
+    """A failure signature that would end a run of identical ones longer than the budget allows marks a poison item.
+
+    `earlier` are the task's Attempts before this one, and `repeats_max` its budget's `repeated_signatures_max`:
+    with the default of 1, the second Attempt in a row to fail the same way is poison (dead letter, not retry).
+    The run is counted as `repeated_signature` counts it, over failed and quarantined Attempts.
+    """
+    if signature is None:
+        return False
+    run = 1
+    for attempt in reversed([a for a in earlier if a.state in ("failed", "quarantined")]):
+        if attempt.failure_signature != signature:
+            break
+        run += 1
+    return run > repeats_max
 
 
 def retry_refusal(task: Task, attempts: list[Attempt], plan: Plan) -> str | None:

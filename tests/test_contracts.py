@@ -1087,6 +1087,16 @@ def test_repeated_failure_signature_is_quarantined_and_escalated(world):
     assert isinstance(world.orchestrator.retry("task-1", REASON, Plan("a third idea entirely")), Refused)
 
 
+def test_repeated_signatures_max_sets_how_long_a_run_of_one_signature_may_grow_before_it_is_poison(world):
+    """With repeated_signatures_max=2 the second identical failure is retried, and only the third is dead-lettered."""
+    budget = Budget(repeated_signatures_max=2, attempts_max=5)
+    world.failed(world.running(budget=budget), "validation", "test_ports fails")
+    second = world.retried(hypothesis=CHANGED_HYPOTHESIS)
+    assert world.failed(second, "validation", "test_ports fails").state == "failed"
+    third = world.retried(hypothesis="a third idea entirely")
+    assert world.failed(third, "validation", "test_ports fails").state == "quarantined"
+
+
 def test_grant_beyond_the_cost_budget_is_refused(world):
     """A tool call whose cost would pass cost_max_usd is refused before it starts, and nothing is charged for it."""
     lease = world.running(budget=Budget(cost_max_usd=1.0))
