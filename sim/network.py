@@ -28,6 +28,7 @@ from typing import Any
 from shiftchange.core import CoreError
 
 from .config import NetworkConfig
+from .windows import Windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +48,10 @@ class Transport:
         self.config = config
         self.rng = rng
         self._cut_until: dict[str, float] = {}
-        self._duplicate_until = -1.0
-        self._duplicate_probability = 0.0
-        self._loss_until = -1.0
-        self._loss_probability = 0.0
-        self._loss_calls: frozenset[str] = frozenset()
+        self._duplicates = Windows()
+        """Duplicate-delivery bursts, each with its probability."""
+        self._losses = Windows()
+        """Message-loss windows, each with its probability and the calls it drops (all when empty)."""
         self._lossy = frozenset(config.lossy_calls)
         self.sent = 0
         self.lost = 0
@@ -66,11 +66,11 @@ class Transport:
 
     def duplicate_burst(self, until: float, probability: float) -> None:
         """Until `until`, each request is delivered a second time with this probability."""
-        self._duplicate_until, self._duplicate_probability = until, probability
+        self._duplicates.add(self.env.now, until, probability)
 
     def message_loss(self, until: float, probability: float, calls: tuple[str, ...]) -> None:
         """Until `until`, requests of the named contract calls (every call when empty) are lost with this probability."""
-        self._loss_until, self._loss_probability, self._loss_calls = until, probability, frozenset(calls)
+        self._losses.add(self.env.now, until, (probability, frozenset(calls)))
 
     def partitioned(self, worker_id: str) -> bool:
         return self._cut_until.get(worker_id, -1.0) > self.env.now
@@ -79,9 +79,8 @@ class Transport:
         config, rng = self.config, self.rng
         if (not self._lossy or name in self._lossy) and rng.random() < config.loss_probability:
             return True
-        return (
-            self.env.now < self._loss_until and (not self._loss_calls or name in self._loss_calls) and rng.random() < self._loss_probability
-        )
+        loss = self._losses.at(self.env.now)
+        return loss is not None and (not loss[1] or name in loss[1]) and rng.random() < loss[0]
 
     def call(self, worker_id: str, contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         """Send one contract call; returns its answer, or None when the caller heard nothing back."""
@@ -104,7 +103,7 @@ class Transport:
             yield env.timeout(max(0.0, config.request_timeout_s - there))
             return None
         answer = deliver(contract, args, kwargs)
-        duplicate_probability = max(config.duplicate_probability, self._duplicate_probability if env.now < self._duplicate_until else 0.0)
+        duplicate_probability = max(config.duplicate_probability, self._duplicates.at(env.now) or 0.0)
         if duplicate_probability and rng.random() < duplicate_probability:
             self.duplicated += 1
             again = env.timeout(rng.expovariate(1.0 / config.latency_s) + there)

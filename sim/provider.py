@@ -40,6 +40,7 @@ from shiftchange.core import Effect, ProviderRefused, ProviderTimeout, RateLimit
 
 from .config import ProviderConfig
 from .history import Landed
+from .windows import Windows
 
 
 class CallObserver(Protocol):
@@ -94,7 +95,6 @@ class SimProvider:
         self._verdict_of = verdict_of
         self._observer: CallObserver = observer if observer is not None else _Unobserved()
         self._bucket = _bucket(config.rate_per_s)
-        self._dropped_bucket = self._bucket
         self._by_key: dict[str, list[Effect]] = {}
         self._by_identity: dict[tuple[str, str], list[Effect]] = {}
         self._of_task: dict[str, list[Effect]] = {}
@@ -104,15 +104,14 @@ class SimProvider:
         """Calls whose work is under way (they load the provider and slow every other call)."""
         self.open_calls = 0
         """Calls a caller is waiting on, hung ones included."""
-        self._down_until = -1.0
-        self._hangs = False
-        self._revoked_until = -1.0
-        self._lossy_until = -1.0
-        self._lossy_probability = 0.0
-        self._slow_until = -1.0
-        self._slow_factor = 1.0
-        self._dropped_until = -1.0
-        self._capacity_factor = 1.0
+        self._outages = Windows()
+        """Open outages, each with its mode (fail or hang)."""
+        self._revoked = Windows()
+        self._lossy = Windows()
+        """Windows in which a call lands but its response is lost, each with its probability."""
+        self._slow = Windows()
+        self._dropped = Windows()
+        """Capacity drops, each with the share of capacity left and the rate bucket that share allows."""
         self.calls = 0
         self.refusals: dict[str, int] = {}
         self.effects = 0
@@ -135,24 +134,23 @@ class SimProvider:
 
     def outage(self, until: float, mode: str = "fail") -> None:
         """Until `until`, every call is refused at once (503, mode fail), or accepted and never answered (mode hang)."""
-        self._down_until, self._hangs = until, mode == "hang"
+        self._outages.add(self.env.now, until, mode)
 
     def revoke(self, until: float) -> None:
         """Revoked credentials: every call is refused (401) until `until`."""
-        self._revoked_until = until
+        self._revoked.add(self.env.now, until)
 
     def lose_responses(self, until: float, probability: float) -> None:
         """Until `until`, a call lands but its response is lost with this probability."""
-        self._lossy_until, self._lossy_probability = until, probability
+        self._lossy.add(self.env.now, until, probability)
 
     def slow_down(self, until: float, factor: float) -> None:
         """Until `until`, every call's service time is `factor` times longer."""
-        self._slow_until, self._slow_factor = until, factor
+        self._slow.add(self.env.now, until, factor)
 
     def drop_capacity(self, until: float, factor: float) -> None:
         """Until `until`, the provider has `factor` of its capacity: overload point and rate limit both scaled by it."""
-        self._dropped_until, self._capacity_factor = until, factor
-        self._dropped_bucket = _bucket(self.config.rate_per_s * factor)
+        self._dropped.add(self.env.now, until, (factor, _bucket(self.config.rate_per_s * factor)))
 
     # ------------------------------------------------------------- calls
 
@@ -183,18 +181,21 @@ class SimProvider:
             self.refusals["deadline"] = self.refusals.get("deadline", 0) + 1
             raise ProviderTimeout(f"{self.name}: {key} arrived after its deadline t={deadline_at:g}")
         deadline_s = deadline_at - now
-        if now < self._down_until and self._hangs:  # accepted, never answered: the caller learns nothing before its deadline
+        outage = self._outages.at(now)
+        if outage == "hang":  # accepted, never answered: the caller learns nothing before its deadline
             yield env.timeout(deadline_s)
             raise ProviderTimeout(f"{self.name}: {key} hung in an outage until its deadline")
-        refusal = self._refusal(now)
+        dropped = self._dropped.at(now)
+        refusal = self._refusal(now, outage, dropped)
         if refusal is not None:
             self.refusals[refusal.domain] = self.refusals.get(refusal.domain, 0) + 1
             yield env.timeout(min(deadline_s, rng.expovariate(10.0 / config.latency_s)))
             raise refusal
-        service_s = rng.expovariate(1.0 / config.latency_s) * (1.0 + self.in_flight / self._overload_in_flight(now))
-        if now < self._slow_until:
-            service_s *= self._slow_factor
-        lossy = now < self._lossy_until and rng.random() < self._lossy_probability
+        overload_in_flight = config.overload_in_flight * (dropped[0] if dropped is not None else 1.0)
+        service_s = rng.expovariate(1.0 / config.latency_s) * (1.0 + self.in_flight / overload_in_flight)
+        service_s *= self._slow.at(now) or 1.0
+        lossy_probability = self._lossy.at(now)
+        lossy = lossy_probability is not None and rng.random() < lossy_probability
         lost = lossy or rng.random() < config.accept_then_timeout_probability
         existing = self._by_key.get(key) if self.supports_idempotency else None
         in_time = service_s < deadline_s
@@ -212,15 +213,12 @@ class SimProvider:
         self._observer.call_answered(self.name, service_s)
         return landed[0]
 
-    def _overload_in_flight(self, now: float) -> float:
-        return self.config.overload_in_flight * (self._capacity_factor if now < self._dropped_until else 1.0)
-
-    def _refusal(self, now: float) -> ProviderRefused | None:
-        if now < self._down_until:
+    def _refusal(self, now: float, outage: str | None, dropped: tuple[float, TokenBucket] | None) -> ProviderRefused | None:
+        if outage is not None:
             return ProviderRefused("provider", f"{self.name} 503: outage")
-        if now < self._revoked_until:
+        if self._revoked.at(now) is not None:
             return ProviderRefused("authorization", f"{self.name} 401: credential revoked")
-        bucket = self._dropped_bucket if now < self._dropped_until else self._bucket
+        bucket = dropped[1] if dropped is not None else self._bucket
         if not bucket.try_acquire(now):
             return ProviderRefused("capacity", f"{self.name} 429: rate limited")
         return None

@@ -20,6 +20,7 @@ from shiftchange.core import Plan
 
 from .config import WorkloadConfig
 from .provider import unit_draw
+from .windows import Windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +48,19 @@ class Workbench:
         self.rng = rng
         self.profiles: dict[str, Profile] = {}
         self.arrivals_done_at: float | None = None
-        self._slow_until = -1.0
-        self._slow_factor = 1.0
+        self._slow = Windows()
 
     def profile(self, task_id: str) -> Profile:
         return self.profiles[task_id]
 
     def slow(self, until: float, factor: float) -> None:
         """A slow-tool tail: until `until`, every tool call's local work takes `factor` times longer."""
-        self._slow_until, self._slow_factor = until, factor
+        self._slow.add(self.env.now, until, factor)
 
     def tool_time_s(self) -> float:
         """One slow tool call's local work; a slow-tool tail multiplies it."""
         work_s = self.rng.expovariate(1.0 / self.workload.tool_call_s)
-        return work_s * self._slow_factor if self.env.now < self._slow_until else work_s
+        return work_s * (self._slow.at(self.env.now) or 1.0)
 
     def commit_time_s(self) -> float:
         return self.rng.expovariate(1.0 / self.workload.commit_s)
