@@ -217,11 +217,18 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
         config = scenario_config(scenario, args.seed)
         if args.config is not None:
             config = settings.load(args.config, base=config)
-        config = settings.apply(config, [settings.parse_assignment(text) for text in args.set])
+        assignments = [settings.parse_assignment(text) for text in args.set]
+        config = settings.apply(config, assignments)
         if args.fault:
             placed = tuple(FaultSpec.parse(text) for text in args.fault)
-            config = settings.apply(config, {settings.PLAN_PATH: config.nemesis.plan + placed})
-        return (config if args.tasks is None else config.with_tasks(args.tasks)), scenario, pattern
+            config = settings.apply(config, {settings.PLACED_PATH: config.nemesis.placed + placed})
+        config = config if args.tasks is None else config.with_tasks(args.tasks)
+        if pattern is not None:
+            named = {path for path, _ in assignments} | (set(settings.read_overrides(args.config)) if args.config else set())
+            overridden = sorted(set(settings.diff(config, pattern.configure(config))) & named)
+            if overridden:
+                raise InputError(f"the anti-pattern {pattern.name} sets {overridden[0]} itself; --set and --config cannot change it")
+        return config, scenario, pattern
     except InputError as error:
         raise BadInput(str(error)) from error
 
@@ -248,9 +255,16 @@ def _writable(series: str | None, plot: str | None, artifacts: str | None) -> No
 
     A file goes into a folder that exists; the artifacts folder is created, under a folder that exists and can be written.
     """
-    for name in (series, plot):
-        if name is not None and (Path(name).is_dir() or not Path(name).parent.is_dir() or not os.access(Path(name).parent, os.W_OK)):
-            raise BadInput(f"cannot write {name}: it must be a file in a writable folder that exists")
+    from shiftchange.core import InputError
+    from shiftchange.sim.plot import check_figure_path
+
+    if series is not None and (Path(series).is_dir() or not Path(series).parent.is_dir() or not os.access(Path(series).parent, os.W_OK)):
+        raise BadInput(f"cannot write {series}: it must be a file in a writable folder that exists")
+    if plot is not None:
+        try:
+            check_figure_path(plot)
+        except InputError as error:
+            raise BadInput(str(error)) from error
     if artifacts is not None:
         path = Path(artifacts)
         existing = next(parent for parent in (path, *path.parents) if parent.exists())
@@ -268,7 +282,7 @@ def _write_series(args: argparse.Namespace, outcome: Any) -> None:
             played = outcome.schedule if outcome.faults_kept is None else [outcome.schedule[i] for i in sorted(set(outcome.faults_kept))]
             plot_series(outcome.series, args.plot, f"{outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks", played)
     except (OSError, ValueError) as error:
-        raise BadInput(f"cannot write the series: {error}") from error
+        raise BadInput(f"cannot write the series or its plot: {error}") from error
 
 
 def _sim_list_faults(args: argparse.Namespace, config: Any, pattern: Any) -> int:
@@ -280,7 +294,9 @@ def _sim_list_faults(args: argparse.Namespace, config: Any, pattern: Any) -> int
         schedule = World(config, args.seed, pattern).schedule
     except InputError as error:
         raise BadInput(str(error)) from error
-    print(f"{len(schedule)} faults for seed {args.seed} ({'drawn' if not config.nemesis.plan else 'drawn and placed'}):")
+    placed = sum(fault.placed for fault in schedule)
+    noun = "fault" if len(schedule) == 1 else "faults"
+    print(f"{len(schedule)} {noun}: {len(schedule) - placed} drawn from seed {args.seed}, {placed} placed by the config")
     for index, fault in enumerate(schedule):
         parameters = " ".join(f"{name}={','.join(v) if isinstance(v, tuple) else v}" for name, v in fault.parameters)
         origin = "placed" if fault.placed else "drawn"

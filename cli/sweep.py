@@ -130,7 +130,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             args.seeds,
             _scenario(args),
             args.tasks,
-            [*_file_overrides(args.config), *args.assignments, *_placed(args.fault)],
+            [*_file_overrides(args.config), *args.assignments],
             args.antipattern,
             args.jobs,
             args.executor,
@@ -138,6 +138,8 @@ def run_sweep(args: argparse.Namespace) -> int:
             args.out,
             args.artifacts,
             progress=sys.stderr.isatty(),
+            faults=args.fault,
+            log=print,
         )
     except InputError as error:
         raise BadInput(str(error)) from error
@@ -154,27 +156,16 @@ def run_sweep(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _placed(texts: list[str]) -> list[tuple[str, Any]]:
-    """`--fault` texts as one setting of the nemesis's plan (no scenario places faults of its own, so none is lost)."""
-    from shiftchange.sim.config import FaultSpec
-    from shiftchange.sim.settings import PLAN_PATH
-
-    return [(PLAN_PATH, tuple(FaultSpec.parse(text) for text in texts))] if texts else []
-
-
 def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:
     """A plot needs a swept setting to draw against and a folder to go in: checked before any run."""
-    from pathlib import Path
-
     from shiftchange.core import InputError
+    from shiftchange.sim.plot import check_figure_path
 
     if args.plot is None:
         return
     if not grid:
         raise InputError("--plot draws a metric against a swept setting: give at least one --grid")
-    folder = Path(args.plot).parent
-    if not folder.is_dir():
-        raise InputError(f"cannot write {args.plot}: {folder} is not a folder that exists")
+    check_figure_path(args.plot)
     known = _metric_columns()
     if args.metric not in known and not args.metric.startswith(("final_states.", "provider_calls.")):
         raise InputError(f"--metric {args.metric!r} is not a metric of a run; use one of {', '.join(known)}")

@@ -10,7 +10,7 @@ The history is written as it happens (a sink on the history), never held in
 memory, so a long run's folder costs disk, not RAM. Entries carry a `type`
 (event, landed, fault, retired) and their fields; a lease token's digest is
 replaced by "issued", as in the history digest, because tokens are secrets.
-`schema_version` changes whenever a field of report.json changes meaning.
+`schema_version` (the `--json` report's) changes whenever a field changes meaning.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .plot import plot_series, write_series
 from .report import faults_played, to_json
 from .world import Outcome, play
 
-SCHEMA_VERSION = 1
 FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl")
 _TYPES = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
 
@@ -87,7 +86,6 @@ def report(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
         {"index": index, **fault.as_record(), "played": kept is None or index in kept} for index, fault in enumerate(outcome.schedule)
     ]
     return {
-        "schema_version": SCHEMA_VERSION,
         **to_json(outcome, elapsed_s),
         "faults": faults_played(outcome),
         "schedule": schedule,

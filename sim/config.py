@@ -66,7 +66,7 @@ ARRIVALS = ("steady", "poisson", "bursts")
 FAULTS = ("crash", "pause", "partition", "duplicate_burst", "outage", "slow_tools", "revoked_credentials", "lost_responses")
 """The kinds of fault the nemesis can draw at random (`NemesisConfig.faults`)."""
 PLACED_FAULTS = (*FAULTS, "slowdown", "capacity_drop", "message_loss")
-"""Every kind of fault that can be placed at a chosen time (`NemesisConfig.plan`, `--fault`): the random kinds and three more."""
+"""Every kind of fault that can be placed at a chosen time (`NemesisConfig.placed`, `--fault`): the random kinds and three more."""
 CONTRACTS = (
     "claim_attempt",
     "start_attempt",
@@ -135,7 +135,19 @@ class WorkloadConfig:
         )
         require_probability(self, ("wrong_answer_probability", "nonconvergent_probability", "runaway_probability", "cancel_probability"))
         require_at_least_one(self, ("tasks", "workspaces", "priorities"))
+        if self.arrival_span_s() > ARRIVAL_SPAN_MAX_S:
+            raise InputError(
+                f"WorkloadConfig.tasks ({self.tasks:,}) would take {self.arrival_span_s():.3g} s to arrive at this rate, longer than"
+                f" {ARRIVAL_SPAN_MAX_S:,.0f} s (raise WorkloadConfig.arrival_rate_per_s, or for bursts burst_size; or lower"
+                " burst_interval_s)"
+            )
         self._check_budget()
+
+    def arrival_span_s(self) -> float:
+        """How long the workload takes to arrive, on average: the span random faults are drawn over."""
+        if self.arrival == "bursts":
+            return (self.tasks // self.burst_size) * self.burst_interval_s + 1.0
+        return self.tasks / self.arrival_rate_per_s
 
     def _check_budget(self) -> None:
         """The orchestrator's own check, run here so a budget it would refuse at the first task is refused when the config is built."""
@@ -232,18 +244,31 @@ class ControlConfig:
         require_positive(self, tuple(f.name for f in fields(self)))
 
 
+DUPLICATE_BURST_PROBABILITY = 0.5
+"""During a duplicate-delivery burst, the chance each request arrives twice (drawn and placed bursts alike, unless set)."""
+LOST_RESPONSES_PROBABILITY = 0.5
+"""During a lost-responses window, the chance a provider call lands but its response is lost."""
+SLOW_TOOLS_FACTOR = 8.0
+"""During a slow-tool tail, how many times longer a tool call takes."""
+SLOWDOWN_FACTOR = 4.0
+"""During a placed provider slowdown, how many times longer each call's service takes."""
+CAPACITY_LEFT = 0.25
+"""During a placed capacity drop, the share of a provider's capacity (overload point and rate limit) left."""
+MESSAGE_LOSS_PROBABILITY = 1.0
+"""During a placed message-loss window, the chance each request of the named calls is lost."""
+
 _FAULT_PARAMETERS: dict[str, dict[str, Any]] = {
     "crash": {},
     "pause": {},
     "partition": {},
-    "duplicate_burst": {"probability": 0.5},
+    "duplicate_burst": {"probability": DUPLICATE_BURST_PROBABILITY},
     "outage": {"mode": "fail"},
     "revoked_credentials": {},
-    "lost_responses": {"probability": 0.5},
-    "slow_tools": {"factor": 8.0},
-    "slowdown": {"factor": 4.0},
-    "capacity_drop": {"factor": 0.25},
-    "message_loss": {"probability": 1.0, "calls": ()},
+    "lost_responses": {"probability": LOST_RESPONSES_PROBABILITY},
+    "slow_tools": {"factor": SLOW_TOOLS_FACTOR},
+    "slowdown": {"factor": SLOWDOWN_FACTOR},
+    "capacity_drop": {"factor": CAPACITY_LEFT},
+    "message_loss": {"probability": MESSAGE_LOSS_PROBABILITY, "calls": ()},
 }
 """Which parameters each kind of placed fault takes, with their defaults (any other is bad input)."""
 
@@ -295,6 +320,8 @@ class FaultSpec:
             require_positive(self, ("factor",))
             if self.kind == "capacity_drop" and self.factor > 1:
                 raise InputError(f"a capacity_drop's factor is the share of capacity left, at most 1, not {self.factor!r}")
+            if self.kind in ("slowdown", "slow_tools") and self.factor < 1:
+                raise InputError(f"a {self.kind}'s factor multiplies time and must be at least 1, not {self.factor!r}")
         if self.mode is not None and self.mode not in OUTAGE_MODES:
             raise InputError(f"an outage's mode must be one of {', '.join(OUTAGE_MODES)}, not {self.mode!r}")
         if self.calls is not None:
@@ -394,33 +421,42 @@ class NemesisConfig:
     """How many workers one partition cuts off from the orchestrator."""
     duplicate_interval_s: float = 600.0
     duplicate_burst_s: float = 60.0
-    duplicate_burst_probability: float = 0.5
+    duplicate_burst_probability: float = DUPLICATE_BURST_PROBABILITY
     """During a duplicate-delivery burst, the chance each request arrives twice."""
     outage_interval_s: float = 1800.0
     outage_s: float = 180.0
     slow_tools_interval_s: float = 900.0
     slow_tools_s: float = 300.0
-    slow_tools_factor: float = 8.0
+    slow_tools_factor: float = SLOW_TOOLS_FACTOR
     """During a slow-tool tail, tool calls take this many times longer."""
     revoked_interval_s: float = 3600.0
     revoked_s: float = 120.0
     lost_responses_interval_s: float = 900.0
     lost_responses_s: float = 120.0
-    lost_responses_probability: float = 0.5
+    lost_responses_probability: float = LOST_RESPONSES_PROBABILITY
     """During such a window, the chance that a provider call lands but its response is lost."""
-    plan: tuple[FaultSpec, ...] = ()
+    placed: tuple[FaultSpec, ...] = ()
     """Faults placed at chosen times, played beside the random schedule (`--fault`, `[[fault]]` in a config file)."""
 
     def __post_init__(self) -> None:
         require_names(self, "faults", FAULTS)
-        if isinstance(self.plan, list):
-            object.__setattr__(self, "plan", tuple(self.plan))
-        strange = next((spec for spec in self.plan if not isinstance(spec, FaultSpec)), None)
+        if len(set(self.faults)) != len(self.faults):
+            repeated = next(kind for kind in self.faults if self.faults.count(kind) > 1)
+            raise InputError(f"NemesisConfig.faults names {repeated!r} twice: each kind is drawn once, at its own rate")
+        if isinstance(self.placed, list):
+            object.__setattr__(self, "placed", tuple(self.placed))
+        strange = next((spec for spec in self.placed if not isinstance(spec, FaultSpec)), None)
         if strange is not None:
-            raise InputError(f"NemesisConfig.plan must hold FaultSpec values (FaultSpec.parse reads the text form), not {shown(strange)}")
+            raise InputError(f"NemesisConfig.placed must hold FaultSpec values (FaultSpec.parse reads the text form), not {shown(strange)}")
         require_whole(self, ("partition_workers",))
         require_probability(self, ("duplicate_burst_probability", "lost_responses_probability"))
         require_positive(self, tuple(f.name for f in fields(self) if f.name.endswith("_s") or f.name.endswith("_factor")))
+
+
+WINDOW_MIN_S = 1.0
+"""The narrowest window the recorder keeps a row for."""
+ARRIVAL_SPAN_MAX_S = 30 * 86400.0
+"""The longest a workload may take to arrive (tasks over the arrival rate, or bursts times their interval): a month."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,10 +464,15 @@ class SeriesConfig:
     """The recorder: time series of a run, one row per window of simulated time."""
 
     window_s: float = 60.0
-    """The width of one window of the time series."""
+    """The width of one window of the time series, at least WINDOW_MIN_S."""
 
     def __post_init__(self) -> None:
         require_positive(self, ("window_s",))
+        if self.window_s < WINDOW_MIN_S:
+            raise InputError(
+                f"SeriesConfig.window_s must be at least {WINDOW_MIN_S:g} s, not {self.window_s!r}: a row per shorter span costs memory"
+                " and says nothing the history does not"
+            )
 
 
 @dataclass(frozen=True)
@@ -461,6 +502,27 @@ class SimConfig:
                 f"SimConfig.reliability.rate_limits has no entry for {missing[0]!r}: every provider the simulator calls"
                 f" ({', '.join(PROVIDERS)}) needs its token bucket"
             )
+        if self.workers.call_deadline_s > self.core.call_deadline_max_s:
+            raise InputError(
+                f"SimConfig.workers.call_deadline_s ({self.workers.call_deadline_s!r}) must be at most SimConfig.core.call_deadline_max_s"
+                f" ({self.core.call_deadline_max_s!r}), or the gateway refuses every call a worker asks for"
+            )
+        for spec in self.nemesis.placed:
+            self._check_workers_named(spec)
+
+    def _check_workers_named(self, spec: FaultSpec) -> None:
+        """A placed crash, pause or partition names workers this world has (worker-000 to worker-(workers - 1)), or `busy`."""
+        if spec.kind not in ("crash", "pause", "partition"):
+            return
+        workers = self.workers.workers
+        for name in spec.target.split(","):
+            number = name.removeprefix("worker-")
+            known = number.isdigit() and number.isascii() and name == f"worker-{int(number):03d}" and int(number) < workers
+            if name != "busy" and not known:
+                raise InputError(
+                    f"SimConfig.nemesis.placed: fault {str(spec)!r} names {name!r}, but the workers are worker-000 to"
+                    f" worker-{workers - 1:03d} (SimConfig.workers.workers is {workers})"
+                )
 
     def with_tasks(self, tasks: int) -> SimConfig:
         if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= 10_000_000:

@@ -36,7 +36,7 @@ from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
 from .history import Landed, Retired
 
 _AT_REST = TASK_TERMINAL | TASK_RESTING
-RENEWAL_OUTCOMES = ("sent", "lost", "accepted", "refused")
+RENEWAL_OUTCOMES = ("sent", "unanswered", "accepted", "refused")
 
 
 class _Holding:

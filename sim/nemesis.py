@@ -3,7 +3,7 @@
 Two sources make one schedule. The seeded random schedule: each switched-on
 kind of fault (`NemesisConfig.faults`) strikes as a Poisson process over the
 arrival window, so the drain that follows is calm and a correct core can
-bring every task to rest. The placed faults (`NemesisConfig.plan`, from
+bring every task to rest. The placed faults (`NemesisConfig.placed`, from
 `--fault` or `[[fault]]`): each at its chosen time, for its chosen span, so a
 tuning study can put an outage exactly at t=600 s. Both are drawn or read
 up front (Jepsen's nemesis generator, made deterministic), sorted by time and
@@ -22,8 +22,6 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shiftchange.core import InputError
-
 from .config import FaultSpec, NemesisConfig, WorkloadConfig
 from .history import Fault
 
@@ -40,18 +38,11 @@ class Targets:
     record: Callable[[Fault], None]
 
 
-def arrival_window_s(workload: WorkloadConfig) -> float:
-    """How long the workload takes to arrive, on average: the span random faults are drawn over."""
-    if workload.arrival == "bursts":
-        return (workload.tasks // workload.burst_size) * workload.burst_interval_s + 1.0
-    return workload.tasks / workload.arrival_rate_per_s
-
-
 def draw_schedule(
     nemesis: NemesisConfig, workload: WorkloadConfig, restart_s: float, worker_ids: list[str], stream: Callable[[str], random.Random]
 ) -> list[Fault]:
     """Every fault of the run, drawn and placed, in time order (each kind draws from its own stream)."""
-    window_s = arrival_window_s(workload)
+    window_s = workload.arrival_span_s()
     faults: list[Fault] = []
     plans = {
         "crash": (nemesis.crash_interval_s, restart_s),
@@ -70,7 +61,7 @@ def draw_schedule(
         while at < window_s:
             faults.append(_drawn(kind, at, at + duration_s, rng, worker_ids, nemesis))
             at += rng.expovariate(1.0 / interval_s)
-    faults += [_placed(spec, worker_ids) for spec in nemesis.plan]
+    faults += [_placed(spec) for spec in nemesis.placed]
     faults.sort(key=lambda fault: (fault.at, fault.kind, fault.target, fault.placed))
     return faults
 
@@ -93,12 +84,8 @@ def _drawn(kind: str, at: float, until: float, rng: Any, workers: list[str], nem
     return Fault(at, kind, "workers", until, parameters=(("factor", nemesis.slow_tools_factor),))
 
 
-def _placed(spec: FaultSpec, worker_ids: list[str]) -> Fault:
-    known = set(worker_ids)
-    named = spec.target.split(",") if spec.kind in ("crash", "pause", "partition") else []
-    unknown = [name for name in named if name != "busy" and name not in known]
-    if unknown:
-        raise InputError(f"fault {str(spec)!r} names {unknown[0]!r}, but the workers are worker-000 to {worker_ids[-1]}")
+def _placed(spec: FaultSpec) -> Fault:
+    """A placed fault as the schedule holds it (the config already checked that the workers it names exist)."""
     return Fault(spec.at_s, spec.kind, spec.target, spec.until_s, parameters=tuple(spec.parameters().items()), placed=True)
 
 

@@ -4,7 +4,7 @@ The panels are the ones a lease or capacity study reads first, one above the
 other on a shared axis of simulated minutes: throughput (arrivals, tasks
 done, admissions, sheds), the providers (calls offered and timed out, p99
 latency), the queue (depth and the age of its oldest Attempt), and leases
-(held, renewals lost, expiries true and false). Faults are shaded across
+(held, renewals unanswered, expiries true and false). Faults are shaded across
 every panel, so cause and effect line up. matplotlib draws it off screen
 (the Agg backend), so it works on a machine with no display.
 """
@@ -17,6 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from .config import PROVIDERS
+
+
+def check_figure_path(path: str | Path) -> Path:
+    """A path a figure can be written to: a file name whose suffix matplotlib draws (png, svg, pdf, ...), in a folder that exists."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from shiftchange.core import InputError
+
+    path = Path(path)
+    kinds = FigureCanvasAgg.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in kinds:
+        raise InputError(f"cannot draw {path}: a figure's name ends in one of .{', .'.join(sorted(kinds))}")
+    if path.is_dir() or not path.parent.is_dir():
+        raise InputError(f"cannot draw {path}: it must be a file in a folder that exists")
+    return path
 
 
 def write_series(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
@@ -49,7 +64,11 @@ def plot_series(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "
             providers,
             minutes,
             rows,
-            {f"{dependency}.offered": f"{dependency} offered", f"{dependency}.timed_out": f"{dependency} timed out"},
+            {
+                f"{dependency}.offered": f"{dependency} offered",
+                f"{dependency}.timed_out": f"{dependency} timed out",
+                f"{dependency}.refused": f"{dependency} refused",
+            },
         )
     providers.set_ylabel("calls per window")
     providers.set_title("providers")
@@ -63,7 +82,7 @@ def plot_series(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "
     age = queue.twinx()
     _lines(age, minutes, rows, {"queue_age_s": "oldest age s"}, style=":")
     age.set_ylabel("age (s)")
-    _lines(leases, minutes, rows, {"leases_held": "held", "renewals_lost": "renewals lost", "expiries": "expiries"})
+    _lines(leases, minutes, rows, {"leases_held": "held", "renewals_unanswered": "renewals unanswered", "expiries": "expiries"})
     _lines(leases, minutes, rows, {"false_expiries": "false expiries"}, style="--")
     leases.set_ylabel("leases")
     leases.set_title("leases")
@@ -95,7 +114,9 @@ def _lines(axis: Any, minutes: list[float], rows: Sequence[dict[str, Any]], colu
 def plot_sweep(rows: Sequence[dict[str, Any]], x: str, y: str, path: str | Path, by: str | None = None, title: str = "") -> Path:
     """One metric of a sweep against one swept setting: the mean over seeds as a line, their lowest and highest as a band.
 
-    With `by` (a second swept setting), one line per value of it. Runs whose metric is missing (None) are left out.
+    With `by` (a second swept setting), one line per value of it. Values keep the sweep's order; a setting that is not a
+    number (a backoff strategy) is drawn as evenly spaced categories. Runs whose metric is missing (None) are left out,
+    and runs that violated an invariant are marked with a red x, so a bad run is never averaged in unseen.
     """
     import matplotlib
 
@@ -107,13 +128,22 @@ def plot_sweep(rows: Sequence[dict[str, Any]], x: str, y: str, path: str | Path,
     for row in rows:
         if row.get(y) is not None:
             groups.setdefault(row[by] if by else None, {}).setdefault(row[x], []).append(float(row[y]))
+    order = list(dict.fromkeys(row[x] for row in rows))
+    numeric = all(isinstance(value, int | float) and not isinstance(value, bool) for value in order)
+    place = (lambda value: value) if numeric else order.index
     figure, axis = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for label, points in groups.items():
-        xs = sorted(points)
-        means = [sum(points[value]) / len(points[value]) for value in xs]
+        values = [value for value in order if value in points]
+        xs = [place(value) for value in values]
+        means = [sum(points[value]) / len(points[value]) for value in values]
         line = axis.plot(xs, means, "o-", label=f"{by} = {label}" if by else f"mean of {max(map(len, points.values()))} seeds")[0]
-        lowest, highest = [min(points[value]) for value in xs], [max(points[value]) for value in xs]
+        lowest, highest = [min(points[value]) for value in values], [max(points[value]) for value in values]
         axis.fill_between(xs, lowest, highest, color=line.get_color(), alpha=0.15, linewidth=0)
+    failed = [row for row in rows if row.get("ok") is False and row.get(y) is not None]
+    if failed:
+        axis.plot([place(row[x]) for row in failed], [row[y] for row in failed], "x", color="tab:red", label="violated an invariant")
+    if not numeric:
+        axis.set_xticks(range(len(order)), [str(value) for value in order])
     axis.set_xlabel(x)
     axis.set_ylabel(y)
     axis.grid(alpha=0.3)

@@ -2,7 +2,7 @@
 
 Counters (arrivals, admissions, sheds, tasks done, retirements by final
 state (a task retires a grace period after it comes to rest), provider
-calls offered, landed, timed out and refused, renewals sent, lost and
+calls offered, landed, timed out and refused, renewals sent, unanswered and
 accepted, expiries true and false, spend and tokens) are added up over each
 window from the same feed the metrics read; gauges (queue depth and age,
 leases held, calls open at each provider, each breaker's state) are sampled
@@ -48,7 +48,17 @@ class Recorder:
 
     def _open(self) -> None:
         counts: dict[str, float] = dict.fromkeys(
-            ("arrivals", "admissions", "sheds", "tasks_done", "renewals_sent", "renewals_lost", "renewals_accepted", "renewals_refused"), 0
+            (
+                "arrivals",
+                "admissions",
+                "sheds",
+                "tasks_done",
+                "renewals_sent",
+                "renewals_unanswered",
+                "renewals_accepted",
+                "renewals_refused",
+            ),
+            0,
         )
         counts.update(dict.fromkeys(("expiries", "false_expiries", "spend_usd", "tokens"), 0))
         counts.update({f"retired.{state}": 0 for state in RETIRED_STATES})

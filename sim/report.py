@@ -16,7 +16,7 @@ from .antipatterns import antipattern
 from .config import SimConfig
 from .history import OK, VIOLATED
 from .scenarios import SCENARIOS, scenario_config
-from .settings import PLAN_PATH, diff, format_value
+from .settings import PLACED_PATH, diff, format_value
 
 if TYPE_CHECKING:
     from .world import Outcome
@@ -58,8 +58,8 @@ def _setting_words(outcome: Outcome) -> list[str]:
     base = _base_config(outcome)
     words = []
     for path, value in diff(base, outcome.config).items():
-        if path == PLAN_PATH:
-            words += [word for spec in value if spec not in base.nemesis.plan for word in ("--fault", str(spec))]
+        if path == PLACED_PATH:
+            words += [word for spec in value if spec not in base.nemesis.placed for word in ("--fault", str(spec))]
         else:
             words += ["--set", f"{path}={format_value(value)}"]
     return words
@@ -74,9 +74,14 @@ def _base_config(outcome: Outcome) -> SimConfig:
     return base if outcome.antipattern is None else antipattern(outcome.antipattern).configure(base)
 
 
+SCHEMA_VERSION = 1
+"""The version of the `--json` report (and of a run folder's report.json): it changes whenever a field changes meaning."""
+
+
 def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
     """The DESIGN.md object (scenario, seed, tasks, antipattern, config, invariants, metrics, ok), plus what identifies the run."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "scenario": outcome.scenario,
         "seed": outcome.seed,
         "tasks": outcome.tasks,
@@ -117,8 +122,11 @@ def render_minimal(minimal: dict[str, Any]) -> str:
 
 def _header(outcome: Outcome, elapsed_s: float) -> str:
     antipattern = f", anti-pattern {outcome.antipattern}" if outcome.antipattern is not None else ""
+    changed = len(diff(_base_config(outcome), outcome.config))
+    settings = f" with {changed} setting{'' if changed == 1 else 's'} changed" if changed else ""
+    scenario = outcome.scenario if outcome.scenario in SCENARIOS else f"baseline (a {outcome.scenario} config)"
     return (
-        f"shiftchange sim run: scenario {outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}; "
+        f"shiftchange sim run: scenario {scenario}{settings}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}; "
         f"{faults_played(outcome):,} faults injected, {outcome.events_processed:,} SimPy events, {elapsed_s:.1f} s wall"
     )
 
@@ -179,7 +187,7 @@ def _metric_rows(outcome: Outcome) -> list[str]:
 def _renewals(metrics: dict[str, Any]) -> str:
     return (
         f"{metrics['renewals_sent']:,} sent: {metrics['renewals_accepted']:,} accepted, {metrics['renewals_refused']:,} refused,"
-        f" {metrics['renewals_lost']:,} unanswered"
+        f" {metrics['renewals_unanswered']:,} unanswered (lost on the way, either way, or late)"
     )
 
 

@@ -24,7 +24,7 @@ TOML has no null. A None is written as the string "none", the same word the
 command line uses (`admission_rate = "none"` under `[reliability]`), so a dump
 names every leaf and loading it over any base gives back an equal config; a
 fault's parameters that its kind does not take are simply left out. The
-nemesis's plan is a top-level array of tables, one `[[fault]]` per
+nemesis's placed faults are a top-level array of tables, one `[[fault]]` per
 `FaultSpec`, and an empty tuple is an empty array (`fault = []`). A file may
 be partial: what it does not name keeps the base's value.
 """
@@ -52,7 +52,7 @@ from .config import SimConfig
 
 __all__ = [
     "NONE_TEXT",
-    "PLAN_PATH",
+    "PLACED_PATH",
     "SettingError",
     "apply",
     "diff",
@@ -69,9 +69,9 @@ __all__ = [
 
 NONE_TEXT = "none"
 """How None is written, on the command line and in TOML."""
-PLAN_PATH = "nemesis.plan"
-_PLAN_TABLE = "fault"
-"""The plan's name in a TOML file: one `[[fault]]` table per FaultSpec."""
+PLACED_PATH = "nemesis.placed"
+_PLACED_TABLE = "fault"
+"""The placed faults' name in a TOML file: one `[[fault]]` table per FaultSpec."""
 _NOT_GIVEN = object()
 
 
@@ -337,7 +337,7 @@ def _has_text_form(cls: Any) -> bool:
 def to_toml(config: SimConfig) -> str:
     """The whole config as TOML, every leaf named: `from_toml` (or `--config`) reads it back to an equal config."""
     document = _toml(config)
-    document[_PLAN_TABLE] = document["nemesis"].pop("plan")
+    document[_PLACED_TABLE] = document["nemesis"].pop("placed")
     return tomli_w.dumps(document)
 
 
@@ -394,13 +394,13 @@ def _overrides(text: str, source: str) -> dict[str, Any]:
 
 
 def _flatten(document: dict[str, Any]) -> dict[str, Any]:
-    plan = document.pop(_PLAN_TABLE, _NOT_GIVEN)
+    placed = document.pop(_PLACED_TABLE, _NOT_GIVEN)
     flat: dict[str, Any] = {}
     _flatten_into(flat, document, ())
-    if plan is not _NOT_GIVEN:
-        if PLAN_PATH in flat:
-            raise SettingError(f"the plan is given twice, as [[{_PLAN_TABLE}]] tables and as {PLAN_PATH}; give it once")
-        flat[PLAN_PATH] = _leaf_value(plan, _hint_at(tuple(PLAN_PATH.split("."))), PLAN_PATH)
+    if placed is not _NOT_GIVEN:
+        if PLACED_PATH in flat:
+            raise SettingError(f"the placed faults are given twice, as [[{_PLACED_TABLE}]] tables and as {PLACED_PATH}; give it once")
+        flat[PLACED_PATH] = _leaf_value(placed, _hint_at(tuple(PLACED_PATH.split("."))), PLACED_PATH)
     return flat
 
 

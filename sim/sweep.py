@@ -38,6 +38,7 @@ behave the same on every platform.
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib
 import itertools
 import multiprocessing
@@ -57,17 +58,18 @@ from tqdm import tqdm
 from shiftchange.core import InputError
 
 from .antipatterns import antipattern as antipattern_named
-from .config import SimConfig
+from .artifacts import play_with_artifacts, prepare
+from .config import FaultSpec, SimConfig
 from .report import replay_command
 from .scenarios import scenario_config
-from .settings import apply, format_value
+from .settings import PLACED_PATH, apply, diff, format_value, to_toml
 from .settings import get as setting_at
 from .world import Outcome, play
 
-__all__ = ["EXECUTORS", "IDENTITY", "RUNS_MAX", "Run", "columns", "plan", "play_run", "sweep", "sweep_rows"]
+__all__ = ["EXECUTORS", "IDENTITY", "RUNS_MAX", "Run", "build_runs", "columns", "play_run", "sweep", "sweep_rows"]
 
-IDENTITY = ("scenario", "tasks", "antipattern", "seed")
-"""The columns that say which run a row is, before the swept paths."""
+IDENTITY = ("scenario", "tasks", "antipattern", "seed", "config_digest")
+"""The columns that say which run a row is, before the swept paths; `config_digest` names the whole config the run played."""
 EXECUTORS = ("processes", "dask")
 RUNS_MAX = 100_000
 """A sweep plays at most this many runs (grid points times seeds); every config is built before the first run."""
@@ -75,7 +77,7 @@ _TAIL = ("ok", "digest", "replay")
 _VERDICT_PREFIXES = ("invariant.", "violations.")
 _ZERO_WHEN_MISSING = "final_states."
 """A final state no task of a run reached is a count of zero, not a missing value."""
-_TEXT_COLUMNS = frozenset({"scenario", "antipattern", "digest", "replay"})
+_TEXT_COLUMNS = frozenset({"scenario", "antipattern", "config_digest", "digest", "replay"})
 _WHOLE_NUMBER = re.compile(r"-?\d+")
 WRITE_INTERVAL_S = 1.0
 """The output file is rewritten at most this often (wall seconds) while runs complete, and once at the end."""
@@ -98,14 +100,19 @@ class Run:
     """The directory this run's artifacts go to, or None for no artifacts."""
 
     def key(self) -> tuple[str, ...]:
-        identity = (self.scenario, _cell(self.config.workload.tasks), _cell(self.antipattern), _cell(self.seed))
+        identity = (self.scenario, _cell(self.config.workload.tasks), _cell(self.antipattern), _cell(self.seed), config_digest(self.config))
         return identity + tuple(format_value(value) for _, value in self.swept)
+
+
+def config_digest(config: SimConfig) -> str:
+    """A short SHA-256 of the whole config as TOML: two rows with one digest ran the same settings, fixed ones included."""
+    return hashlib.sha256(to_toml(config).encode()).hexdigest()[:16]
 
 
 # ------------------------------------------------------------------ planning
 
 
-def plan(
+def build_runs(
     grid: Mapping[str, Iterable[Any]],
     seeds: Iterable[int],
     scenario: str,
@@ -113,26 +120,29 @@ def plan(
     overrides: Mapping[str, Any] | Iterable[tuple[str, Any]],
     antipattern: str | None,
     artifacts: str | os.PathLike[str] | None = None,
+    faults: tuple[FaultSpec, ...] = (),
 ) -> list[Run]:
-    """Every run of the sweep, in run order, each config built and validated; nothing runs."""
+    """Every run of the sweep, in run order, each config built and validated; nothing runs.
+
+    `faults` are placed in every run beside those the overrides place (a config file's `[[fault]]` tables).
+    """
     seeds = _seeds(seeds)
     grid = {path: _values(path, values) for path, values in grid.items()}
     _check_size(grid, seeds)
     fixed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
-    if antipattern is not None:
-        antipattern_named(antipattern)
-    apply(scenario_config(scenario, seeds[0], tasks), fixed)
-    _check_values(grid, scenario, seeds[0], tasks, fixed)
+    pattern = antipattern_named(antipattern) if antipattern is not None else None
+    _config(scenario, seeds[0], tasks, fixed, [], faults, pattern, blame="the fixed settings")
+    _check_values(grid, scenario, seeds[0], tasks, fixed, faults, pattern)
     runs = []
     for point in itertools.product(*grid.values()):
         assignments = list(zip(grid, point, strict=True))
         for seed in seeds:
-            config = _config(scenario, seed, tasks, fixed, assignments)
+            config = _config(scenario, seed, tasks, fixed, assignments, faults, pattern)
             swept = tuple((path, setting_at(config, path)) for path in grid)
             runs.append(Run(len(runs), scenario, seed, antipattern, swept, config))
     if artifacts is not None:
-        _play_with_artifacts()
-        runs = [_with_artifacts(run, Path(artifacts)) for run in runs]
+        folder = prepare(artifacts)
+        runs = [_with_artifacts(run, folder) for run in runs]
     _check_distinct(runs)
     return runs
 
@@ -157,11 +167,13 @@ def _values(path: str, values: Iterable[Any]) -> list[Any]:
     return listed
 
 
-def _check_values(grid: dict[str, list[Any]], scenario: str, seed: int, tasks: int | None, fixed: list) -> None:
+def _check_values(
+    grid: dict[str, list[Any]], scenario: str, seed: int, tasks: int | None, fixed: list, faults: tuple, pattern: Any
+) -> None:
     """Each grid value on its own (after the fixed overrides, already checked), so an error names the one bad value."""
     for path, values in grid.items():
         for value in values:
-            _config(scenario, seed, tasks, fixed, [(path, value)], blame=f"grid value {path}={value}")
+            _config(scenario, seed, tasks, fixed, [(path, value)], faults, pattern, blame=f"grid value {path}={value}")
 
 
 def _check_size(grid: dict[str, list[Any]], seeds: list[int]) -> None:
@@ -172,10 +184,27 @@ def _check_size(grid: dict[str, list[Any]], seeds: list[int]) -> None:
         raise InputError(f"the sweep has {size:,} runs (grid points times seeds), more than the {RUNS_MAX:,} one sweep may play")
 
 
-def _config(scenario: str, seed: int, tasks: int | None, fixed: list, assignments: list, blame: str | None = None) -> SimConfig:
+def _config(
+    scenario: str,
+    seed: int,
+    tasks: int | None,
+    fixed: list,
+    assignments: list,
+    faults: tuple,
+    pattern: Any,
+    blame: str | None = None,
+) -> SimConfig:
+    """One run's config; a setting the anti-pattern overrides itself is refused (the row would name a value the run never used)."""
     base = scenario_config(scenario, seed, tasks)
     try:
-        return apply(base, [*fixed, *assignments])
+        config = apply(base, [*fixed, *assignments])
+        if faults:
+            config = apply(config, {PLACED_PATH: config.nemesis.placed + faults})
+        if pattern is not None:
+            overridden = sorted(set(diff(config, pattern.configure(config))) & {path for path, _ in [*fixed, *assignments]})
+            if overridden:
+                raise InputError(f"the anti-pattern {pattern.name} sets {overridden[0]} itself, so sweeping or setting it measures nothing")
+        return config
     except InputError as error:
         where = blame or "grid point " + ", ".join(f"{path}={value}" for path, value in assignments)
         raise InputError(f"{where}: {error}") from None
@@ -189,16 +218,6 @@ def _check_distinct(runs: list[Run]) -> None:
         if earlier is not run:
             values = ", ".join(f"{path}={format_value(value)}" for path, value in run.swept)
             raise InputError(f"the grid names the same run twice ({values}, seed {run.seed}): give each value once")
-
-
-def _play_with_artifacts() -> Callable[..., Outcome]:
-    try:
-        module = importlib.import_module("shiftchange.sim.artifacts")
-    except ModuleNotFoundError:
-        module = None
-    if not hasattr(module, "play_with_artifacts"):
-        raise InputError("artifacts are not available in this version of shiftchange (no shiftchange.sim.artifacts.play_with_artifacts)")
-    return module.play_with_artifacts
 
 
 def _with_artifacts(run: Run, directory: Path) -> Run:
@@ -218,12 +237,18 @@ def play_run(run: Run) -> dict[str, Any]:
     if run.artifacts is None:
         outcome = play(run.config, run.seed, run.scenario, pattern)
     else:
-        outcome = _play_with_artifacts()(run.config, run.seed, run.scenario, pattern, Path(run.artifacts))
+        outcome = play_with_artifacts(run.config, run.seed, run.scenario, pattern, Path(run.artifacts))
     return _row(run, outcome)
 
 
 def _row(run: Run, outcome: Outcome) -> dict[str, Any]:
-    row: dict[str, Any] = {"scenario": run.scenario, "tasks": outcome.tasks, "antipattern": outcome.antipattern, "seed": run.seed}
+    row: dict[str, Any] = {
+        "scenario": run.scenario,
+        "tasks": outcome.tasks,
+        "antipattern": outcome.antipattern,
+        "seed": run.seed,
+        "config_digest": config_digest(run.config),
+    }
     row.update(run.swept)
     row.update(_flatten(outcome.metrics))
     for name, verdict in outcome.verdicts.items():
@@ -411,7 +436,10 @@ class _Output:
         for text in texts:
             run = by_key.get(self._key(text))
             if run is None:
-                raise InputError(f"{self.path} holds a row that is no run of this sweep ({self._describe(text)}): choose another --out")
+                raise InputError(
+                    f"{self.path} holds a row that is no run of this sweep ({self._describe(text)}; a different config_digest means"
+                    " other fixed settings): choose another --out"
+                )
             done[run.index] = self._typed(text, run)
         self.rows_written = len(done)
         return done
@@ -468,15 +496,24 @@ def sweep_rows(
     out: str | os.PathLike[str] | None = None,
     artifacts: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    faults: Iterable[str | FaultSpec] = (),
+    log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the sweep (see `sweep`) and return its rows as dicts, in run order, every row with every column."""
+    """Run the sweep (see `sweep`) and return its rows as dicts, in run order, every row with every column.
+
+    `log`, if given, is told once how many runs the sweep has, how many `out` already held, and how many it plays.
+    """
     grid = dict(grid or {})
     jobs = _jobs(jobs)
     _check_executor(executor, scheduler)
-    runs = plan(grid, seeds, scenario, tasks, overrides, antipattern, artifacts)
+    placed = tuple(spec if isinstance(spec, FaultSpec) else FaultSpec.parse(spec) for spec in faults)
+    runs = build_runs(grid, seeds, scenario, tasks, overrides, antipattern, artifacts, placed)
     output = _Output(Path(out), list(grid)) if out is not None else None
     done = output.resume(runs) if output is not None else {}
     pending = [run for run in runs if run.index not in done]
+    if log is not None:
+        held = f", {len(done):,} of them already in {output.path}" if done else ""
+        log(f"{len(runs):,} runs{held}; playing {len(pending):,}")
     bar = _bar(len(runs), len(done), progress)
     try:
         for index, row in _execute(pending, jobs, executor, scheduler):
@@ -505,17 +542,19 @@ def sweep(
     out: str | os.PathLike[str] | None = None,
     artifacts: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    faults: Iterable[str | FaultSpec] = (),
 ) -> Any:
     """Play every run of a grid of settings times the seeds; one row per run, in run order.
 
     `grid` maps dotted setting paths to the values to try (typed, or text parsed by the field's type);
-    `overrides` are fixed settings applied first. `jobs` local processes (default: every CPU; 1 runs
+    `overrides` are fixed settings applied first (a config file's: `settings.read_overrides(path)`); `faults` are placed in
+    every run (`FaultSpec`s or their text, "outage model_provider at=600 for=120"). `jobs` local processes (default: every CPU; 1 runs
     here, in this process) or `executor="dask"` on a `LocalCluster` of `jobs` workers, or on the
     scheduler at `scheduler`. `out` (.csv or .parquet) is rewritten as runs complete and resumed
     from: rows already in it are not run again. Returns a pandas DataFrame when pandas is importable,
     else a list of dicts. Bad input raises `InputError` before anything runs.
     """
-    rows = sweep_rows(grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress)
+    rows = sweep_rows(grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress, faults)
     try:
         pandas = importlib.import_module("pandas")
     except ImportError:

@@ -10,15 +10,18 @@ grant is not a replay of a recorded result. A worker resumes from its
 predecessor's checkpoint when it was handed one.
 
 Heartbeats keep a fixed cadence from the claim. The moment a worker hears
-its claim accepted (at time c) its heartbeat starts, before `start_attempt`,
-and sends a renewal at c + k * heartbeat_interval_s for k = 1, 2, ...; each
-renewal is its own process, so a lost or slow one never delays the next. A
-renewal sent at c + k*I reaches the orchestrator one network delay d later,
-so with no loss the renewals that land inside a lease of `lease_ttl_s` are
-those with k*I + d < TTL, floor((TTL - d) / I) of them, and
-floor((TTL - d) / I) - 1 renewals in a row may be lost before the lease
-expires. (A pause freezes the heartbeat: the beats it swallowed are not sent
-in a burst when it ends; the next one goes at once, then the cadence goes on.)
+its claim accepted its heartbeat starts, before `start_attempt`, and sends a
+renewal every heartbeat_interval_s (I) after that; each renewal is its own
+process, so a lost or slow one never delays the next. A lease granted or
+renewed at g runs out at g + TTL, and the renewals that count are those that
+reach the orchestrator before then. Let d be how much later than g + I the
+next renewal arrives: in the first window a round trip (the claim's answer,
+then that renewal's way in), in later ones the difference of two one-way
+delays, about nothing. With no loss, floor((TTL - d) / I) renewals land
+inside a lease, and one fewer may be lost in a row before it expires (when
+TTL is a multiple of I, jitter decides whether the last one is in time). A
+pause freezes the heartbeat: the beats it swallowed are not sent in a burst
+when it ends; the next one goes at once, then the cadence goes on.
 When a renewal is refused the worker stops all work at once (the heartbeat
 interrupts the workflow); when a renewal says cancellation was requested, it
 acknowledges and stops. A crash interrupts the worker and wipes its memory;
@@ -88,7 +91,7 @@ class LeaseObserver(Protocol):
     def crashed(self, worker_id: str, attempt_id: str | None, at: float) -> None: ...
 
     def renewal(self, outcome: str) -> None:
-        """One renewal's fate as the worker saw it: sent, lost (no answer), accepted or refused."""
+        """One renewal's fate as the worker saw it: sent, unanswered (the request or its answer lost, or late), accepted or refused."""
         ...
 
 
@@ -241,7 +244,7 @@ class Worker:
         leases.renewal("sent")
         renewal = yield from self._call(self.context.orchestrator.renew_lease, *fence)
         if renewal is None:
-            leases.renewal("lost")
+            leases.renewal("unanswered")
             return
         leases.renewal("accepted" if renewal.accepted else "refused")
         if self.holding != fence[0] or self._stopping or not main.is_alive:

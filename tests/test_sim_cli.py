@@ -288,7 +288,7 @@ def test_a_run_given_settings_replays_to_the_same_digest(capsys):
 
 def test_the_replay_of_a_custom_config_is_baseline_with_its_settings_and_placed_faults():
     """A run of play's default scenario ("custom") replays as baseline, with --set for each change and --fault for each placed fault."""
-    config = apply(SimConfig().with_tasks(20), {"workers.workers": 6, "nemesis.plan": "outage code_host at=30 for=60"})
+    config = apply(SimConfig().with_tasks(20), {"workers.workers": 6, "nemesis.placed": "outage code_host at=30 for=60"})
     outcome = play(config, 2)
     words = shlex.split(replay_command(outcome))
     assert words[3:5] == ["--scenario", "baseline"]
@@ -312,13 +312,20 @@ def test_a_placed_fault_from_the_command_line_is_listed_with_its_index_and_repla
     """--fault adds to the seed's schedule; --list-faults shows it among the drawn ones; the replay command carries it."""
     placed = "outage model_provider at=100 for=60 mode=hang"
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--list-faults")
-    assert status == 0 and out.splitlines()[0].startswith("1 faults")
+    assert status == 0 and out.splitlines()[0] == "1 fault: 0 drawn from seed 1, 1 placed by the config"
     assert "   0  t=   100.00 to    160.00  placed  outage model_provider mode=hang" in out
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--json")
     report = json.loads(out)
+    assert report["schema_version"] == 1
     assert status == 0 and report["faults"] == 1 and "--fault" in report["replay"] and placed in shlex.split(report["replay"])
     status, again, _ = sim(capsys, *shlex.split(report["replay"])[2:], "--json")
     assert json.loads(again)["digest"] == report["digest"]
+
+
+def test_the_header_says_how_many_settings_a_run_changed_from_its_scenario(capsys):
+    """A run given --set (or a --config) is not the bare scenario, and its first line says so."""
+    status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "10", "--set", "core.lease_ttl_s=90", "--no-shrink")
+    assert status == 0 and out.splitlines()[0].startswith("shiftchange sim run: scenario baseline with 1 setting changed, seed 1")
 
 
 def test_series_plot_and_artifacts_are_written_where_asked(capsys, tmp_path):
@@ -328,7 +335,7 @@ def test_series_plot_and_artifacts_are_written_where_asked(capsys, tmp_path):
     )  # fmt: skip
     assert status == 0
     header = (tmp_path / "s.csv").read_text().splitlines()[0].split(",")
-    assert header[:2] == ["t_s", "window_s"] and "renewals_lost" in header and "model_provider.latency_s_p99" in header
+    assert header[:2] == ["t_s", "window_s"] and "renewals_unanswered" in header and "model_provider.latency_s_p99" in header
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((tmp_path / "run" / "report.json").read_text())["schema_version"] == 1
 

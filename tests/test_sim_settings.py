@@ -42,7 +42,7 @@ RICH_SETTINGS = {
     "network.loss_probability": "0.01",
     "network.lossy_calls": "renew_lease,checkpoint",
     "nemesis.faults": ["crash", "partition"],
-    "nemesis.plan": "crash busy at=12.5 for=30; message_loss network at=1234567.891 for=60 probability=0.3 calls=renew_lease",
+    "nemesis.placed": "crash busy at=12.5 for=30; message_loss network at=1234567.891 for=60 probability=0.3 calls=renew_lease",
     "code_host.supports_idempotency": "false",
     "reliability.backoff.strategy": "decorrelated_jitter",
     "reliability.rate_limits.small_model.rate_per_s": 2.5,
@@ -77,7 +77,7 @@ def test_paths_name_nested_parts_dict_entries_and_an_unset_optional_part():
     assert leaves["workload.budget.attempts_max"] == 5
     assert leaves["reliability.rate_limits.code_host.rate_per_s"] == 10.0
     assert leaves["reliability.admission_rate"] is None
-    assert leaves["nemesis.plan"] == () and leaves["reliability.fallbacks"] == ()
+    assert leaves["nemesis.placed"] == () and leaves["reliability.fallbacks"] == ()
     assert leaves["series.window_s"] == 60.0
 
 
@@ -85,13 +85,13 @@ def test_the_rich_config_holds_every_value_it_was_given():
     """Text, typed numbers, lists and records all land typed at their paths; the two placed faults keep every digit."""
     assert get(RICH, "core.lease_ttl_s") == 90.0 and get(RICH, "core.heartbeat_interval_s") == 0.1 + 0.2
     assert RICH.nemesis.faults == ("crash", "partition") and RICH.network.lossy_calls == ("renew_lease", "checkpoint")
-    assert RICH.nemesis.plan[1] == FaultSpec("message_loss", "network", 1234567.891, 60.0, probability=0.3, calls=("renew_lease",))
+    assert RICH.nemesis.placed[1] == FaultSpec("message_loss", "network", 1234567.891, 60.0, probability=0.3, calls=("renew_lease",))
     assert RICH.reliability.admission_rate is not None and RICH.reliability.admission_rate.rate_per_s == 3.0
     assert RICH.reliability.admission_rate.burst == 20
     assert RICH.reliability.fallbacks[0].substitute == "small_model"
     assert RICH.code_host.supports_idempotency is False
     assert set(diff(DEFAULTS, RICH)) >= {
-        "nemesis.plan",
+        "nemesis.placed",
         "reliability.admission_rate.rate_per_s",
         "reliability.rate_limits.small_model.burst",
     }
@@ -172,7 +172,7 @@ def test_an_unknown_path_suggests_the_close_one():
         ("workload.budget.attempts_max", -1, "workload.budget.attempts_max must be an integer from 0 to 1000, not -1"),
         ("core.lease_ttl_s", -5, "core.lease_ttl_s must be a positive finite number, not -5.0"),
         ("reliability.backoff", "fast", "reliability.backoff is a group of settings"),
-        ("nemesis.plan", "crash busy at=soon for=30", "nemesis.plan[0]: fault parameter at_s must be a number, not 'soon'"),
+        ("nemesis.placed", "crash busy at=soon for=30", "nemesis.placed[0]: fault parameter at_s must be a number, not 'soon'"),
     ],
     ids=["not-a-number", "not-whole", "not-a-flag", "unknown-name", "budget-below-zero", "negative", "a-group", "bad-fault"],
 )
@@ -239,11 +239,11 @@ def test_a_partial_file_changes_only_what_it_names(tmp_path):
     assert overrides == {
         "core.lease_ttl_s": 90.0,
         "network.lossy_calls": ("renew_lease",),
-        "nemesis.plan": (FaultSpec("pause", "busy", 60.0, 90.0),),
+        "nemesis.placed": (FaultSpec("pause", "busy", 60.0, 90.0),),
     }
     base = scenario_config("partition", 1)
     config = load(path, base=base)
-    assert set(diff(base, config)) == {"core.lease_ttl_s", "network.lossy_calls", "nemesis.plan"}
+    assert set(diff(base, config)) == {"core.lease_ttl_s", "network.lossy_calls", "nemesis.placed"}
 
 
 @pytest.mark.parametrize(

@@ -168,16 +168,42 @@ def test_parquet_is_written_read_back_and_resumed_from(tmp_path, monkeypatch):
     ("module", "arguments", "named"),
     [
         ("distributed", {"executor": "dask"}, "pip install 'shiftchange[dask]'"),
-        ("shiftchange.sim.artifacts", {"artifacts": "runs"}, "artifacts"),
     ],
 )
 def test_a_missing_optional_module_is_a_clear_input_error(monkeypatch, module, arguments, named):
-    """Without Dask, or without the artifacts module, the sweep refuses before running and says what is missing."""
+    """Without Dask the sweep refuses before running and says what to install."""
     played = counting(monkeypatch)
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(InputError, match=named.replace("[", r"\[").replace("]", r"\]")):
         sweep(**SMALL, jobs=1, **arguments)
     assert played == []
+
+
+def test_artifacts_into_a_file_are_refused_before_any_run(monkeypatch, tmp_path):
+    played = counting(monkeypatch)
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(InputError, match="is a file"):
+        sweep(**SMALL, jobs=1, artifacts=tmp_path / "taken")
+    assert played == []
+
+
+def test_a_setting_the_anti_pattern_overrides_is_refused_before_any_run(monkeypatch):
+    """retry-storm sets the backoff itself: a row labelled with another strategy would name a value the run never used."""
+    played = counting(monkeypatch)
+    grid = {"reliability.backoff.strategy": ["exponential", "full_jitter"]}
+    with pytest.raises(InputError, match=r"retry-storm sets reliability\.backoff\.strategy itself"):
+        sweep(grid=grid, scenario="retry-storm", tasks=10, antipattern="retry-storm", jobs=1)
+    assert played == []
+
+
+def test_faults_from_a_config_file_and_from_the_command_line_are_both_placed(capsys, tmp_path):
+    config = tmp_path / "f.toml"
+    config.write_text('[[fault]]\nkind = "outage"\ntarget = "code_host"\nat_s = 20\nfor_s = 30\n')
+    out = tmp_path / "rows.csv"
+    argv = ("sweep", "--scenario", "baseline", "--tasks", "10", "--grid", "workers.workers=8", "--jobs", "1", "--out", str(out))
+    assert sim(capsys, *argv, "--config", str(config), "--fault", "pause worker-001 at=10 for=5")[0] == 0
+    replay = shlex.split(read_csv(out)[1][0]["replay"])
+    assert "outage code_host at=20 for=30 mode=fail" in replay and "pause worker-001 at=10 for=5" in replay
 
 
 def test_a_sweep_plots_a_metric_against_its_first_swept_setting(capsys, tmp_path):
@@ -209,3 +235,16 @@ def test_a_fault_placed_in_a_sweep_is_played_in_every_run(capsys, tmp_path):
     _, rows = read_csv(out)
     assert status == 0 and len(rows) == 2
     assert all("outage code_host at=20 for=30 mode=fail" in shlex.split(row["replay"]) for row in rows)
+
+
+def test_resuming_with_other_fixed_settings_is_refused_and_leaves_the_file_alone(capsys, monkeypatch, tmp_path):
+    """A row played with network.loss_probability=0.1 is not a row of the same grid at 0.3: the config digest tells them apart."""
+    out = tmp_path / "rows.csv"
+    argv = ("sweep", "--scenario", "baseline", "--tasks", "10", "--grid", "workers.workers=8,16", "--jobs", "1", "--out", str(out))
+    assert sim(capsys, *argv, "--set", "network.loss_probability=0.1")[0] == 0
+    before = out.read_bytes()
+    played = counting(monkeypatch)
+    status, _, err = sim(capsys, *argv, "--set", "network.loss_probability=0.3")
+    assert status == 2 and "config_digest" in err and played == [] and out.read_bytes() == before
+    status, again, _ = sim(capsys, *argv, "--set", "network.loss_probability=0.1")
+    assert status == 0 and "2 runs, 2 of them already in" in again and "playing 0" in again and played == []
