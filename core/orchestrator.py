@@ -180,6 +180,8 @@ def check_budget(budget: Budget) -> None:
     if not isinstance(budget, Budget):
         raise InputError("budget must be a Budget")
     _int(budget.attempts_max, "attempts_max", 1000)
+    if budget.attempts_max < 1:
+        raise InputError("attempts_max must be at least 1: a task that may make no Attempt could never start, nor come to rest")
     _number(budget.elapsed_max_s, "elapsed_max_s", 365 * 86400)
     _number(budget.cost_max_usd, "cost_max_usd", 1e7)
     _int(budget.tokens_max, "tokens_max", 10**12)

@@ -221,9 +221,13 @@ def _check_distinct(runs: list[Run]) -> None:
 
 
 def _with_artifacts(run: Run, directory: Path) -> Run:
-    """Each run's artifacts in their own directory, named for the run's key so a person can find it."""
+    """Each run's artifacts in their own directory, named for the run's key so a person can find it.
+
+    The name ends in the config's digest, so two sweeps with other fixed settings never write into one folder.
+    """
     words = [run.scenario, *([run.antipattern] if run.antipattern else []), f"seed{run.seed}"]
     words += [f"{path}={format_value(value)}" for path, value in run.swept]
+    words.append(config_digest(run.config)[:8])
     name = re.sub(r"[^A-Za-z0-9._=-]", "_", "-".join(words))
     return Run(run.index, run.scenario, run.seed, run.antipattern, run.swept, run.config, str(directory / name))
 

@@ -1215,6 +1215,7 @@ def bad_input_calls(lease: Lease) -> dict[str, Callable[[Orchestrator], object]]
             "task-2", "objective", WORKSPACE, budget=Budget(elapsed_max_s=float("nan"))
         ),
         "create_task bool attempts budget": lambda o: o.create_task("task-2", "objective", WORKSPACE, budget=Budget(attempts_max=True)),
+        "create_task no attempts budget": lambda o: o.create_task("task-2", "objective", WORKSPACE, budget=Budget(attempts_max=0)),
         "dispatch plan not a Plan": lambda o: o.dispatch("task-1", FIRST_HYPOTHESIS),
         "dispatch huge hypothesis": lambda o: o.dispatch("task-1", Plan(HUGE)),
         "retry non-str reason": lambda o: o.retry("task-1", 1234567890, Plan(CHANGED_HYPOTHESIS)),
