@@ -200,9 +200,6 @@ class World:
     def stream(self, role: str) -> random.Random:
         return _stream(self.seed, role)
 
-    def worker(self, worker_id: str) -> Worker:
-        return next(worker for worker in self.workers if worker.worker_id == worker_id)
-
     # ------------------------------------------------------------ the run
 
     def kept(self, faults_kept: tuple[int, ...] | None) -> list[Fault]:
