@@ -34,6 +34,8 @@ import sys
 import time
 import tracemalloc
 
+from common import positive, verdict
+
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import CountingEnvironment, play
 
@@ -50,10 +52,6 @@ BREAKDOWN_TASKS_MAX = 2_000
 """The timed breakdown runs at most this many tasks: its shares, not its total, are the point."""
 RAW_TIMEOUT_S = 1.0
 """The raw world's timeout; each process's is offset a little so their events interleave on the heap."""
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 def raw_events(processes: int, events: int) -> tuple[int, float, float]:
@@ -226,13 +224,6 @@ def memory(seed: int, traced: bool) -> bool:
         traced_ratio = large_traced["traced_peak_bytes"] / small_traced["traced_peak_bytes"]
         print(f"tracemalloc peak {MEMORY_TASKS[1]:,} / {MEMORY_TASKS[0]:,}   {traced_ratio:>6.2f}x   (reported, not a target)")
     return ok
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

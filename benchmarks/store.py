@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import positive, verdict
+
 from shiftchange.core import (
     AdmissionConfig,
     Claim,
@@ -153,10 +155,6 @@ def raw_update_commits_per_s(path: Path, synchronous: str, commits: int) -> floa
         connection.close()
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def report_setup(timing: Timing) -> None:
     prepare_us, admit_us, start_us = (1e6 * spent / timing.cycles for spent in (timing.prepare_s, timing.admit_s, timing.start_s))
     print(f"  untimed setup, per cycle: create+accept+dispatch {prepare_us:,.1f} us, admit {admit_us:,.1f} us, start {start_us:,.1f} us")
@@ -201,13 +199,6 @@ def sqlite_run(directory: Path, synchronous: str, cycles: int) -> bool:
     if not ok:
         profile_hint(f"sqlite {synchronous}", timing)
     return ok
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from common import positive, verdict
+
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.sweep import sweep_rows
 from shiftchange.sim.world import play
@@ -51,10 +53,6 @@ SPEEDUP_PER_JOB_MIN = 0.8
 """The pool's speed-up over one process, at least this many times its jobs."""
 SERIES_COST_MAX = 0.10
 """A run that records its time series takes at most this share longer than one that does not."""
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 def timed_sweep(scenario: str, tasks: int, runs: int, jobs: int) -> tuple[list[dict], float]:
@@ -123,13 +121,6 @@ def series_cost(scenario: str, tasks: int, repeats: int) -> bool:
     print(f"run with series {fastest_s[True]:.3f} s, without {fastest_s[False]:.3f} s (fastest of {repeats} each)")
     print(f"series cost   {100 * cost:>6.1f}% of a run   target <= {100 * SERIES_COST_MAX:g}%   {verdict(cost <= SERIES_COST_MAX)}")
     return cost <= SERIES_COST_MAX
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

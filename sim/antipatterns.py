@@ -24,7 +24,7 @@ from shiftchange.core import Accepted, AdmissionConfig, BackoffConfig, BreakerCo
 from shiftchange.core.admission import AdmissionController
 from shiftchange.core.store import _MemoryTransaction
 
-from .config import SimConfig
+from .config import CONTRACTS, SimConfig
 from .worker import Behaviour
 
 # ------------------------------------------------------------------ breaks
@@ -81,17 +81,8 @@ class ConflatedOrchestrator(Orchestrator):
             return Accepted("queued")
 
 
-_FENCED_CONTRACTS = (
-    "start_attempt",
-    "renew_lease",
-    "grant_tool",
-    "record_receipt",
-    "report_call_failure",
-    "checkpoint",
-    "complete_attempt",
-    "report_failure",
-    "acknowledge_cancel",
-)
+_FENCED_CONTRACTS = tuple(contract for contract in CONTRACTS if contract != "claim_attempt")
+"""Every contract a worker calls with a fence: all it sends but the claim that gives it one."""
 
 
 class UnfencedOrchestrator(Orchestrator):
