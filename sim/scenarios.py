@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from shiftchange.core import AdmissionConfig, InputError, ReliabilityConfig
+from shiftchange.core import InputError
 
 from .config import FAULTS, NemesisConfig, NetworkConfig, SimConfig, WorkloadConfig
 
@@ -130,7 +130,9 @@ SCENARIOS: dict[str, Scenario] = {
             "arrivals at about four times what the workers can serve, with four-minute deadlines: backpressure and load shedding",
             lambda _seed: _with(
                 workload=_workload(arrival_rate_per_s=2.0, deadline_s=240.0),
-                reliability=ReliabilityConfig(admission=AdmissionConfig(queue_depth_max=60, queue_age_max_s=120.0)),
+                reliability=replace(
+                    BASE.reliability, admission=replace(BASE.reliability.admission, queue_depth_max=60, queue_age_max_s=120.0)
+                ),
             ),
         ),
         Scenario(
