@@ -11,13 +11,23 @@ from .admission import AdmissionController, AdmissionDecision
 from .backoff import Backoff
 from .breaker import Breaker, Breakers
 from .clock import Clock, ManualClock
-from .config import AdmissionConfig, BackoffConfig, BreakerConfig, CoreConfig, Fallback, RateLimitConfig, ReliabilityConfig
+from .config import (
+    AdmissionConfig,
+    BackoffConfig,
+    BreakerConfig,
+    CoreConfig,
+    Fallback,
+    RateLimitConfig,
+    ReliabilityConfig,
+    RetryBudgetConfig,
+)
 from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError
 from .orchestrator import Accepted, Claim, Grant, Orchestrator, Reconciliation, Refused, Renewal, mint_key
 from .policy import Decision
 from .provider import Effect, LedgerProvider, ProviderAdapter, ProviderRefused, ProviderTimeout
 from .rate_limit import RateLimiter, TokenBucket
 from .records import Attempt, Budget, Event, Intent, Lease, Manifest, Plan, Task
+from .retry_budget import RetryBudget, RetryBudgets
 from .store import MemoryStore, Store, Transaction
 
 __all__ = [
@@ -60,6 +70,9 @@ __all__ = [
     "Refused",
     "ReliabilityConfig",
     "Renewal",
+    "RetryBudget",
+    "RetryBudgetConfig",
+    "RetryBudgets",
     "Store",
     "StoreConflict",
     "StoreError",

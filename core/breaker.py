@@ -152,16 +152,36 @@ class Breaker:
             self._probes_let_through = 0
 
 
+class NoBreaker:
+    """A dependency whose breaker is switched off (`ReliabilityConfig.breaker` None): always closed, learns nothing."""
+
+    __slots__ = ()
+    last_refusal = None
+
+    def state(self, now_s: float) -> str:
+        return CLOSED
+
+    def allow(self, now_s: float) -> bool:
+        return True
+
+    def record_success(self, now_s: float) -> None:
+        pass
+
+    def record_failure(self, now_s: float, signature: str) -> None:
+        if not isinstance(signature, str) or not signature:
+            raise InputError(f"a failure signature must be a non-empty string, not {signature!r}")
+
+
 class Breakers:
-    """One circuit breaker per dependency name, all starting closed."""
+    """One circuit breaker per dependency name, all starting closed; a config of None switches that breaker off."""
 
     __slots__ = ("_breakers",)
 
-    def __init__(self, configs: Mapping[str, BreakerConfig]) -> None:
+    def __init__(self, configs: Mapping[str, BreakerConfig | None]) -> None:
         for name in configs:
             if not isinstance(name, str) or not name:
                 raise InputError(f"a dependency name must be a non-empty string, not {name!r}")
-        self._breakers = {name: Breaker(config) for name, config in configs.items()}
+        self._breakers = {name: NoBreaker() if config is None else Breaker(config) for name, config in configs.items()}
 
     def allow(self, dependency: str, now_s: float) -> bool:
         """Whether a call to the dependency may start now; on False, `last_refusal` says why."""
@@ -179,7 +199,7 @@ class Breakers:
     def last_refusal(self, dependency: str) -> Refusal | None:
         return self.breaker(dependency).last_refusal
 
-    def breaker(self, dependency: str) -> Breaker:
+    def breaker(self, dependency: str) -> Breaker | NoBreaker:
         """The dependency's breaker; an unconfigured dependency is bad input."""
         breaker = self._breakers.get(dependency)
         if breaker is None:

@@ -88,6 +88,20 @@ class BreakerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryBudgetConfig:
+    """A retry budget for one dependency: retries admitted only while they stay under a share of first calls plus a burst."""
+
+    ratio: float = 0.1
+    """Retry credit each first call earns: at most this fraction of calls may be retried, sustained."""
+    burst: int = 10
+    """The most retry credit kept after a quiet spell: retries beyond ratio x calls that any window may see."""
+
+    def __post_init__(self) -> None:
+        require_probability(self, ("ratio",))
+        require_whole(self, ("burst",))
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionConfig:
     """Backpressure, bulkheads and load shedding at the queued -> admitted step."""
 
@@ -172,7 +186,10 @@ class ReliabilityConfig:
     backoff: BackoffConfig = field(default_factory=BackoffConfig)
     rate_limits: dict[str, RateLimitConfig] = field(default_factory=_default_rate_limits)
     """One token bucket per dependency; a call to a dependency not named here is bad input."""
-    breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    breaker: BreakerConfig | None = field(default_factory=BreakerConfig)
+    """One circuit breaker per dependency, all with this config; None: no breaker (every call is let through)."""
+    retry_budget: RetryBudgetConfig | None = field(default_factory=RetryBudgetConfig)
+    """One retry budget per dependency, all with this config; None: retries are bounded only by the caller's own limit."""
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     admission_rate: RateLimitConfig | None = None
     """A token bucket on admissions themselves (None: admission is bounded by capacity alone)."""
@@ -183,10 +200,11 @@ class ReliabilityConfig:
     """A worker may claim only if its last health probe passed at most this long ago; heartbeats are separate."""
 
     def __post_init__(self) -> None:
-        for name, kind in (("backoff", BackoffConfig), ("breaker", BreakerConfig), ("admission", AdmissionConfig)):
+        for name, kind in (("backoff", BackoffConfig), ("admission", AdmissionConfig)):
             require_instance(self, name, kind)
-        if self.admission_rate is not None:
-            require_instance(self, "admission_rate", RateLimitConfig)
+        for name, kind in (("breaker", BreakerConfig), ("retry_budget", RetryBudgetConfig), ("admission_rate", RateLimitConfig)):
+            if getattr(self, name) is not None:
+                require_instance(self, name, kind)
         self._check_rate_limits()
         self._check_fallbacks()
         require_positive(self, ("attempt_spend_max_usd", "health_probe_max_age_s"))

@@ -51,6 +51,7 @@ from .policy import budget_exhausted as _budget_exhausted
 from .provider import Effect, ProviderAdapter
 from .rate_limit import RateLimiter, TokenBucket
 from .records import Attempt, Budget, Intent, Lease, Manifest, Plan, Task
+from .retry_budget import RetryBudgets
 from .store import Store, Transaction
 
 # ----------------------------------------------------------------- results
@@ -114,6 +115,15 @@ class Reconciliation:
 
 
 Result = Refused | Accepted | Claim | Renewal | Grant | Reconciliation
+
+
+def _denial(dependency: str, verdicts: dict[str, bool]) -> str:
+    """Why a grant the table refuses on the dependency's verdicts was refused, in words for the refused event."""
+    if not verdicts["rate_allows"]:
+        return f"rate limit of {dependency} reached (a capacity denial)"
+    if not verdicts["retry_budget_allows"]:
+        return f"retry budget of {dependency} spent: retries are held to their share of first calls"
+    return ""
 
 
 def token_digest(token: str) -> str:
@@ -213,6 +223,7 @@ class Orchestrator:
         now = clock.now()
         self.limiter = RateLimiter(self.reliability.rate_limits, now)
         self.breakers = Breakers({name: self.reliability.breaker for name in self.reliability.rate_limits})
+        self.retry_budgets = RetryBudgets(tuple(self.reliability.rate_limits), self.reliability.retry_budget)
         self.fallbacks = {fallback.dependency: fallback for fallback in self.reliability.fallbacks}
         self._probes: dict[str, tuple[float, bool]] = {}
         self._pending: list = []
@@ -770,6 +781,7 @@ class Orchestrator:
             )
             timeout_left_s = (attempt.started_at if attempt.started_at is not None else now) + attempt.timeout_budget_s - now
             replaying = receipt is not None
+            retrying = intent is not None and not replaying  # granted before, never receipted: asking again is a retry
             if replaying:  # a replay makes no call: it spends nothing and asks no rate limit or circuit
                 cost_usd, tokens = 0.0, 0
             holds = {
@@ -778,7 +790,7 @@ class Orchestrator:
                 "no_call_in_flight": not in_flight and len({e.provider_id for e in found}) <= 1,
                 "timeout_budget_left": call_deadline_s <= timeout_left_s,
             }
-            chosen, cost_usd, verdicts, why = self._dependency(task, attempt, dependency, holds, cost_usd, tokens, now, replaying)
+            chosen, cost_usd, verdicts, why = self._dependency(task, attempt, dependency, holds, cost_usd, tokens, now, replaying, retrying)
             holds.update(verdicts)
             changes = {"cost_usd": attempt.cost_usd + cost_usd, "tokens": attempt.tokens + tokens}
             switched = f"{dependency} -> {chosen}" if chosen != dependency else None
@@ -788,10 +800,12 @@ class Orchestrator:
                 tx, attempt, "grant_tool", "worker", holds, generation, detail=f"{minted}: {why}" if why else minted, **changes
             )
             if not result.accepted:
-                domain = "capacity" if not holds["rate_allows"] else "provider" if not holds["circuit_allows"] else None
+                provider_down = not holds["circuit_allows"] or not holds["retry_budget_allows"]
+                domain = "capacity" if not holds["rate_allows"] else "provider" if provider_down else None
                 return Refused(result.reason, domain)
             if not replaying:
                 self.limiter.try_acquire(chosen, now)
+                self.retry_budgets.granted(chosen, retrying)
             deadline = now + call_deadline_s
             replay = None
             if intent is None:
@@ -823,6 +837,7 @@ class Orchestrator:
         tokens: int,
         now: float,
         replaying: bool,
+        retrying: bool,
     ) -> tuple[str, float, dict[str, bool], str]:
         """Which dependency serves a call, what it may spend there, the spend, rate and circuit verdicts, and why not.
 
@@ -830,10 +845,12 @@ class Orchestrator:
         (or half-open with every probe out); a fallback's declared cost_factor
         scales what the call is authorized to spend. A half-open probe is spent
         only on a call the table will grant, since a spent probe that never
-        reports would hold the circuit half-open for good.
+        reports would hold the circuit half-open for good. A retry (`retrying`)
+        must also find credit in the chosen dependency's retry budget.
         """
         if replaying:
-            return dependency, 0.0, {"spend_within_budget": True, "rate_allows": True, "circuit_allows": True}, ""
+            verdicts = {"spend_within_budget": True, "rate_allows": True, "circuit_allows": True, "retry_budget_allows": True}
+            return dependency, 0.0, verdicts, ""
         fallback = self.fallbacks.get(dependency)
         why = ""
         for chosen in (dependency,) if fallback is None else (dependency, fallback.substitute):
@@ -841,6 +858,7 @@ class Orchestrator:
             verdicts = {
                 "spend_within_budget": self._spend_ok(task, attempt, cost, tokens),
                 "rate_allows": self.limiter.available(chosen, now) >= 1,
+                "retry_budget_allows": not retrying or self.retry_budgets.allows(chosen),
             }
             if self.breakers.state(chosen, now) == OPEN:
                 self.breakers.allow(chosen, now)  # refuses without spending anything, and words the refusal
@@ -848,13 +866,14 @@ class Orchestrator:
                 continue
             verdicts["circuit_allows"] = True
             if ATTEMPT.fire(attempt.state, "grant_tool", {**holds, **verdicts}.__getitem__) is None:
-                return chosen, cost, verdicts, "" if verdicts["rate_allows"] else f"rate limit of {chosen} reached (a capacity denial)"
+                return chosen, cost, verdicts, _denial(chosen, verdicts)
             if self.breakers.allow(chosen, now):
                 return chosen, cost, verdicts, ""
             why = self._circuit_refusal(chosen)
         verdicts = {
             "spend_within_budget": self._spend_ok(task, attempt, cost_usd, tokens),
             "rate_allows": self.limiter.available(dependency, now) >= 1,
+            "retry_budget_allows": not retrying or self.retry_budgets.allows(dependency),
             "circuit_allows": False,
         }
         return dependency, cost_usd, verdicts, why

@@ -43,6 +43,7 @@ from shiftchange.core import (
     RateLimitConfig,
     Refused,
     ReliabilityConfig,
+    RetryBudgetConfig,
     Store,
     mint_key,
 )
@@ -870,6 +871,34 @@ def probes_let_through(world: World) -> int:
     return grants_until_refused(world, lease, "probe")
 
 
+WIDE_OPEN = {**LIMITS, "code_host": RateLimitConfig(rate_per_s=1000.0, burst=1000)}
+"""A code host whose rate limit never binds, so only the retry budget refuses."""
+
+
+def retries_until_refused(world: World, lease: Lease, identity: str) -> int:
+    """Grant `identity` again (a retry: granted before, never receipted) until the gateway refuses."""
+    for count in range(1000):
+        if not world.grant(lease, identity).accepted:
+            world.refused("grant_tool", "retry_budget_allows", lease.attempt_id)
+            return count
+    raise AssertionError("no retry was refused")
+
+
+def retries_at_once(world: World) -> int:
+    lease = world.running()
+    assert world.grant(lease, "first").accepted
+    return retries_until_refused(world, lease, "first")
+
+
+def retries_earned_by_twenty_calls(world: World) -> int:
+    lease = world.running()
+    assert world.grant(lease, "first").accepted
+    retries_until_refused(world, lease, "first")
+    for count in range(20):
+        assert world.grant(lease, f"call-{count}").accepted
+    return retries_until_refused(world, lease, "first")
+
+
 def outcomes_of_one_step(world: World, workspaces: tuple[str, ...], wait_s: float = 0.0) -> tuple[str, ...]:
     attempt_ids = [world.dispatched(f"task-{n}", workspace) for n, workspace in enumerate(workspaces)]
     world.clock.advance(wait_s)
@@ -965,6 +994,18 @@ FIELD_CASES = {
         ReliabilityConfig(breaker=OPENS_AT_ONCE),
         ReliabilityConfig(breaker=BreakerConfig(failures_to_open=1, probes_half_open=3)),
         (1, 3),
+    ),
+    "retry_budget.burst": FieldCase(
+        retries_at_once,
+        ReliabilityConfig(rate_limits=WIDE_OPEN),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, retry_budget=RetryBudgetConfig(burst=3)),
+        (10, 3),
+    ),
+    "retry_budget.ratio": FieldCase(
+        retries_earned_by_twenty_calls,
+        ReliabilityConfig(rate_limits=WIDE_OPEN),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, retry_budget=RetryBudgetConfig(ratio=0.5)),
+        (2, 10),
     ),
     "admission.queue_depth_max": FieldCase(
         shed_in_one_step,
