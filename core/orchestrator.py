@@ -64,6 +64,8 @@ class Refused:
     reason: str
     domain: str | None = None
     """The failure domain a refusal counts as, where it is not the caller's defect (a rate denial is capacity)."""
+    retry_after_s: float | None = None
+    """When the gateway knows it, how long until asking again could be granted (an open circuit's cool-down left)."""
     accepted: bool = field(default=False, init=False)
 
 
@@ -802,7 +804,7 @@ class Orchestrator:
             if not result.accepted:
                 provider_down = not holds["circuit_allows"] or not holds["retry_budget_allows"]
                 domain = "capacity" if not holds["rate_allows"] else "provider" if provider_down else None
-                return Refused(result.reason, domain)
+                return Refused(result.reason, domain, self._retry_after_s(chosen, holds, now))
             if not replaying:
                 self.limiter.try_acquire(chosen, now)
                 self.retry_budgets.granted(chosen, retrying)
@@ -877,6 +879,13 @@ class Orchestrator:
             "circuit_allows": False,
         }
         return dependency, cost_usd, verdicts, why
+
+    def _retry_after_s(self, dependency: str, holds: dict[str, bool], now: float) -> float | None:
+        """How long until a refused grant could pass, where only time stands in the way: an open circuit's cool-down."""
+        refusal = self.breakers.last_refusal(dependency)
+        if holds["circuit_allows"] or refusal is None or refusal.until_s is None:
+            return None
+        return max(0.0, refusal.until_s - now)
 
     def _circuit_refusal(self, dependency: str) -> str:
         refusal = self.breakers.last_refusal(dependency)

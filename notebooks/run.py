@@ -44,7 +44,8 @@ def strip(notebook) -> None:
     notebook.metadata.pop("papermill", None)
     notebook.metadata.pop("widgets", None)
     notebook.metadata.get("kernelspec", {}).pop("env", None)
-    for cell in notebook.cells:
+    for index, cell in enumerate(notebook.cells):
+        cell.id = f"cell-{index:03d}"  # jupytext draws fresh random ids on every read
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
 

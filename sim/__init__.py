@@ -7,13 +7,16 @@ an `Outcome` (`World` does the same and keeps its roles for a study to read);
 grid of settings times seeds into a table (the module keeps its name, so it
 is not re-exported here); `play_with_artifacts` leaves a run's
 folder on disk; `SCENARIOS` and `scenario_config` name the worlds worth
-running; `ANTIPATTERNS` are the chapter's failure modes as switches;
+running; `recovery` judges whether goodput comes back after a placed
+provider fault (`goodput_recovers`, set on by `SimConfig.recovery`);
+`contention` is Brooker's backoff experiment (clients racing for one
+record), apart from the world; `ANTIPATTERNS` are the chapter's failure modes as switches;
 `all_checkers` and `INVARIANTS` are the checkers; `shrink` minimises a
 violating run. Modules are named for the role
 they hold (Jepsen's habit): what arrives, who acts, what breaks, what must hold.
 """
 
-from . import settings
+from . import contention, recovery, settings
 from .antipatterns import ANTIPATTERNS, AntiPattern, antipattern
 from .artifacts import play_with_artifacts
 from .checkers import INVARIANTS, all_checkers
@@ -23,6 +26,7 @@ from .config import (
     NemesisConfig,
     NetworkConfig,
     ProviderConfig,
+    RecoveryConfig,
     SeriesConfig,
     SimConfig,
     WorkerConfig,
@@ -48,6 +52,7 @@ __all__ = [
     "NetworkConfig",
     "Outcome",
     "ProviderConfig",
+    "RecoveryConfig",
     "Retired",
     "Scenario",
     "SeriesConfig",
@@ -63,6 +68,8 @@ __all__ = [
     "play",
     "play_with_artifacts",
     "scenario_config",
+    "contention",
+    "recovery",
     "settings",
     "shrink",
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from shiftchange.core import Accepted, AdmissionConfig, BackoffConfig, BreakerConfig, InputError, MemoryStore, Orchestrator, Refused
+from shiftchange.core import Accepted, AdmissionConfig, BackoffConfig, InputError, MemoryStore, Orchestrator, Refused
 from shiftchange.core.admission import AdmissionController
 from shiftchange.core.store import _MemoryTransaction
 
@@ -266,7 +266,8 @@ class AntiPattern:
 
 
 def _storm(config: SimConfig) -> SimConfig:
-    reliability = replace(config.reliability, backoff=BackoffConfig(strategy="none"), breaker=BreakerConfig(failures_to_open=1_000_000))
+    """No retry discipline: no backoff (between Attempts or between a call's retries), no circuit breaker, no retry budget."""
+    reliability = replace(config.reliability, backoff=BackoffConfig(strategy="none"), breaker=None, retry_budget=None)
     return replace(config, reliability=reliability)
 
 
@@ -319,7 +320,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "retry-storm",
             "many workers recover from one outage at once, without backoff, and knock the dependency over again",
             "retry-storm",
-            "classified_retry",
+            "goodput_recovers",
             tune=_storm,
         ),
         AntiPattern(

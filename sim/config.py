@@ -188,18 +188,35 @@ class ProviderConfig:
     latency_s: float = 1.0
     """Mean service time of one call with nothing else in flight."""
     overload_in_flight: int = 50
-    """In-flight calls at which latency has doubled: latency grows linearly with load beyond nothing."""
+    """Calls in progress at which each progresses at half speed (with no contention): latency grows with the load."""
     rate_per_s: float = 50.0
     """The provider's own rate limit; calls beyond it are refused (429, capacity)."""
     supports_idempotency: bool = True
     """Whether the provider deduplicates by operation key; without it, only provider identity (the head SHA) finds an effect."""
     accept_then_timeout_probability: float = 0.0
     """Chance that a call lands but its response never arrives (the caller times out)."""
+    contention: float = 0.0
+    """How much each call in progress slows the others beyond sharing the provider (locks, cache misses, swapping).
+
+    The calls in progress share the provider, each receiving 1 / (1 + x + contention * x**2) seconds of work per second,
+    x = calls in progress / overload_in_flight. With 0 the provider's goodput saturates under load; above 0 it peaks at
+    overload_in_flight / sqrt(contention) calls in progress and falls beyond, as real servers' do."""
+    works_past_deadline: bool = False
+    """Whether the provider keeps working on a call after its caller's deadline passed. The result is discarded (nothing
+    lands past a deadline), but the work loads the provider until it is done: the amplifier of a metastable failure.
+    False: the provider drops a call when its deadline passes."""
+    queue_max: int | None = None
+    """The most calls the provider works on at once; a call beyond it is refused at once (503 overloaded, a capacity
+    denial). None: unbounded."""
 
     def __post_init__(self) -> None:
         require_positive(self, ("latency_s", "overload_in_flight", "rate_per_s"))
+        require_nonnegative(self, ("contention",))
+        require_flags(self, ("supports_idempotency", "works_past_deadline"))
+        if self.queue_max is not None:
+            require_whole(self, ("queue_max",))
+            require_at_least_one(self, ("queue_max",))
         require_probability(self, ("accept_then_timeout_probability",))
-        require_flags(self, ("supports_idempotency",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,14 +229,20 @@ class WorkerConfig:
     call_deadline_s: float = 60.0
     """The deadline a worker asks for on each provider call."""
     gateway_retries_max: int = 3
-    """How often a worker asks the gateway again (a lost response, a rate denial) before it reports a failure."""
+    """How often a worker asks the gateway again for one call (a lost response, a rate denial, a provider call that timed
+    out) before it reports a failure: the per-call retry limit inside an Attempt."""
     gateway_retry_s: float = 2.0
-    """Pause between those asks."""
+    """Pause before asking again after a lost answer or a rate denial. A timed-out provider call is retried after a
+    pause drawn from the core's backoff (`reliability.backoff`) instead, counted from the call's first retry."""
+    open_loop: bool = False
+    """Open-loop demand: no admitted Attempt waits for a free worker. When an Attempt is offered and no worker is idle, a
+    new one starts for it and stays; `workers` is then the pool the run starts with (and the nemesis's drawn targets)."""
 
     def __post_init__(self) -> None:
         require_whole(self, ("workers", "gateway_retries_max"))
         require_positive(self, ("restart_s", "call_deadline_s", "gateway_retry_s"))
         require_at_least_one(self, ("workers",))
+        require_flags(self, ("open_loop",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,6 +498,23 @@ class SeriesConfig:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class RecoveryConfig:
+    """The goodput_recovers check (sim/recovery.py): after each placed provider fault, that provider's goodput comes back."""
+
+    baseline_s: float = 600.0
+    """The span before the trigger whose goodput is the level to recover to."""
+    bound_s: float = 600.0
+    """How long after the trigger ends goodput may take to come back before the world counts as metastable."""
+    goodput_fraction: float = 0.8
+    """The share of the baseline goodput one series window must reach to count as recovered."""
+
+    def __post_init__(self) -> None:
+        require_positive(self, ("baseline_s", "bound_s", "goodput_fraction"))
+        if self.goodput_fraction > 1:
+            raise InputError(f"RecoveryConfig.goodput_fraction is a share of the baseline, at most 1, not {self.goodput_fraction!r}")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """One simulated world: workload, transport, providers, workers, control plane, nemesis, and the core's own config."""
@@ -492,9 +532,15 @@ class SimConfig:
     )
     """Twelve per partition: an Attempt holds its slot through CI as well as its run, so eight would queue work 48 workers could take."""
     series: SeriesConfig = field(default_factory=SeriesConfig)
+    recovery: RecoveryConfig | None = None
+    """Judge goodput_recovers after each placed provider fault (None: the check does not run)."""
 
     def __post_init__(self) -> None:
         for name, kind in _part_kinds().items():
+            if name == "recovery":
+                if self.recovery is not None:
+                    require_part(self, name, RecoveryConfig)
+                continue
             require_part(self, name, kind)
         missing = [provider for provider in PROVIDERS if provider not in self.reliability.rate_limits]
         if missing:
@@ -562,6 +608,7 @@ __all__ = [
     "NemesisConfig",
     "NetworkConfig",
     "ProviderConfig",
+    "RecoveryConfig",
     "SeriesConfig",
     "SimConfig",
     "WorkerConfig",

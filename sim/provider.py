@@ -6,7 +6,7 @@ once from its ledger: provider truth, as reconciliation and verification
 read it. To workers it offers `call`, a SimPy generator that takes simulated
 time and can fail in every way the chapter names: refused (503 in an outage,
 429 over its rate, 401 with revoked credentials), slowed by load (latency
-grows linearly with the calls in flight), or accepted and then timed out,
+grows with the calls in progress), or accepted and then timed out,
 the case a database key alone cannot deduplicate.
 
 An effect lands when its service time has passed, whether or not the caller
@@ -22,6 +22,24 @@ landing is appended to the history as a `Landed` entry, which is all the
 checkers see of the provider. `forget` drops a retired task's effects, so the ledger stays as
 small as the live set.
 
+Load. The provider shares itself among the calls in progress (processor
+sharing): each call has its work (exponential, mean `latency_s`, times a
+slowdown's factor when it starts) and all of them progress at one rate,
+1 / (1 + x + contention * x**2) seconds of work per second, where x is the
+calls in progress over `overload_in_flight` (the rate is recomputed whenever
+a call starts, finishes or is dropped). With `contention` 0 (the default)
+goodput saturates under load; above 0 it peaks and then falls, so past
+capacity the provider does less useful work the more it is given. By
+default the provider drops a call when its deadline passes; with
+`works_past_deadline` it works on after the caller gave up (counted in
+`abandoned`, thrown away when done, `wasted`), loading the provider like
+any other call: the amplifier of a metastable failure, where timed-out calls
+are retried and the abandoned work keeps every new call slow enough to time
+out too. `queue_max` bounds the calls in progress; one beyond it is refused
+at once (503, a capacity denial), which is the provider's own defence. A
+call with a key the provider has seen before for a live task is counted as a
+retry (`retries`).
+
 Faults strike through the provider's own methods: `outage` (fail fast with
 503, or hang: accept the call and never answer before its deadline, landing
 nothing), `revoke` (401), `lose_responses`, `slow_down` (service time times a
@@ -32,6 +50,8 @@ refused) is told to a `CallObserver`, the recorder's feed.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import zlib
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
@@ -48,6 +68,10 @@ class CallObserver(Protocol):
 
     def call_offered(self, dependency: str) -> None: ...
 
+    def call_retried(self, dependency: str) -> None:
+        """The call offered just now uses a key the provider was called with before."""
+        ...
+
     def call_answered(self, dependency: str, latency_s: float) -> None: ...
 
     def call_timed_out(self, dependency: str) -> None: ...
@@ -59,6 +83,9 @@ class _Unobserved:
     def call_offered(self, dependency: str) -> None:
         pass
 
+    def call_retried(self, dependency: str) -> None:
+        pass
+
     def call_answered(self, dependency: str, latency_s: float) -> None:
         pass
 
@@ -67,6 +94,28 @@ class _Unobserved:
 
     def call_refused(self, dependency: str, domain: str) -> None:
         pass
+
+
+_WORK_EPSILON_S = 1e-9
+"""Work within this of done is done: the shared work clock is a float sum."""
+
+
+class _Job:
+    """One call the provider is working on."""
+
+    __slots__ = ("abandoned", "call", "cancelled", "deadline_at", "done", "existing", "finish_s")
+
+    def __init__(self, done: Any, deadline_at: float, call: tuple, existing: Effect | None) -> None:
+        self.done = done
+        """Succeeds with the effect when the work is done in time."""
+        self.deadline_at = deadline_at
+        self.call = call
+        self.existing = existing
+        """What an idempotent provider already holds under the call's key: the answer, with nothing new landing."""
+        self.finish_s = 0.0
+        """The shared work clock's reading at which this call is done."""
+        self.abandoned = False
+        self.cancelled = False
 
 
 def _bucket(rate_per_s: float) -> TokenBucket:
@@ -102,6 +151,19 @@ class SimProvider:
         self._count = 0
         self.in_flight = 0
         """Calls whose work is under way (they load the provider and slow every other call)."""
+        self.abandoned = 0
+        """Calls whose work is under way though their callers gave up (`works_past_deadline`)."""
+        self.wasted = 0
+        """Calls whose work finished after their deadline and was thrown away."""
+        self._jobs: list[tuple[float, int, _Job]] = []
+        """Calls in progress by the shared work clock's reading at which each is done (cancelled ones dropped lazily)."""
+        self._sequence = itertools.count()
+        self._work_done_s = 0.0
+        """Processor sharing: the work each call in progress has received since the run began, all alike."""
+        self._work_at = 0.0
+        self._wake_token = 0
+        self._asked: dict[str, set[str]] = {}
+        """The keys each live task has called with: a call with one of them again is a retry."""
         self.open_calls = 0
         """Calls a caller is waiting on, hung ones included."""
         self._outages = Windows()
@@ -113,6 +175,8 @@ class SimProvider:
         self._dropped = Windows()
         """Capacity drops, each with the share of capacity left and the rate bucket that share allows."""
         self.calls = 0
+        self.retries = 0
+        """Calls with a key this provider was called with before: retries of one operation."""
         self.refusals: dict[str, int] = {}
         self.effects = 0
 
@@ -160,6 +224,12 @@ class SimProvider:
         """A worker's call, due by `deadline_at`: returns the effect, or raises ProviderRefused / ProviderTimeout, after simulated time."""
         self.calls += 1
         self._observer.call_offered(self.name)
+        asked = self._asked.setdefault(task_id, set())
+        if key in asked:
+            self.retries += 1
+            self._observer.call_retried(self.name)
+        else:
+            asked.add(key)
         self.open_calls += 1
         try:
             return (yield from self._serve(key, operation, identity, task_id, worker_id, deadline_at, via_gateway))
@@ -187,31 +257,94 @@ class SimProvider:
             raise ProviderTimeout(f"{self.name}: {key} hung in an outage until its deadline")
         dropped = self._dropped.at(now)
         refusal = self._refusal(now, outage, dropped)
+        if refusal is None and config.queue_max is not None and self.in_flight >= config.queue_max:
+            refusal = ProviderRefused("capacity", f"{self.name} 503: overloaded, {self.in_flight} calls in progress")
         if refusal is not None:
             self.refusals[refusal.domain] = self.refusals.get(refusal.domain, 0) + 1
             yield env.timeout(min(deadline_s, rng.expovariate(10.0 / config.latency_s)))
             raise refusal
-        overload_in_flight = config.overload_in_flight * (dropped[0] if dropped is not None else 1.0)
-        service_s = rng.expovariate(1.0 / config.latency_s) * (1.0 + self.in_flight / overload_in_flight)
-        service_s *= self._slow.at(now) or 1.0
+        work_s = rng.expovariate(1.0 / config.latency_s) * (self._slow.at(now) or 1.0)
         lossy_probability = self._lossy.at(now)
         lossy = lossy_probability is not None and rng.random() < lossy_probability
         lost = lossy or rng.random() < config.accept_then_timeout_probability
         existing = self._by_key.get(key) if self.supports_idempotency else None
-        in_time = service_s < deadline_s
-        landed: list[Effect] = []
-        landing = env.timeout(service_s)
-        if existing:  # an idempotent provider answers with what it already holds
-            landed.append(existing[0])
-        elif in_time:  # work that would end after the deadline is abandoned and never lands
-            self.in_flight += 1
-            landing.callbacks.append(lambda _event: landed.append(self._land(key, operation, identity, task_id, worker_id, via_gateway)))
-        if lost or not in_time:
-            yield env.timeout(deadline_s)
-            raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
-        yield landing
-        self._observer.call_answered(self.name, service_s)
-        return landed[0]
+        call = (key, operation, identity, task_id, worker_id, via_gateway)
+        job = _Job(env.event(), deadline_at, call, existing[0] if existing else None)
+        self._start(job, work_s)
+        deadline = env.timeout(deadline_s)
+        yield deadline if lost else env.any_of((job.done, deadline))
+        if job.done.triggered and not lost:
+            self._observer.call_answered(self.name, env.now - now)
+            return job.done.value
+        if not job.done.triggered:  # the caller gives up on work still under way
+            if config.works_past_deadline:
+                job.abandoned = True
+                self.abandoned += 1
+            else:
+                self._cancel(job)
+        raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
+
+    # ------------------------------------------------- processor sharing
+
+    def _rate(self) -> float:
+        """Work done per second on each call in progress: all share the provider, and contention slows every one."""
+        dropped = self._dropped.at(self.env.now)
+        load = self.in_flight / (self.config.overload_in_flight * (dropped[0] if dropped is not None else 1.0))
+        return 1.0 / (1.0 + load + self.config.contention * load * load)
+
+    def _advance(self) -> None:
+        """Bring the shared work clock to now, at the rate that held since it was last moved."""
+        now = self.env.now
+        self._work_done_s += (now - self._work_at) * self._rate()
+        self._work_at = now
+
+    def _start(self, job: _Job, work_s: float) -> None:
+        self._advance()
+        job.finish_s = self._work_done_s + work_s
+        heapq.heappush(self._jobs, (job.finish_s, next(self._sequence), job))
+        self.in_flight += 1
+        self._reschedule()
+
+    def _cancel(self, job: _Job) -> None:
+        """The provider drops a call at its deadline (deadline propagation): its share of the work goes to the others."""
+        self._advance()
+        job.cancelled = True
+        self.in_flight -= 1
+        self._reschedule()
+
+    def _reschedule(self) -> None:
+        """Wake when the call closest to done finishes at the present rate; any change of load sets a new wake-up."""
+        jobs = self._jobs
+        while jobs and jobs[0][2].cancelled:
+            heapq.heappop(jobs)
+        self._wake_token += 1
+        if not jobs:
+            return
+        token = self._wake_token
+        wake = self.env.timeout(max(0.0, (jobs[0][0] - self._work_done_s) / self._rate()))
+        wake.callbacks.append(lambda _event: self._wake(token))
+
+    def _wake(self, token: int) -> None:
+        if token != self._wake_token:
+            return  # the load changed since this wake-up was set
+        self._advance()
+        jobs = self._jobs
+        while jobs and (jobs[0][2].cancelled or jobs[0][0] <= self._work_done_s + _WORK_EPSILON_S):
+            _finish_s, _sequence, job = heapq.heappop(jobs)
+            if not job.cancelled:
+                self._finish(job)
+        self._reschedule()
+
+    def _finish(self, job: _Job) -> None:
+        """A call's work is done: it lands if its deadline has not passed, and is thrown away if it has."""
+        self.in_flight -= 1
+        if job.abandoned:
+            self.abandoned -= 1
+        if self.env.now >= job.deadline_at:
+            self.wasted += 1
+            return
+        effect = job.existing if job.existing is not None else self._land(*job.call)
+        job.done.succeed(effect)
 
     def _refusal(self, now: float, outage: str | None, dropped: tuple[float, TokenBucket] | None) -> ProviderRefused | None:
         if outage is not None:
@@ -224,7 +357,6 @@ class SimProvider:
         return None
 
     def _land(self, key: str, operation: str, identity: str, task_id: str, worker_id: str, via_gateway: bool) -> Effect:
-        self.in_flight -= 1
         existing = self._by_key.get(key) if self.supports_idempotency else None
         if existing:  # two calls with one key raced: the provider keeps one effect
             return existing[0]
@@ -240,7 +372,8 @@ class SimProvider:
         return effect
 
     def forget(self, task_id: str) -> None:
-        """Drop a retired task's effects."""
+        """Drop a retired task's effects and the keys it called with."""
+        self._asked.pop(task_id, None)
         for effect in self._of_task.pop(task_id, ()):
             del self._task_of[effect.provider_id]
             _drop(self._by_key, effect.key, effect)

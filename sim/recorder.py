@@ -2,10 +2,13 @@
 
 Counters (arrivals, admissions, sheds, tasks done, retirements by final
 state (a task retires a grace period after it comes to rest), provider
-calls offered, landed, timed out and refused, renewals sent, unanswered and
+calls offered, retried (a key called with before), answered in time (the
+provider's goodput), landed, timed out and refused, renewals sent, unanswered and
 accepted, expiries true and false, spend and tokens) are added up over each
 window from the same feed the metrics read; gauges (queue depth and age,
-leases held, calls open at each provider, each breaker's state) are sampled
+leases held, and at each provider the calls open (callers waiting), the
+calls being worked on and those of them abandoned by their callers, and its
+breaker's state) are sampled
 as the window closes. Provider latency is the p50 and p99 of the calls
 answered within the window. A SimPy process closes each window on time, so
 a quiet window is a row of zeros, not a gap, and one event per window is all
@@ -29,7 +32,7 @@ from .history import Landed, Retired
 
 RETIRED_STATES = (*sorted(TASK_TERMINAL | TASK_RESTING), "lost")
 """The final states a retired task is counted under; a task still live when the run ended counts as lost."""
-_CALL_FATES = ("offered", "landed", "timed_out", "refused")
+_CALL_FATES = ("offered", "retried", "answered", "landed", "timed_out", "refused")
 
 
 class Recorder:
@@ -110,7 +113,11 @@ class Recorder:
     def call_offered(self, dependency: str) -> None:
         self._counts[f"{dependency}.offered"] += 1
 
+    def call_retried(self, dependency: str) -> None:
+        self._counts[f"{dependency}.retried"] += 1
+
     def call_answered(self, dependency: str, latency_s: float) -> None:
+        self._counts[f"{dependency}.answered"] += 1
         self._latencies[dependency].append(latency_s)
 
     def call_timed_out(self, dependency: str) -> None:

@@ -48,7 +48,7 @@ from typing import Any, Protocol
 
 from simpy import Interrupt
 
-from shiftchange.core import Accepted, ProviderRefused, ProviderTimeout
+from shiftchange.core import Accepted, Backoff, BackoffConfig, ProviderRefused, ProviderTimeout
 
 from .config import WorkerConfig, WorkloadConfig
 
@@ -112,6 +112,15 @@ class WorkerContext:
     workload: WorkloadConfig
     calls: WorkerConfig
     heartbeat_interval_s: float
+    backoff: BackoffConfig
+    """The core's backoff, which also paces a worker's retries of a timed-out provider call."""
+    rng: Any
+    """The workers' random stream (their backoff jitter)."""
+
+
+def answer_held_back(answer: Any) -> bool:
+    """A gateway refusal that holds a call back while its dependency is failing: an open circuit or a spent retry budget."""
+    return answer.domain == "provider" and ("circuit_allows" in answer.reason or "retry_budget_allows" in answer.reason)
 
 
 def head_sha(task_id: str, hypothesis: str) -> str:
@@ -135,6 +144,8 @@ class Worker:
         self._waiting: Any = None
         self._stopping = False
         """A renewal already told the workflow to stop: later answers change nothing."""
+        self._backoff = Backoff(context.backoff, context.rng)
+        """Paces retries of a timed-out provider call (retry 0 starts a fresh sequence for each call)."""
 
     # ---------------------------------------------------------- lifecycle
 
@@ -307,6 +318,7 @@ class Worker:
             return effect.provider_id
         key = f"{operation}:{self.worker_id}:{fence[0]}:{identity}" if context.behaviour.mints_own_keys else None
         failure = ("provider", f"provider:{operation} unanswered after {config.gateway_retries_max + 1} asks")
+        timeouts = held_back = 0
         for _ask in range(config.gateway_retries_max + 1):
             grant = yield from self._call(
                 context.orchestrator.grant_tool,
@@ -324,8 +336,10 @@ class Worker:
                 yield self.env.timeout(config.gateway_retry_s)  # maybe granted, maybe not: asking again is safe
                 continue
             if not grant.accepted:
-                wait_s, failure = yield from self._refused(fence, grant)
+                wait_s, failure = yield from self._refused(fence, grant, held_back)
+                held_back += answer_held_back(grant)
                 yield self.env.timeout(wait_s)
+                yield from self._frozen()
                 continue
             if grant.replay is not None:
                 return grant.replay  # the effect exists: never call the provider again
@@ -334,7 +348,15 @@ class Worker:
                     provider, grant.key, operation, identity, task_id, grant.deadline_at, via_gateway=True
                 )
             except ProviderTimeout:
-                continue  # the effect may have landed: retry the intent, and the gateway asks provider truth
+                # The effect may have landed: the breaker hears of the timeout, and after a backoff the intent is retried
+                # (the gateway asks provider truth first, and its retry budget may refuse).
+                signature = f"timeout:{dependency} gave no answer by the deadline"
+                yield from self._call(context.orchestrator.report_call_failure, *fence, grant.key, signature)
+                failure = ("provider", f"provider:{operation} timed out {timeouts + 1} times")
+                yield self.env.timeout(self._backoff.delay_s(timeouts))
+                timeouts += 1
+                yield from self._frozen()
+                continue
             except ProviderRefused as refusal:
                 signature = f"{refusal.domain}:{refusal.detail}"
                 yield from self._call(context.orchestrator.report_call_failure, *fence, grant.key, signature)
@@ -352,16 +374,23 @@ class Worker:
         yield from self._frozen()
         return effect
 
-    def _refused(self, fence: tuple, answer: Any) -> Generator[Any, Any, tuple[float, tuple[str, str]]]:
-        """Read a gateway refusal: how long to wait before asking again (and what to report if asking runs out), or stop."""
+    def _refused(self, fence: tuple, answer: Any, held_back: int = 0) -> Generator[Any, Any, tuple[float, tuple[str, str]]]:
+        """Read a gateway refusal: how long to wait before asking again (and what to report if asking runs out), or stop.
+
+        An open circuit or a spent retry budget holds the call back, not the Attempt: the worker backs off (the core's
+        backoff, `held_back` counting such refusals of this call) and asks again, so an outage builds a backlog of
+        waiting work instead of failing it; only when its asks run out does it report the failure.
+        """
         reason = answer.reason
         config = self.context.calls
         if answer.domain == "capacity":
             return config.gateway_retry_s, ("capacity", "capacity:rate limit at the gateway")
         if "no_call_in_flight" in reason:
             return config.call_deadline_s, ("unknown_result", "unknown_result:an earlier call may still land")
-        if answer.domain == "provider":
-            yield from self._fail(fence, "provider", "provider:circuit open")
+        if answer_held_back(answer):
+            signature = "provider:circuit open" if "circuit_allows" in reason else "provider:retry budget spent"
+            wait_s = max(config.gateway_retry_s, self._backoff.delay_s(held_back), answer.retry_after_s or 0.0)
+            return wait_s, ("provider", signature)
         if "spend_within_budget" in reason:
             yield from self._fail(fence, "capacity", "budget:spend ceiling reached")
         if "timeout_budget_left" in reason:

@@ -22,6 +22,7 @@ import simpy
 
 from shiftchange.core import InputError, MemoryStore, Orchestrator
 
+from . import recovery
 from .checkers import all_checkers
 from .config import PROVIDERS, SimConfig
 from .control import ControlContext, ControlPlane
@@ -121,7 +122,7 @@ class World:
         self.orchestrator = orchestrator_class(
             self.store, _SimClock(env), self.providers, config.core, config.reliability, rng=self.stream("core")
         )
-        offers = simpy.Store(env)
+        offers = _OpenLoopOffers(env, self._hire) if config.workers.open_loop else simpy.Store(env)
         self.control = ControlPlane(
             ControlContext(
                 env,
@@ -151,14 +152,24 @@ class World:
             config.workload,
             config.workers,
             config.core.heartbeat_interval_s,
+            config.reliability.backoff,
+            self.stream("workers"),
         )
+        self._worker_context = worker_context
         self.workers = [Worker(worker_context, f"worker-{index:03d}") for index in range(config.workers.workers)]
+        """The pool: the workers the run starts with, then (open loop) every worker started for an offer, in order."""
         self.schedule = draw_schedule(
             config.nemesis, config.workload, config.workers.restart_s, [worker.worker_id for worker in self.workers], self.stream
         )
         """Every fault of the run, drawn from the seed and placed by the config, in time order: what `--faults` indexes."""
 
     # ------------------------------------------------------------ wiring
+
+    def _hire(self) -> None:
+        """Open loop: an Attempt is being offered and no worker is idle, so one more joins the pool for it."""
+        worker = Worker(self._worker_context, f"worker-{len(self.workers):03d}")
+        self.workers.append(worker)
+        worker.start()
 
     def _event(self, event: Any) -> None:
         self.history.append(event)
@@ -194,6 +205,8 @@ class World:
         gauges: dict[str, Any] = {"queue_depth": admission.queue_depth(), "queue_age_s": round(admission.queue_age_s(now), 6)}
         for name, provider in self.providers.by_name.items():
             gauges[f"{name}.in_flight"] = provider.open_calls
+            gauges[f"{name}.working"] = provider.in_flight
+            gauges[f"{name}.abandoned"] = provider.abandoned
             gauges[f"{name}.breaker"] = self.orchestrator.breakers.state(name, now)
         return gauges
 
@@ -250,15 +263,21 @@ class World:
         progress: Callable[[float, int, int], None] | None = None,
     ) -> Outcome:
         """Run this world under its schedule (or the kept part of it) and judge it."""
-        self.run(self.kept(faults_kept), progress)
+        kept = self.kept(faults_kept)
+        self.run(kept, progress)
+        verdicts = self.history.verdicts()
+        metrics = self.metrics.summary(self.env.now, self.calls())
+        if self.config.recovery is not None:
+            verdicts[recovery.NAME], judged = recovery.judge(self.recorder.rows if self.recorder else [], kept, self.config.recovery)
+            metrics.update(recovery.metrics(judged))
         return Outcome(
             scenario=scenario,
             seed=self.seed,
             tasks=self.config.workload.tasks,
             antipattern=None if self.antipattern is None else self.antipattern.name,
             config=self.config,
-            verdicts=self.history.verdicts(),
-            metrics=self.metrics.summary(self.env.now, self.calls()),
+            verdicts=verdicts,
+            metrics=metrics,
             digest=self.history.digest(),
             schedule=self.schedule,
             faults_kept=faults_kept,
@@ -270,6 +289,19 @@ class World:
 
     def calls(self) -> dict[str, int]:
         return {name: provider.calls for name, provider in self.providers.by_name.items()}
+
+
+class _OpenLoopOffers(simpy.Store):
+    """The offers of an open-loop world: putting one when no worker waits for it starts a new worker first."""
+
+    def __init__(self, env: Any, hire: Callable[[], None]) -> None:
+        super().__init__(env)
+        self._hire = hire
+
+    def put(self, item: Any) -> Any:
+        if len(self.get_queue) <= len(self.items):  # every idle worker already has an offer waiting for it
+            self._hire()
+        return super().put(item)
 
 
 class _SimClock:
