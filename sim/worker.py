@@ -28,6 +28,16 @@ acknowledges and stops. A crash interrupts the worker and wipes its memory;
 a pause freezes it at its next step, after which it carries on believing it
 still owns the Attempt, and the fences must refuse it.
 
+A provider call that times out may have landed, so the worker reports the
+timeout (the breaker counts it), waits a backoff drawn from the core's
+`reliability.backoff` (retry n of the call draws from retry n's interval)
+and asks the gateway again, which asks provider truth before it grants the
+call anew and may refuse it on the dependency's retry budget. A refusal
+for an open circuit or a spent retry budget holds the call back, not the
+Attempt: the worker waits (an open circuit says how long) and asks again.
+All of these count against `gateway_retries_max`, the per-call limit; when
+it runs out the worker reports the Attempt failed, in the provider domain.
+
 What a worker holds and when it lets go, its renewals and its pauses are
 reported to the lease ground truth (`metrics.Metrics`), which judges each
 expiry false or true at the instant the lease ran out.
