@@ -27,11 +27,7 @@ def test_the_four_notebooks_are_there() -> None:
 
 
 def _cells(notebook) -> list[tuple[str, str]]:
-    return [
-        (cell.cell_type, cell.source.strip())
-        for cell in notebook.cells
-        if "injected-parameters" not in cell.metadata.get("tags", ())
-    ]
+    return [(cell.cell_type, cell.source.strip()) for cell in notebook.cells if "injected-parameters" not in cell.metadata.get("tags", ())]
 
 
 @pytest.mark.parametrize("name", NAMES)
