@@ -72,7 +72,9 @@ STORM = _with(
 )
 """A world that can go metastable: open-loop arrivals keep a small model provider (goodput peaks at 10 calls in progress,
 about 0.83 calls/s, and falls beyond) a little over half busy; it keeps working on calls whose callers gave up (after 30 s).
-A slowdown of two minutes makes calls time out; retried at once, each timeout leaves abandoned work behind."""
+A slowdown of two minutes makes calls time out; retried at once, each timeout leaves abandoned work behind. Tasks may take
+eight Attempts and repeat a failure signature three times, so the slowdown builds a backlog instead of dead-lettering
+the tasks it hits."""
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
