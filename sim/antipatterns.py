@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from shiftchange.core import Accepted, AdmissionConfig, BackoffConfig, InputError, MemoryStore, Orchestrator, Refused
+from shiftchange.core import Accepted, BackoffConfig, InputError, MemoryStore, Orchestrator, Refused
 from shiftchange.core.admission import AdmissionController
 from shiftchange.core.store import _MemoryTransaction
 
@@ -272,7 +272,8 @@ def _storm(config: SimConfig) -> SimConfig:
 
 
 def _unbounded_queue(config: SimConfig) -> SimConfig:
-    admission = AdmissionConfig(queue_depth_max=10_000_000, queue_age_max_s=1e9, partition_concurrency_max=8)
+    """No backpressure: the queue's depth and age limits lifted; the bulkhead is the world's own, so capacity is unchanged."""
+    admission = replace(config.reliability.admission, queue_depth_max=10_000_000, queue_age_max_s=1e9)
     return replace(config, reliability=replace(config.reliability, admission=admission))
 
 

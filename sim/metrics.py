@@ -1,4 +1,4 @@
-"""What a run measured: outcomes, attempts, leases and their expiries, crash detection and recovery, stale writes, queue age, spend.
+"""What a run measured: outcomes, attempts, leases and their expiries, crash detection and recovery, stale writes, queues, deadlines, spend.
 
 Metrics are observations, not verdicts (those are the checkers'). They are
 gathered from the same stream, plus the one thing only the simulator knows:
@@ -21,6 +21,27 @@ time to detect runs from the crash to its Attempt becoming Suspect, and its
 time to recover from the crash to the task's next claim; each mean stands
 beside the count it is a mean of. Per-task state is dropped at retirement;
 queue waits are kept as an array of doubles, eight bytes per Attempt.
+
+A task's deadline, in the core, is the last moment its work may start: an
+Attempt still queued when the deadline passes is shed, never admitted (see
+`core/admission.py`). So a task misses its deadline when the deadline
+passes with the task still wanted and not started: no Attempt of it was
+admitted by then (each was shed, or admitted late, or still waiting when the
+run ended), and no operator had cancelled it before then. Goodput counts the tasks
+that finished done having started by their deadline, per hour of the arrival
+span (first arrival to last): in a steady state the work the span leaves in
+flight at its end stands in for the work that was not yet flowing at its
+start.
+
+Little's law, L = λW, is measured on one boundary, the Attempt state
+`queued` (waiting to be admitted, a backoff included), over the arrival
+span, by three separate instruments: L is the time average of how many
+Attempts are queued (integrated exactly at every change), λ the Attempts
+that entered it per second, W the mean time in it of the Attempts that left
+it within the span. The queue starts empty, so L equals λW but for the
+edges: the Attempts still queued when the span ends (their age counts in L,
+their wait not in W). In a steady state that edge is a few Attempts against
+a whole span; in a queue that keeps growing it never becomes small.
 """
 
 from __future__ import annotations
@@ -84,6 +105,12 @@ class Metrics:
         self._since: dict[str, float] = {}
         self._crashed: dict[str, tuple[str, float]] = {}
         self._operations: dict[str, dict[tuple[str, str, str], int]] = {}
+        self.tasks_by_priority: dict[int, int] = {}
+        self.deadline_misses: dict[int, int] = {}
+        self.tasks_done_in_time = 0
+        self._settled_at: dict[str, float] = {}
+        """Per live task: when it stopped waiting to start (its first admission, or its cancellation before any)."""
+        self._queue = _QueueArea()
 
     # ----------------------------------------------------------- the feed
 
@@ -93,6 +120,12 @@ class Metrics:
                 self.stale_writes_refused += 1
             return
         kind = event.kind
+        if event.attempt_id is not None and (event.to_state == "queued") != (event.from_state == "queued"):
+            self._queue.moved(event.attempt_id, event.at, entered=event.to_state == "queued")
+        if kind == "create" and event.attempt_id is None:
+            self._queue.arrival(event.at)
+        elif (event.to_state == "admitted" and event.from_state == "queued") or (kind == "cancel" and event.attempt_id is None):
+            self._settled_at.setdefault(event.task_id, event.at)
         if kind == "claim":
             self.leases += 1
             self.lease_windows += 1
@@ -148,6 +181,17 @@ class Metrics:
         self.tokens += task.tokens
         self._operations.pop(task.task_id, None)
         self._crashed.pop(task.task_id, None)
+        self._judge_deadline(task, self._settled_at.pop(task.task_id, None))
+
+    def _judge_deadline(self, task: Any, settled_at: float | None) -> None:
+        """Count the task under its priority, and as a miss unless it started, or was cancelled, by its deadline."""
+        self.tasks_by_priority[task.priority] = self.tasks_by_priority.get(task.priority, 0) + 1
+        deadline_at = task.deadline_at
+        missed = deadline_at is not None and (settled_at is None or settled_at > deadline_at)
+        if missed:
+            self.deadline_misses[task.priority] = self.deadline_misses.get(task.priority, 0) + 1
+        elif task.state == "done":
+            self.tasks_done_in_time += 1
 
     # ---------------------------------------------- the workers' ground truth
 
@@ -190,6 +234,7 @@ class Metrics:
     def summary(self, sim_time_s: float, calls: dict[str, int]) -> dict[str, Any]:
         tasks = max(1, self.tasks_retired)
         done = self.final_states.get("done", 0)
+        span_s = self._queue.span_s()
         return {
             "tasks_done": done,
             "final_states": dict(sorted(self.final_states.items())),
@@ -215,10 +260,73 @@ class Metrics:
             "queue_age_s_max": round(max(self.queue_waits_s), 1) if self.queue_waits_s else 0.0,
             "queue_age_s_p99": _percentile(self.queue_waits_s, 0.99),
             "throughput_tasks_per_h": round(done / sim_time_s * 3600.0, 1) if sim_time_s > 0 else 0.0,
+            "tasks_by_priority": {str(priority): count for priority, count in sorted(self.tasks_by_priority.items())},
+            "deadline_misses": {str(priority): self.deadline_misses.get(priority, 0) for priority in sorted(self.tasks_by_priority)},
+            "tasks_done_in_time": self.tasks_done_in_time,
+            "goodput_tasks_per_h": round(self.tasks_done_in_time / span_s * 3600.0, 1) if span_s > 0 else 0.0,
+            **self._queue.summary(),
             "provider_calls": calls,
             "spend_usd": round(self.spend_usd, 2),
             "tokens": self.tokens,
             "sim_time_s": round(sim_time_s, 1),
+        }
+
+
+class _QueueArea:
+    """Little's law's three instruments on the Attempt state `queued`, read over the arrival span (see the module docstring).
+
+    Cheap and exact: a running count and its time integral, updated at every
+    move in or out, and one snapshot of the sums at every arrival, so the
+    span's figures are the snapshot taken at the last arrival.
+    """
+
+    __slots__ = ("_area", "_changed_at", "_entered_at", "_entries", "_exits", "_first_arrival_at", "_snapshot", "_waited_s")
+
+    def __init__(self) -> None:
+        self._entered_at: dict[str, float] = {}
+        self._area = 0.0
+        self._changed_at = 0.0
+        self._entries = 0
+        self._exits = 0
+        self._waited_s = 0.0
+        self._first_arrival_at: float | None = None
+        self._snapshot = (0.0, 0.0, 0, 0, 0.0)
+        """At the latest arrival: (its time, the area, entries, exits, their summed waits)."""
+
+    def _advance(self, at: float) -> None:
+        self._area += len(self._entered_at) * (at - self._changed_at)
+        self._changed_at = at
+
+    def moved(self, attempt_id: str, at: float, entered: bool) -> None:
+        """An Attempt entered the state queued, or left it (admitted, shed, cancelled)."""
+        self._advance(at)
+        if entered:
+            self._entered_at[attempt_id] = at
+            self._entries += 1
+            return
+        since = self._entered_at.pop(attempt_id, None)
+        if since is not None:
+            self._exits += 1
+            self._waited_s += at - since
+
+    def arrival(self, at: float) -> None:
+        """A task arrived: the span runs from the first arrival to this one, so far."""
+        self._advance(at)
+        if self._first_arrival_at is None:
+            self._first_arrival_at = at
+        self._snapshot = (at, self._area, self._entries, self._exits, self._waited_s)
+
+    def span_s(self) -> float:
+        return 0.0 if self._first_arrival_at is None else self._snapshot[0] - self._first_arrival_at
+
+    def summary(self) -> dict[str, float | None]:
+        span_s = self.span_s()
+        _at, area, entries, exits, waited_s = self._snapshot
+        return {
+            "arrival_span_s": round(span_s, 3),
+            "queue_length_mean": round(area / span_s, 6) if span_s > 0 else None,
+            "queue_entries_per_s": round(entries / span_s, 6) if span_s > 0 else None,
+            "queue_wait_s_mean": round(waited_s / exits, 6) if exits else None,
         }
 
 
