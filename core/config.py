@@ -13,7 +13,8 @@ class CoreConfig:
     lease_ttl_s: float = 30.0
     """How long a lease lasts without renewal. Short detects loss fast; long avoids false expiry in long tool calls."""
     heartbeat_interval_s: float = 10.0
-    """How often a worker should renew; a third of the lease leaves room for two lost heartbeats."""
+    """How often a worker should renew. Two lost heartbeats are survived when the lease exceeds three intervals by more
+    than a round trip; at exactly three (these defaults) two lost in a row expire a lease's first window (notebooks/lease-tuning)."""
     cancel_ack_timeout_s: float = 30.0
     """How long the signalled executor has to acknowledge a cancellation before the reaper times it out."""
     timeout_budget_s: float = 1800.0
