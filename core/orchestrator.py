@@ -802,12 +802,14 @@ class Orchestrator:
                 tx, attempt, "grant_tool", "worker", holds, generation, detail=f"{minted}: {why}" if why else minted, **changes
             )
             if not result.accepted:
-                provider_down = not holds["circuit_allows"] or not holds["retry_budget_allows"]
+                # Held back for the dependency's sake only when nothing else stood in the way (a lost lease outranks it).
+                failing = {name for name, holds_now in holds.items() if not holds_now}
+                provider_down = bool(failing) and failing <= {"circuit_allows", "retry_budget_allows"}
                 domain = "capacity" if not holds["rate_allows"] else "provider" if provider_down else None
-                return Refused(result.reason, domain, self._retry_after_s(chosen, holds, now))
+                return Refused(result.reason, domain, self._retry_after_s(chosen, holds, now) if provider_down else None)
             if not replaying:
                 self.limiter.try_acquire(chosen, now)
-                self.retry_budgets.granted(chosen, retrying)
+                self._pending.append(partial(self.retry_budgets.granted, chosen, retrying))
             deadline = now + call_deadline_s
             replay = None
             if intent is None:

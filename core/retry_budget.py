@@ -87,6 +87,8 @@ class RetryBudgets:
     __slots__ = ("_budgets",)
 
     def __init__(self, names: Mapping[str, object] | list[str] | tuple[str, ...], config: RetryBudgetConfig | None) -> None:
+        if isinstance(names, str):
+            raise InputError(f"RetryBudgets takes a collection of dependency names, not the one string {names!r}")
         for name in names:
             if not isinstance(name, str) or not name:
                 raise InputError(f"a dependency name must be a non-empty string, not {name!r}")

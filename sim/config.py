@@ -555,6 +555,20 @@ class SimConfig:
             )
         for spec in self.nemesis.placed:
             self._check_workers_named(spec)
+        self._check_recovery()
+
+    def _check_recovery(self) -> None:
+        """goodput_recovers reads whole series windows: a baseline or bound shorter than they are could never be judged."""
+        recovery, window_s = self.recovery, self.series.window_s
+        if recovery is None:
+            return
+        if recovery.baseline_s < window_s:
+            raise InputError(f"SimConfig.recovery.baseline_s ({recovery.baseline_s!r}) must be at least series.window_s ({window_s!r})")
+        if recovery.bound_s < 2 * window_s:
+            raise InputError(
+                f"SimConfig.recovery.bound_s ({recovery.bound_s!r}) must be at least twice series.window_s ({window_s!r}):"
+                " recovery is read at the end of the first whole window after the trigger"
+            )
 
     def _check_workers_named(self, spec: FaultSpec) -> None:
         """A placed crash, pause or partition names workers this world has (worker-000 to worker-(workers - 1)), or `busy`."""

@@ -27,7 +27,7 @@ sharing): each call has its work (exponential, mean `latency_s`, times a
 slowdown's factor when it starts) and all of them progress at one rate,
 1 / (1 + x + contention * x**2) seconds of work per second, where x is the
 calls in progress over `overload_in_flight` (the rate is recomputed whenever
-a call starts, finishes or is dropped). With `contention` 0 (the default)
+a call starts, finishes or is dropped, and when a capacity drop begins or ends). With `contention` 0 (the default)
 goodput saturates under load; above 0 it peaks and then falls, so past
 capacity the provider does less useful work the more it is given. By
 default the provider drops a call when its deadline passes; with
@@ -103,7 +103,7 @@ _WORK_EPSILON_S = 1e-9
 class _Job:
     """One call the provider is working on."""
 
-    __slots__ = ("abandoned", "call", "cancelled", "deadline_at", "done", "existing", "finish_s")
+    __slots__ = ("abandoned", "call", "cancelled", "deadline_at", "done", "existing", "finish_s", "finished")
 
     def __init__(self, done: Any, deadline_at: float, call: tuple, existing: Effect | None) -> None:
         self.done = done
@@ -116,6 +116,7 @@ class _Job:
         """The shared work clock's reading at which this call is done."""
         self.abandoned = False
         self.cancelled = False
+        self.finished = False
 
 
 def _bucket(rate_per_s: float) -> TokenBucket:
@@ -162,6 +163,8 @@ class SimProvider:
         """Processor sharing: the work each call in progress has received since the run began, all alike."""
         self._work_at = 0.0
         self._wake_token = 0
+        self._rate_now = 1.0
+        """The per-call rate in force since the load last changed."""
         self._asked: dict[str, set[str]] = {}
         """The keys each live task has called with: a call with one of them again is a retry."""
         self.open_calls = 0
@@ -214,7 +217,11 @@ class SimProvider:
 
     def drop_capacity(self, until: float, factor: float) -> None:
         """Until `until`, the provider has `factor` of its capacity: overload point and rate limit both scaled by it."""
+        self._advance()
         self._dropped.add(self.env.now, until, (factor, _bucket(self.config.rate_per_s * factor)))
+        self._reschedule()
+        end = self.env.timeout(until - self.env.now)
+        end.callbacks.append(lambda _event: self._capacity_changed())
 
     # ------------------------------------------------------------- calls
 
@@ -272,16 +279,13 @@ class SimProvider:
         job = _Job(env.event(), deadline_at, call, existing[0] if existing else None)
         self._start(job, work_s)
         deadline = env.timeout(deadline_s)
+        # The provider keeps the deadline itself, first of all who wait on it, so a caller that crashed or was
+        # interrupted meanwhile leaves its call dropped (or abandoned) all the same.
+        deadline.callbacks.append(lambda _event: self._deadline_passed(job))
         yield deadline if lost else env.any_of((job.done, deadline))
         if job.done.triggered and not lost:
             self._observer.call_answered(self.name, env.now - now)
             return job.done.value
-        if not job.done.triggered:  # the caller gives up on work still under way
-            if config.works_past_deadline:
-                job.abandoned = True
-                self.abandoned += 1
-            else:
-                self._cancel(job)
         raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
 
     # ------------------------------------------------- processor sharing
@@ -293,10 +297,25 @@ class SimProvider:
         return 1.0 / (1.0 + load + self.config.contention * load * load)
 
     def _advance(self) -> None:
-        """Bring the shared work clock to now, at the rate that held since it was last moved."""
+        """Bring the shared work clock to now, at the rate that held since it was last moved (set by `_reschedule`)."""
         now = self.env.now
-        self._work_done_s += (now - self._work_at) * self._rate()
+        self._work_done_s += (now - self._work_at) * self._rate_now
         self._work_at = now
+
+    def _deadline_passed(self, job: _Job) -> None:
+        """A call's deadline passed with its work not done: dropped, or carried on abandoned (`works_past_deadline`)."""
+        if job.finished or job.cancelled:
+            return
+        if self.config.works_past_deadline:
+            job.abandoned = True
+            self.abandoned += 1
+        else:
+            self._cancel(job)
+
+    def _capacity_changed(self) -> None:
+        """A capacity drop began or ended: the work so far at the old rate, the rest at the new one."""
+        self._advance()
+        self._reschedule()
 
     def _start(self, job: _Job, work_s: float) -> None:
         self._advance()
@@ -318,10 +337,11 @@ class SimProvider:
         while jobs and jobs[0][2].cancelled:
             heapq.heappop(jobs)
         self._wake_token += 1
+        self._rate_now = self._rate()
         if not jobs:
             return
         token = self._wake_token
-        wake = self.env.timeout(max(0.0, (jobs[0][0] - self._work_done_s) / self._rate()))
+        wake = self.env.timeout(max(0.0, (jobs[0][0] - self._work_done_s) / self._rate_now))
         wake.callbacks.append(lambda _event: self._wake(token))
 
     def _wake(self, token: int) -> None:
@@ -337,6 +357,7 @@ class SimProvider:
 
     def _finish(self, job: _Job) -> None:
         """A call's work is done: it lands if its deadline has not passed, and is thrown away if it has."""
+        job.finished = True
         self.in_flight -= 1
         if job.abandoned:
             self.abandoned -= 1

@@ -59,7 +59,7 @@ def _swarm(seed: int) -> SimConfig:
 
 
 STORM_TRIGGER = FaultSpec.parse("slowdown model_provider at=400 for=120 factor=4")
-"""The retry-storm scenario's trigger: the model provider accepts every call and answers none for two minutes."""
+"""The retry-storm scenario's trigger: for two minutes every call the model provider starts needs four times its work."""
 STORM = _with(
     workload=_workload(
         arrival_rate_per_s=0.1,
@@ -70,8 +70,8 @@ STORM = _with(
     nemesis=NemesisConfig(placed=(STORM_TRIGGER,)),
     recovery=RecoveryConfig(baseline_s=300.0, bound_s=480.0),
 )
-"""A world that can go metastable: open-loop arrivals keep a small model provider (goodput peaks at 10 calls in progress,
-about 0.83 calls/s, and falls beyond) a little over half busy; it keeps working on calls whose callers gave up (after 30 s).
+"""A world that can go metastable: open-loop arrivals keep a small model provider (goodput peaks at 12 calls in progress,
+about 1 call/s, and falls beyond) about half busy; it keeps working on calls whose callers gave up (after 30 s).
 A slowdown of two minutes makes calls time out; retried at once, each timeout leaves abandoned work behind. Tasks may take
 eight Attempts and repeat a failure signature three times, so the slowdown builds a backlog instead of dead-lettering
 the tasks it hits."""

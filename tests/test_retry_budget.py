@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shiftchange.core import (
+    BreakerConfig,
     Budget,
     ManualClock,
     MemoryStore,
@@ -115,3 +116,23 @@ def test_without_a_breaker_failures_never_open_the_circuit():
         assert grant.accepted
         assert orchestrator.report_call_failure(*fence, grant.key, "provider:503").accepted
         assert orchestrator.breakers.state("code_host", clock.now()) == CLOSED
+
+
+def test_a_lost_lease_outranks_an_open_circuit_in_a_refusal():
+    """Circuit open alone: held back (provider domain, how long to wait); circuit open and lease lost: not held back."""
+    reliability = ReliabilityConfig(rate_limits=WIDE_OPEN, breaker=BreakerConfig(failures_to_open=1, cool_down_s=300.0))
+    orchestrator, clock, fence = _running(reliability)
+    grant = orchestrator.grant_tool(*fence, "push", "sha-0")
+    assert orchestrator.report_call_failure(*fence, grant.key, "provider:503").accepted
+    clock.advance(10.0)
+    held = orchestrator.grant_tool(*fence, "push", "sha-1")
+    assert (held.accepted, held.domain, held.retry_after_s) == (False, "provider", 290.0)
+    clock.advance(orchestrator.config.lease_ttl_s)
+    late = orchestrator.grant_tool(*fence, "push", "sha-2")
+    assert not late.accepted and "lease_current" in late.reason
+    assert (late.domain, late.retry_after_s) == (None, None)
+
+
+def test_budgets_take_a_collection_of_names_not_one_string():
+    with pytest.raises(InputError, match="collection of dependency names"):
+        RetryBudgets("code_host", RetryBudgetConfig())

@@ -192,3 +192,77 @@ def test_without_a_placed_provider_fault_there_is_nothing_to_judge():
 def test_bad_recovery_settings_are_typed_errors(bad):
     with pytest.raises(InputError):
         RecoveryConfig(**bad)
+
+
+# ------------------------------------------------------------- the review's edges
+
+
+class _Fixed:
+    """A provider's random stream that draws this much work for every call and never loses a response."""
+
+    def __init__(self, work_s: float) -> None:
+        self.work_s = work_s
+
+    def expovariate(self, _rate: float) -> float:
+        return self.work_s
+
+    def random(self) -> float:
+        return 0.99
+
+
+def _fixed(work_s: float, **changes):
+    env = simpy.Environment()
+    landed: list = []
+    config = replace(ProviderConfig(latency_s=1.0, overload_in_flight=1, rate_per_s=1e6), **changes)
+    return env, SimProvider(env, "code_host", config, _Fixed(work_s), landed.append, lambda *a: "passed"), landed
+
+
+@pytest.mark.parametrize("works_on", [False, True])
+def test_work_that_ends_exactly_at_its_deadline_is_counted_once(works_on):
+    """Rate 1/2 alone on a provider of one: 5 s of work ends at t=10, its deadline; nothing lands, no counter goes negative."""
+    env, provider, landed = _fixed(5.0, works_past_deadline=works_on)
+    outcomes = _calls(env, provider, 1, deadline_at=10.0)
+    env.run()
+    assert outcomes == [("ProviderTimeout", 10.0)] and landed == []
+    assert (provider.in_flight, provider.abandoned) == (0, 0)
+    assert _calls(env, provider, 1, deadline_at=1e9) is not None  # the provider still serves
+    env.run()
+    assert len(landed) == 1
+
+
+@pytest.mark.parametrize("works_on", [False, True])
+def test_a_call_whose_caller_was_interrupted_is_still_dropped_or_abandoned_at_its_deadline(works_on):
+    env, provider, _ = _fixed(100.0, works_past_deadline=works_on)
+
+    def caller():
+        try:
+            yield from provider.call("k", "push", "t:1", "t1", "worker-1", 10.0)
+        except simpy.Interrupt:
+            return
+
+    process = env.process(caller())
+    env.run(until=1.0)
+    process.interrupt("crash")
+    env.run(until=11.0)
+    assert (provider.in_flight, provider.abandoned) == ((1, 1) if works_on else (0, 0))
+
+
+def test_a_capacity_drop_slows_calls_only_while_it_lasts():
+    """10 s of work, one call on a provider of ten, a drop to a hundredth for the first 5 s: done at 5 + 9.5455 * 1.1 s."""
+    env = simpy.Environment()
+    config = ProviderConfig(latency_s=1.0, overload_in_flight=10, rate_per_s=1e6)
+    provider = SimProvider(env, "code_host", config, _Fixed(10.0), [].append, lambda *a: "passed")
+    provider.drop_capacity(until=5.0, factor=0.01)
+    outcomes = _calls(env, provider, 1, deadline_at=1e9)
+    env.run()
+    done_by_drop = 5.0 / (1 + 10)
+    assert outcomes[0] == ("answered", pytest.approx(5.0 + (10.0 - done_by_drop) * 1.1))
+
+
+def test_a_recovery_bound_shorter_than_two_windows_is_refused():
+    from shiftchange.sim import SimConfig
+
+    with pytest.raises(InputError, match="bound_s"):
+        SimConfig(recovery=RecoveryConfig(bound_s=90.0))
+    with pytest.raises(InputError, match="baseline_s"):
+        SimConfig(recovery=RecoveryConfig(baseline_s=30.0))
