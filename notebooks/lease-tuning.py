@@ -375,20 +375,22 @@ points[[*KEYS, "renewals_per_window", "leases", "lease_windows", "at_risk", "fal
 COLOURS = dict(zip(HEARTBEATS_S, ("tab:blue", "tab:orange", "tab:green"), strict=True))
 
 
-def draw_rate(axes, rows, colour, marker, label=None):
-    """Observed per-window rates with their intervals; a point with no false expiry as its upper bound."""
+def draw_rate(axes, rows, colour, marker, label=None, x="lease_ttl_s", per_1000_leases=False):
+    """Observed rates (per at-risk window, or per 1,000 leases) with their intervals against column `x`; a point with no
+    false expiry is drawn at its upper bound."""
+    observed, count, scale = ("observed_per_1000_leases", "leases", 1000.0) if per_1000_leases else ("observed_per_window", "at_risk", 1.0)
     seen = rows[rows.false_expiries > 0]
     axes.errorbar(
-        seen.lease_ttl_s,
-        seen.observed_per_window,
-        yerr=[seen.observed_per_window - seen.low / seen.at_risk, seen.high / seen.at_risk - seen.observed_per_window],
+        seen[x],
+        seen[observed],
+        yerr=[seen[observed] - scale * seen.low / seen[count], scale * seen.high / seen[count] - seen[observed]],
         fmt=marker,
         color=colour,
         capsize=3,
         label=label,
     )
     unseen = rows[rows.false_expiries == 0]
-    axes.scatter(unseen.lease_ttl_s, unseen.high / unseen.at_risk, marker="v", color=colour)
+    axes.scatter(unseen[x], scale * unseen.high / unseen[count], marker="v", color=colour)
 
 
 figure, panels = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
@@ -452,21 +454,7 @@ series = (
 )
 for group, loss, colour, tools in series:
     rows = points[(points.group == group) & (points.heartbeat_s == HEARTBEAT_S) & (points.loss == loss)]
-    seen = rows[rows.false_expiries > 0]
-    right.errorbar(
-        seen.lease_ttl_s,
-        seen.observed_per_1000_leases,
-        yerr=[
-            seen.observed_per_1000_leases - 1000 * seen.low / seen.leases,
-            1000 * seen.high / seen.leases - seen.observed_per_1000_leases,
-        ],
-        fmt="o",
-        color=colour,
-        capsize=3,
-        label=f"simulated, p = {loss}, {tools}",
-    )
-    unseen = rows[rows.false_expiries == 0]
-    right.scatter(unseen.lease_ttl_s, 1000 * unseen.high / unseen.leases, marker="v", color=colour)
+    draw_rate(right, rows, colour, "o", f"simulated, p = {loss}, {tools}", per_1000_leases=True)
     right.plot(rows.lease_ttl_s, rows.closed_form_per_1000_leases, color=colour)
     right.plot(rows.lease_ttl_s, rows.all_windows_per_1000_leases, color=colour, ls="--")
 right.set(yscale="log", xlabel="lease TTL (s)", ylabel="false expiries per 1,000 leases", title=f"I = {HEARTBEAT_S:g} s")
@@ -610,21 +598,7 @@ figure, axes = plt.subplots(figsize=(7, 4.5))
 for loss, colour in zip(LOSSES, ("tab:purple", "tab:red"), strict=True):
     rows = points[(points.group == "long tools") & (points.heartbeat_s == HEARTBEAT_S) & (points.loss == loss)].set_index("lease_ttl_s")
     rows = rows.join(detection[["detect_s_mean", "closed_form_mean_s"]], how="inner")
-    seen = rows[rows.false_expiries > 0]
-    axes.errorbar(
-        seen.detect_s_mean,
-        seen.observed_per_1000_leases,
-        yerr=[
-            seen.observed_per_1000_leases - 1000 * seen.low / seen.leases,
-            1000 * seen.high / seen.leases - seen.observed_per_1000_leases,
-        ],
-        fmt="o",
-        color=colour,
-        capsize=3,
-        label=f"simulated, p = {loss}",
-    )
-    unseen = rows[rows.false_expiries == 0]
-    axes.scatter(unseen.detect_s_mean, 1000 * unseen.high / unseen.leases, marker="v", color=colour)
+    draw_rate(axes, rows, colour, "o", f"simulated, p = {loss}", x="detect_s_mean", per_1000_leases=True)
     axes.plot(rows.closed_form_mean_s, rows.closed_form_per_1000_leases, color=colour, lw=1, label=f"closed form, p = {loss}")
     for ttl_s, row in rows.iterrows() if loss == LOSSES[-1] else ():  # one label per TTL
         height = row.observed_per_1000_leases if row.false_expiries > 0 else 1000 * row.high / row.leases
