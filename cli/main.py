@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from shiftchange.spec import SpecError, check_spec, load_spec
-from shiftchange.spec.diagram import FORMATS, RENDERERS, DiagramError, render
+from shiftchange.spec.diagram import FORMATS, INSTALL_GRAPHVIZ, RENDERERS, DiagramError, render
 from shiftchange.spec.review import write_review
 
 from .sweep import add_parser as add_sweep_parser
@@ -65,7 +65,9 @@ def _spec_check(args: argparse.Namespace) -> int:
 def _spec_diagram(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     used = render(spec.machines[args.machine], args.format, args.output, args.renderer)
-    print(f"wrote {args.output} ({args.machine} machine, {args.format}, {used})")
+    drawn = {"text": "text, nothing to install", "graphviz": "drawn by Graphviz's dot", "matplotlib": "drawn by matplotlib"}[used]
+    hint = f"; {INSTALL_GRAPHVIZ}" if used == "matplotlib" and args.renderer == "auto" else ""
+    print(f"wrote {args.output} ({args.machine} machine, {args.format}, {drawn}{hint})")
     return EXIT_OK
 
 

@@ -1,25 +1,36 @@
 """State diagrams for design reviews, drawn from the same rows the core runs.
 
 Mermaid and DOT are text and need nothing installed. SVG and PNG use Graphviz
-when its `dot` program is on the PATH, because its layered layout reads best;
-otherwise networkx lays the graph out in layers (distance from the initial
-state) and matplotlib draws it, so the pictures work on a fresh machine.
+when its `dot` program is on the PATH, because its layout and spline routing
+read best; otherwise shiftchange lays the machine out itself (`layout.py`, a
+layered layout in which no two boxes overlap by construction) and matplotlib
+draws it, so the pictures work on a fresh machine.
 
-In every format the same three things stand out: terminal states (double
-border), the actor of each transition (one colour per actor, with a legend),
-and fenced transitions (thick lines, marked "fenced").
+Every format says the same things the same way: an edge's label is its
+trigger and its row number (`claim #5`), the number of the review page's
+table that lists the row's guards and effects; the actor is the colour (a
+legend names them); a fenced row is a thick line with a bold label;
+terminal states have a double border; rows in place (a state to itself)
+are listed beside their state with a loop mark. A diagram of a proposed
+change (`Marks`) highlights added and changed rows and draws removed ones
+as dashed ghosts.
+
+Every output is byte-identical from run to run and across `PYTHONHASHSEED`
+values: everything is built in table order, the layout breaks ties by it,
+matplotlib's SVG ids are salted with a constant, and no file carries a date.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-import networkx as nx
-
-from .model import ACTORS, Machine, Row
+from .layout import Box, Edge, Layout, layered
+from .model import ACTORS, Machine, Row, State
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 RENDERERS = ("auto", "graphviz", "matplotlib")
@@ -31,103 +42,226 @@ ACTOR_COLOURS = {
     "provider": "#ef6c00",
 }
 assert set(ACTOR_COLOURS) == set(ACTORS), "every actor needs a colour"
+MARK_COLOURS = {"added": "#a5d6a7", "changed": "#ffd54f", "removed": "#9e9e9e"}
+GHOST = "#9e9e9e"
+FONT = "DejaVu Sans"
+"""The font matplotlib ships with, so a picture is the same on every machine."""
+STATE_PT = 10.0
+LABEL_PT = 8.5
+TITLE_PT = 13.0
+NOTE_PT = 8.0
+PNG_DPI = 144
+LOOP_GAP_PT = 16.0
+MARGIN_PT = 18.0
+PORT_PT = 14.0
+INSTALL_GRAPHVIZ = "Graphviz's dot draws a better layout when installed (apt-get install graphviz, brew install graphviz)"
 
 
 class DiagramError(Exception):
     """A diagram could not be produced as asked (bad format, renderer missing, unwritable file)."""
 
 
-def _edge_label(row: Row) -> str:
-    label = f"{row.trigger} · {row.actor}"
-    return label + " · fenced" if row.fenced else label
+@dataclass(frozen=True)
+class Marks:
+    """What a proposed change did to the drawn machine, for `spec diff --diagram`.
+
+    `added` and `changed` are row indices (`Row.index`) of the drawn (new)
+    machine; `removed` are rows of the old machine, drawn as dashed ghosts, and
+    `removed_states` the old states they need that the new machine lacks.
+    """
+
+    added: frozenset[int] = frozenset()
+    changed: frozenset[int] = frozenset()
+    removed: tuple[Row, ...] = ()
+    removed_states: tuple[State, ...] = ()
+
+    def of(self, row: Row, ghost: bool) -> str | None:
+        if ghost:
+            return "removed"
+        return "added" if row.index in self.added else "changed" if row.index in self.changed else None
 
 
-def _edges(machine: Machine) -> dict[tuple[str, str], list[Row]]:
-    """Rows grouped by the (source, dest) pair they draw, in table order."""
-    grouped: dict[tuple[str, str], list[Row]] = defaultdict(list)
-    for source, dest, row in machine.edges():
-        grouped[(source, dest)].append(row)
-    return grouped
+# ------------------------------------------------------------------ the view every format draws
 
 
-def to_mermaid(machine: Machine) -> str:
-    """A Mermaid flowchart: terminal states as double circles, fenced edges thick, actors coloured."""
+@dataclass(frozen=True)
+class _Edge:
+    """The rows one drawn edge carries: same ends, actor, fencing and mark, in table order."""
+
+    source: str
+    dest: str
+    rows: tuple[Row, ...]
+    mark: str | None
+
+    @property
+    def actor(self) -> str:
+        return self.rows[0].actor
+
+    @property
+    def fenced(self) -> bool:
+        return self.rows[0].fenced
+
+    @property
+    def colour(self) -> str:
+        return GHOST if self.mark == "removed" else ACTOR_COLOURS[self.actor]
+
+    def lines(self) -> list[str]:
+        return [_row_label(row, self.mark) for row in self.rows]
+
+    def key(self, machine: str) -> str:
+        numbers = "-".join(str(row.index + 1) for row in self.rows)
+        return f"{machine}-{'old-' if self.mark == 'removed' else ''}row-{numbers}-from-{self.source}"
+
+
+@dataclass(frozen=True)
+class _View:
+    name: str
+    source_file: str
+    initial: str
+    states: tuple[State, ...]
+    ghost_states: frozenset[str]
+    edges: tuple[_Edge, ...]
+    loops: dict[str, tuple[_Edge, ...]]
+
+    def terminal(self, state: str) -> bool:
+        return next(s for s in self.states if s.name == state).terminal
+
+
+def _row_label(row: Row, mark: str | None) -> str:
+    return f"{row.trigger} (old #{row.index + 1})" if mark == "removed" else f"{row.trigger} #{row.index + 1}"
+
+
+def _view(machine: Machine, marks: Marks | None) -> _View:
+    marks = marks or Marks()
+    states = list(machine.states.values()) + [s for s in marks.removed_states if s.name not in machine.states]
+    grouped: dict[tuple[str, str, str, bool, str | None], list[Row]] = {}
+    drawn = [(s, row.dest_from(s), row, False) for row in machine.rows for s in row.sources]
+    drawn += [(s, row.dest_from(s), row, True) for row in marks.removed for s in row.sources]
+    known = {s.name for s in states}
+    for source, dest, row, ghost in drawn:
+        if source in known and dest in known:
+            grouped.setdefault((source, dest, row.actor, row.fenced, marks.of(row, ghost)), []).append(row)
+    edges = [_Edge(source, dest, tuple(rows), mark) for (source, dest, _a, _f, mark), rows in grouped.items()]
+    loops: dict[str, tuple[_Edge, ...]] = {}
+    for edge in edges:
+        if edge.source == edge.dest:
+            loops[edge.source] = (*loops.get(edge.source, ()), edge)
+    return _View(
+        machine.name,
+        Path(machine.where.file).name,
+        machine.initial,
+        tuple(states),
+        frozenset(s.name for s in marks.removed_states if s.name not in machine.states),
+        tuple(edge for edge in edges if edge.source != edge.dest),
+        loops,
+    )
+
+
+# ------------------------------------------------------------------ text formats
+
+
+def to_mermaid(machine: Machine, marks: Marks | None = None) -> str:
+    """A Mermaid flowchart: terminal states as double circles, fenced edges thick, actors coloured, labels `trigger #row`."""
+    view = _view(machine, marks)
     lines = [
-        f"%% The {machine.name} machine, generated from {Path(machine.where.file).name} by `shiftchange spec diagram`.",
+        f"%% The {view.name} machine, generated from {view.source_file} by `shiftchange spec diagram`.",
+        "%% Edge labels are `trigger #row`: the row of the review page's transition table.",
         "flowchart TD",
-        "    start_node(( )) --> " + machine.initial,
+        "    start_node(( )) --> " + view.initial,
     ]
-    for name, state in machine.states.items():
-        lines.append(f'    {name}((("{name}")))' if state.terminal else f'    {name}(["{name}"])')
+    for state in view.states:
+        lines.append(f'    {state.name}((("{state.name}")))' if state.terminal else f'    {state.name}(["{state.name}"])')
     link_styles = ["    linkStyle 0 stroke:#555"]
     index = 1
-    for (source, dest), rows in _edges(machine).items():
-        for row in rows:
-            arrow = "==>" if row.fenced else "-->"
-            lines.append(f'    {source} {arrow}|"{_edge_label(row)}"| {dest}')
-            width = "3px" if row.fenced else "1.5px"
-            link_styles.append(f"    linkStyle {index} stroke:{ACTOR_COLOURS[row.actor]},stroke-width:{width}")
+    for edge in _all_edges(view):
+        for row in edge.rows:
+            arrow = "==>" if edge.fenced else "-->"
+            suffix = f" ({edge.mark})" if edge.mark in ("added", "changed") else ""
+            lines.append(f'    {edge.source} {arrow}|"{_row_label(row, edge.mark)}{suffix}"| {edge.dest}')
+            width = "3px" if edge.fenced else "1.5px"
+            style = f"    linkStyle {index} stroke:{edge.colour},stroke-width:{width}"
+            if edge.mark == "removed":
+                style += ",stroke-dasharray:5 5"
+            elif edge.mark:
+                style = f"    linkStyle {index} stroke:{MARK_COLOURS[edge.mark]},stroke-width:5px"
+            link_styles.append(style)
             index += 1
-    terminal = ",".join(machine.terminal_states)
+    terminal = ",".join(s.name for s in view.states if s.terminal)
     lines.append("    classDef terminal fill:#eeeeee,stroke:#222,stroke-width:3px")
     if terminal:
         lines.append(f"    class {terminal} terminal")
+    if view.ghost_states:
+        lines.append(f"    classDef removed stroke:{GHOST},stroke-dasharray:5 5,color:{GHOST}")
+        lines.append(f"    class {','.join(s.name for s in view.states if s.name in view.ghost_states)} removed")
     return "\n".join(lines + link_styles) + "\n"
+
+
+def _all_edges(view: _View) -> list[_Edge]:
+    """Edges between states, then each state's loops, in table order."""
+    return list(view.edges) + [edge for state in view.states for edge in view.loops.get(state.name, ())]
 
 
 def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def to_dot(machine: Machine) -> str:
-    """A Graphviz digraph with a legend for actors, fenced edges and terminal states."""
+def to_dot(machine: Machine, marks: Marks | None = None) -> str:
+    """A Graphviz digraph with a legend for actors, fenced edges, terminal states and the row numbers."""
+    view = _view(machine, marks)
     q = _dot_quote
     lines = [
-        f"// The {machine.name} machine, generated from {Path(machine.where.file).name} by `shiftchange spec diagram`.",
-        f"digraph {q(machine.name)} {{",
-        '  graph [rankdir=TB, fontname="Helvetica", labelloc=t, label=' + q(f"{machine.name} machine") + "];",
+        f"// The {view.name} machine, generated from {view.source_file} by `shiftchange spec diagram`.",
+        f"digraph {q(view.name)} {{",
+        '  graph [rankdir=TB, fontname="Helvetica", labelloc=t, label=' + q(f"{view.name} machine") + "];",
         '  node [shape=box, style="rounded", fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
         '  "__start" [shape=point, width=0.15];',
-        f'  "__start" -> {q(machine.initial)};',
+        f'  "__start" -> {q(view.initial)};',
     ]
-    for name, state in machine.states.items():
+    for state in view.states:
+        ghost = state.name in view.ghost_states
         if state.terminal:
-            lines.append(f'  {q(name)} [shape=doublecircle, style=filled, fillcolor="#eeeeee"];')
+            style = '"filled,dashed"' if ghost else "filled"
+            lines.append(f'  {q(state.name)} [shape=doublecircle, style={style}, fillcolor="#eeeeee"];')
+        elif ghost:
+            lines.append(f'  {q(state.name)} [style="rounded,dashed", color={q(GHOST)}, fontcolor={q(GHOST)}];')
         else:
-            lines.append(f"  {q(name)};")
-    for (source, dest), rows in _edges(machine).items():
-        for group in _loop_groups(rows) if source == dest else [[row] for row in rows]:
-            # In-place writes of one actor and fencing share one loop with a label per line: stacked loops are unreadable.
-            row = group[0]
-            attributes = [
-                "label=" + q("\n".join(_edge_label(each) for each in group)),
-                f"color={q(ACTOR_COLOURS[row.actor])}",
-                f"fontcolor={q(ACTOR_COLOURS[row.actor])}",
-            ]
-            if row.fenced:
-                attributes += ["penwidth=3", "style=bold"]
-            lines.append(f"  {q(source)} -> {q(dest)} [{', '.join(attributes)}];")
+            lines.append(f"  {q(state.name)};")
+    for edge in _all_edges(view):
+        # Rows sharing ends, actor and fencing share one edge with a label per line: stacked loops are unreadable.
+        attributes = [
+            "label=" + q("\n".join(edge.lines())),
+            f"id={q(edge.key(view.name))}",
+            f"color={q(edge.colour)}",
+            f"fontcolor={q(edge.colour)}",
+        ]
+        if edge.fenced:
+            attributes += ["penwidth=3", 'style="bold"'] if edge.mark != "removed" else ["penwidth=3"]
+        if edge.mark == "removed":
+            attributes += ['style="dashed"', 'class="removed"']
+        elif edge.mark:
+            attributes[2] = f"color={q(MARK_COLOURS[edge.mark] + ':' + edge.colour + ':' + MARK_COLOURS[edge.mark])}"
+            attributes += [f'class="{edge.mark}"']
+        lines.append(f"  {q(edge.source)} -> {q(edge.dest)} [{', '.join(attributes)}];")
     lines.append('  subgraph "cluster_legend" {')
     lines.append('    label="legend"; fontsize=10; style=dashed;')
     for actor, colour in ACTOR_COLOURS.items():
         lines.append(f"    {q('legend_' + actor)} [label={q(actor)}, shape=plaintext, fontcolor={q(colour)}];")
     lines.append('    "legend_fenced" [label="thick edge: fenced write", shape=plaintext];')
+    lines.append('    "legend_rows" [label="trigger #N: row N of the review table", shape=plaintext];')
     lines.append('    "legend_terminal" [label="terminal", shape=doublecircle, style=filled, fillcolor="#eeeeee", fontsize=9];')
+    if marks is not None:
+        for mark, colour in MARK_COLOURS.items():
+            lines.append(f"    {q('legend_' + mark)} [label={q(mark + ' row')}, shape=plaintext, fontcolor={q(colour)}];")
     lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _loop_groups(rows: list[Row]) -> list[list[Row]]:
-    """Self-loop rows grouped by actor and fencing, in table order."""
-    groups: dict[tuple[str, bool], list[Row]] = {}
-    for row in rows:
-        groups.setdefault((row.actor, row.fenced), []).append(row)
-    return list(groups.values())
+# ------------------------------------------------------------------ rendering
 
 
-def render(machine: Machine, fmt: str, output: str | Path, renderer: str = "auto") -> str:
+def render(machine: Machine, fmt: str, output: str | Path, renderer: str = "auto", marks: Marks | None = None) -> str:
     """Write the diagram in `fmt` to `output`; returns the renderer used ("text", "graphviz" or "matplotlib")."""
     if fmt not in FORMATS:
         raise DiagramError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -137,125 +271,303 @@ def render(machine: Machine, fmt: str, output: str | Path, renderer: str = "auto
     if not path.parent.is_dir():
         raise DiagramError(f"cannot write {path}: directory {path.parent} does not exist")
     if fmt in ("mermaid", "dot"):
-        _write_text(path, to_mermaid(machine) if fmt == "mermaid" else to_dot(machine))
+        _write(path, (to_mermaid(machine, marks) if fmt == "mermaid" else to_dot(machine, marks)).encode())
         return "text"
     graphviz = shutil.which("dot")
     if renderer == "graphviz" and graphviz is None:
         raise DiagramError("the graphviz renderer needs the `dot` program on the PATH; use --renderer matplotlib")
     if graphviz is not None and renderer != "matplotlib":
-        result = subprocess.run([graphviz, f"-T{fmt}", "-o", str(path)], input=to_dot(machine), text=True, capture_output=True, check=False)
+        result = subprocess.run([graphviz, f"-T{fmt}"], input=to_dot(machine, marks).encode(), capture_output=True, check=False)
         if result.returncode != 0:
-            raise DiagramError(f"graphviz failed: {result.stderr.strip().splitlines()[0] if result.stderr.strip() else result.returncode}")
+            error = result.stderr.decode(errors="replace").strip()
+            raise DiagramError(f"graphviz failed: {error.splitlines()[0] if error else result.returncode}")
+        _write(path, result.stdout)
         return "graphviz"
-    _draw_with_matplotlib(machine, fmt, path)
+    _write(path, draw_bytes(machine, fmt, marks))
     return "matplotlib"
 
 
-def _write_text(path: Path, text: str) -> None:
+def _write(path: Path, data: bytes) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
     except OSError as error:
         raise DiagramError(f"cannot write {path}: {error.strerror}") from None
 
 
-def _layers(machine: Machine) -> dict[str, int]:
-    """Distance from the initial state; terminal states share the last layer."""
-    graph = nx.DiGraph([(s, d) for s, d, _row in machine.edges() if s != d])
-    graph.add_nodes_from(machine.states)
-    distance = nx.single_source_shortest_path_length(graph, machine.initial)
-    inner = [distance.get(s, 0) for s in machine.states if not machine.states[s].terminal]
-    bottom = max(inner, default=0) + 1
-    return {s: bottom if machine.states[s].terminal else distance.get(s, 0) for s in machine.states}
+def draw_bytes(machine: Machine, fmt: str, marks: Marks | None = None) -> bytes:
+    """The matplotlib drawing as SVG or PNG bytes, the same bytes on every run."""
+    import io
 
-
-def _draw_with_matplotlib(machine: Machine, fmt: str, path: Path) -> None:
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
+    with matplotlib.rc_context({"svg.hashsalt": "shiftchange", "svg.fonttype": "path", "path.simplify": False}):
+        figure = draw(machine, marks)
+        buffer = io.BytesIO()
+        description = f"The {machine.name} machine, drawn by shiftchange's layered layout with matplotlib. {INSTALL_GRAPHVIZ}."
+        if fmt == "svg":
+            metadata: dict[str, Any] = {"Date": None, "Title": f"{machine.name} machine", "Description": description}
+            figure.savefig(buffer, format="svg", metadata=metadata)
+        else:
+            figure.savefig(buffer, format="png", dpi=PNG_DPI, metadata={"Title": f"{machine.name} machine", "Description": description})
+    return buffer.getvalue()
 
-    layers = _layers(machine)
-    graph = nx.DiGraph()
-    for name in machine.states:
-        graph.add_node(name, layer=layers[name])
-    position = nx.multipartite_layout(graph, subset_key="layer", align="horizontal", scale=1.0)
-    position = {name: (x, -y) for name, (x, y) in position.items()}
-    width = 2.2 * max(len([s for s in layers if layers[s] == layer]) for layer in set(layers.values()))
-    figure, axes = plt.subplots(figsize=(max(12, width * 1.4), 2.6 * (max(layers.values()) + 1)))
-    axes.set_title(f"{machine.name} machine")
-    terminal = list(machine.terminal_states)
-    inner = [s for s in machine.states if s not in terminal]
-    nx.draw_networkx_nodes(
-        graph, position, nodelist=inner, node_shape="s", node_size=2600, node_color="#ffffff", edgecolors="#333333", ax=axes
-    )
-    nx.draw_networkx_nodes(
-        graph, position, nodelist=terminal, node_size=3400, node_color="#ffffff", edgecolors="#222222", linewidths=2.5, ax=axes
-    )
-    nx.draw_networkx_nodes(
-        graph, position, nodelist=terminal, node_size=2500, node_color="#eeeeee", edgecolors="#222222", linewidths=1.5, ax=axes
-    )
-    nx.draw_networkx_labels(graph, position, font_size=8, ax=axes)
-    for (source, dest), rows in _edges(machine).items():
-        fenced = any(row.fenced for row in rows)
-        colour = ACTOR_COLOURS[rows[0].actor]
-        label = "\n".join(dict.fromkeys(row.trigger + (" (fenced)" if row.fenced else "") for row in rows))
-        if source == dest:
-            # networkx draws self-loops at figure scale; a marked label above the state reads better.
-            x, y = position[source]
-            axes.annotate(
-                "\u21bb " + label.replace("\n", "\n\u21bb "),
-                (x, y + 0.06),
-                fontsize=6.5,
-                color=colour,
-                ha="center",
-                va="bottom",
-                fontweight="bold" if fenced else "normal",
-            )
-            continue
-        graph.add_edge(source, dest)
-        nx.draw_networkx_edges(
-            graph,
-            position,
-            edgelist=[(source, dest)],
-            edge_color=colour,
-            width=3.0 if fenced else 1.2,
-            node_size=3000,
-            arrowsize=14,
-            connectionstyle="arc3,rad=0.08",
-            ax=axes,
-        )
-        nx.draw_networkx_edge_labels(
-            graph,
-            position,
-            edge_labels={(source, dest): label},
-            font_size=6.5,
-            font_color=colour,
-            connectionstyle="arc3,rad=0.08",
-            bbox={"alpha": 0.7, "color": "white", "lw": 0},
-            ax=axes,
-        )
-    handles = [Line2D([0], [0], color=c, lw=2, label=a) for a, c in ACTOR_COLOURS.items()]
-    handles.append(Line2D([0], [0], color="#444444", lw=4, label="fenced (thick)"))
-    handles.append(
-        Line2D(
-            [0],
-            [0],
-            marker="o",
-            color="w",
-            markeredgecolor="#222222",
-            markerfacecolor="#eeeeee",
-            markersize=12,
-            markeredgewidth=2.5,
-            label="terminal (double ring)",
-        )
-    )
-    axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=True)
+
+@cache
+def _measure(text: str, size: float, bold: bool = False) -> tuple[float, float]:
+    """Width and height of `text` in points, as matplotlib draws it; the larger of two resolutions, since hinting differs."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    width = height = 0.0
+    for dpi in (72, PNG_DPI):
+        figure = Figure(dpi=dpi)
+        renderer = FigureCanvasAgg(figure).get_renderer()
+        extent = figure.text(0, 0, text, fontsize=size, family=FONT, fontweight="bold" if bold else "normal").get_window_extent(renderer)
+        width, height = max(width, extent.width * 72 / dpi), max(height, extent.height * 72 / dpi)
+    return width + 1.0, height + 1.0
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """The drawing's geometry in points, y downwards: what `draw` paints and what the tests measure."""
+
+    view: _View
+    layout: Layout
+    boxes: dict[str, tuple[float, float, float, float]]
+    """Each state's box: x0, y0, width, height."""
+    top: float
+    width: float
+    height: float
+
+
+def _state_size(view: _View, name: str) -> tuple[float, float]:
+    """A state's box: its name padded, and wide enough to spread the edges that meet either side of it."""
+    width, height = _measure(name, STATE_PT)
+    inward = sum(edge.dest == name for edge in view.edges)
+    outward = sum(edge.source == name for edge in view.edges)
+    return max(width + 20.0, PORT_PT * (max(inward, outward) + 1)), height + 14.0
+
+
+def place(machine: Machine, marks: Marks | None = None) -> _Placed:
+    """Measure every text, lay the machine out and size the page."""
+    view = _view(machine, marks)
+    nodes = []
+    for state in view.states:
+        width, height = _state_size(view, state.name)
+        ring = 4.0 if state.terminal else 0.0
+        loop_width = loop_height = 0.0
+        for edge in view.loops.get(state.name, ()):
+            for line in edge.lines():
+                w, h = _measure("\u21bb " + line, LABEL_PT, edge.fenced)
+                loop_width, loop_height = max(loop_width, w), loop_height + h
+        right = width / 2 + ring + (LOOP_GAP_PT + loop_width if loop_width else 0.0)
+        nodes.append(Box(state.name, width / 2 + ring, right, max(height + 2 * ring, loop_height), ports=width / 2, body=height + 2 * ring))
+    edges = []
+    for edge in view.edges:
+        w, h = _measure("\n".join(edge.lines()), LABEL_PT, edge.fenced)
+        edges.append(Edge(edge.key(view.name), edge.source, edge.dest, Box(edge.key(view.name), 3.0, w + 5.0, h)))
+    layout = layered(nodes, view.initial, [s.name for s in view.states if s.terminal], edges)
+    top = MARGIN_PT + _measure("x", TITLE_PT, True)[1] + 2 * _measure("x", NOTE_PT)[1] + 30.0
+    boxes = {}
+    for state in view.states:
+        x, y = layout.nodes[state.name]
+        width, height = _state_size(view, state.name)
+        boxes[state.name] = (MARGIN_PT + x - width / 2, top + y - height / 2, width, height)
+    width = max(layout.width, _measure(_subtitle(view), NOTE_PT)[0], _measure(_legend_note(), NOTE_PT)[0]) + 2 * MARGIN_PT
+    return _Placed(view, layout, boxes, top, width, top + layout.height + MARGIN_PT)
+
+
+def _subtitle(view: _View) -> str:
+    return f"Generated from {view.source_file} by `shiftchange spec diagram`, laid out by shiftchange and drawn by matplotlib."
+
+
+def _legend_note() -> str:
+    return f"Edge label: trigger #N, row N of the review page's transition table (guards, effects). {INSTALL_GRAPHVIZ}."
+
+
+def draw(machine: Machine, marks: Marks | None = None) -> Any:
+    """The diagram as a matplotlib Figure (Agg), one point per unit, y downwards."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    placed = place(machine, marks)
+    legend_rows = _legend_entries(marks is not None)
+    legend_height = 14.0 * _legend_lines(legend_rows, placed.width) + 20.0
+    height = placed.height + legend_height
+    figure = Figure(figsize=(placed.width / 72, height / 72), dpi=72)
+    FigureCanvasAgg(figure)
+    axes = figure.add_axes((0, 0, 1, 1))
+    axes.set_xlim(0, placed.width)
+    axes.set_ylim(height, 0)
     axes.axis("off")
-    figure.tight_layout()
-    try:
-        figure.savefig(path, format=fmt, dpi=110)
-    except OSError as error:
-        raise DiagramError(f"cannot write {path}: {error.strerror}") from None
-    finally:
-        plt.close(figure)
+    _draw_header(axes, placed)
+    for edge in placed.view.edges:
+        _draw_edge(axes, placed, edge)
+    for state in placed.view.states:
+        _draw_state(axes, placed, state)
+    _draw_legend(axes, placed, legend_rows, placed.height)
+    return figure
+
+
+def _text(axes: Any, x: float, y: float, text: str, size: float, colour: str = "#222222", bold: bool = False, **options: Any) -> Any:
+    return axes.text(x, y, text, fontsize=size, family=FONT, color=colour, fontweight="bold" if bold else "normal", **options)
+
+
+def _draw_header(axes: Any, placed: _Placed) -> None:
+    view = placed.view
+    title_height = _measure("x", TITLE_PT, True)[1]
+    _text(axes, MARGIN_PT, MARGIN_PT, f"{view.name} machine", TITLE_PT, bold=True, va="top", gid="title")
+    _text(axes, MARGIN_PT, MARGIN_PT + title_height + 2, _subtitle(view), NOTE_PT, "#555555", va="top", gid="renderer")
+    x0, y0, width, _height = placed.boxes[view.initial]
+    centre = x0 + width / 2
+    axes.plot([centre], [y0 - 22], marker="o", markersize=6, color="#333333")
+    _arrow(axes, [((centre, y0 - 19), (centre, y0))], "#333333", 1.2, gid="initial")
+
+
+def _arrow(axes: Any, segments: list[tuple[tuple[float, float], ...]], colour: str, width: float, gid: str, **options: Any) -> None:
+    from matplotlib.patches import FancyArrowPatch
+    from matplotlib.path import Path as MplPath
+
+    vertices = [segments[0][0]]
+    codes = [MplPath.MOVETO]
+    for segment in segments:
+        vertices += list(segment[1:])
+        codes += [MplPath.LINETO] if len(segment) == 2 else [MplPath.CURVE4] * 3
+    options = {"arrowstyle": "-|>", **options}
+    patch = FancyArrowPatch(path=MplPath(vertices, codes), mutation_scale=9 + width, color=colour, linewidth=width, gid=gid, **options)
+    axes.add_patch(patch)
+
+
+def _shifted(placed: _Placed, segments: list[tuple[tuple[float, float], ...]]) -> list[tuple[tuple[float, float], ...]]:
+    return [tuple((x + MARGIN_PT, y + placed.top) for x, y in segment) for segment in segments]
+
+
+def _draw_edge(axes: Any, placed: _Placed, edge: _Edge) -> None:
+    key = edge.key(placed.view.name)
+    segments = _shifted(placed, placed.layout.paths[key])
+    width = 2.8 if edge.fenced else 1.1
+    if edge.mark in ("added", "changed"):
+        _arrow(axes, segments, MARK_COLOURS[edge.mark], width + 6, gid=f"{edge.mark}-{key}", arrowstyle="-")
+    _arrow(axes, segments, edge.colour, width, gid=key, linestyle="--" if edge.mark == "removed" else "-")
+    x, y = placed.layout.labels[key]
+    background = {"boxstyle": "square,pad=0.1", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"} if edge.mark else None
+    _text(
+        axes,
+        x + MARGIN_PT + 5.0,
+        y + placed.top,
+        "\n".join(edge.lines()),
+        LABEL_PT,
+        edge.colour,
+        edge.fenced,
+        va="center",
+        ha="left",
+        gid=f"label-{key}",
+        bbox=background,
+    )
+
+
+def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    x0, y0, width, height = placed.boxes[state.name]
+    ghost = state.name in placed.view.ghost_states
+    line = {"linestyle": "--", "edgecolor": GHOST} if ghost else {"edgecolor": "#333333"}
+    if state.terminal:
+        ring = FancyBboxPatch(
+            (x0 - 4, y0 - 4), width + 8, height + 8, boxstyle="round,pad=0,rounding_size=9", facecolor="white", linewidth=1.6, **line
+        )
+        axes.add_patch(ring)
+    fill = "#eeeeee" if state.terminal else "white"
+    box = FancyBboxPatch(
+        (x0, y0), width, height, boxstyle="round,pad=0,rounding_size=6", facecolor=fill, linewidth=1.3, gid=f"state-{state.name}", **line
+    )
+    axes.add_patch(box)
+    _text(
+        axes,
+        x0 + width / 2,
+        y0 + height / 2,
+        state.name,
+        STATE_PT,
+        GHOST if ghost else "#111111",
+        ha="center",
+        va="center",
+        gid=f"name-{state.name}",
+    )
+    loops = placed.view.loops.get(state.name, ())
+    if not loops:
+        return
+    right, middle = x0 + width, y0 + height / 2
+    axes.add_patch(
+        FancyArrowPatch(
+            (right, middle - 5),
+            (right, middle + 5),
+            connectionstyle="arc3,rad=-1.1",
+            arrowstyle="-|>",
+            mutation_scale=8,
+            color="#555555",
+            linewidth=1.0,
+        )
+    )
+    lines = [(edge, text) for edge in loops for text in edge.lines()]
+    heights = [_measure("\u21bb " + text, LABEL_PT, edge.fenced)[1] for edge, text in lines]
+    y = middle - sum(heights) / 2
+    for (edge, text), line_height in zip(lines, heights, strict=True):
+        background = {"boxstyle": "square,pad=0.05", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"} if edge.mark else None
+        _text(
+            axes,
+            right + LOOP_GAP_PT,
+            y + line_height / 2,
+            "\u21bb " + text,
+            LABEL_PT,
+            edge.colour,
+            edge.fenced,
+            va="center",
+            ha="left",
+            gid=f"loop-{edge.key(placed.view.name)}",
+            bbox=background,
+        )
+        y += line_height
+
+
+def _legend_entries(with_marks: bool) -> list[tuple[str, str, float, str]]:
+    """(text, colour, line width, line style) for each legend entry."""
+    entries = [(actor, colour, 1.6, "-") for actor, colour in ACTOR_COLOURS.items()]
+    entries += [("fenced write (thick line, bold label)", "#444444", 3.0, "-"), ("\u21bb row in place, beside its state", "", 0, "")]
+    entries += [("double border: terminal state", "", 0, "")]
+    if with_marks:
+        entries += [
+            ("added row", MARK_COLOURS["added"], 6.0, "-"),
+            ("changed row", MARK_COLOURS["changed"], 6.0, "-"),
+            ("removed row", GHOST, 1.6, "--"),
+        ]
+    return entries
+
+
+def _legend_lines(entries: list[tuple[str, str, float, str]], width: float) -> int:
+    return len(_legend_rows(entries, width)) + 1
+
+
+def _legend_rows(entries: list[tuple[str, str, float, str]], width: float) -> list[list[tuple[float, tuple[str, str, float, str]]]]:
+    rows: list[list[tuple[float, tuple[str, str, float, str]]]] = [[]]
+    x = MARGIN_PT
+    for entry in entries:
+        span = (26.0 if entry[1] else 0.0) + _measure(entry[0], NOTE_PT)[0] + 18.0
+        if rows[-1] and x + span > width - MARGIN_PT:
+            rows.append([])
+            x = MARGIN_PT
+        rows[-1].append((x, entry))
+        x += span
+    return rows
+
+
+def _draw_legend(axes: Any, placed: _Placed, entries: list[tuple[str, str, float, str]], top: float) -> None:
+    y = top + 7.0
+    for row in _legend_rows(entries, placed.width):
+        for x, (text, colour, width, style) in row:
+            start = x
+            if colour:
+                axes.plot([x, x + 20], [y, y], color=colour, linewidth=width, linestyle=style, solid_capstyle="butt")
+                start = x + 26
+            _text(axes, start, y, text, NOTE_PT, colour if colour in ACTOR_COLOURS.values() else "#333333", va="center", gid="legend")
+        y += 14.0
+    _text(axes, MARGIN_PT, y, _legend_note(), NOTE_PT, "#555555", va="center", gid="legend")
