@@ -22,6 +22,7 @@ from shiftchange.spec import SpecError, check_spec, load_spec
 from shiftchange.spec.diagram import FORMATS, INSTALL_GRAPHVIZ, RENDERERS, DiagramError, render
 from shiftchange.spec.review import write_review
 
+from .spec_diff import add_parser as add_spec_diff_parser
 from .sweep import add_parser as add_sweep_parser
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -395,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("-o", "--output", metavar="DIR", required=True)
     review.add_argument("--renderer", choices=RENDERERS, default="auto")
     review.set_defaults(handler=_spec_review)
+    add_spec_diff_parser(spec_commands)
 
     timeline = commands.add_parser("timeline", help="print a task's recovery timeline from a SQLite store")
     timeline.add_argument("--store", metavar="PATH", required=True, help="a SQLite store file; it is only read")

@@ -91,6 +91,19 @@ class _Lines:
                 return Where(self.file, number + 1)
         return table
 
+    def of_text(self, table: Where, key: str, text: str) -> Where:
+        """The line inside `key = ...` of the table at `table` that holds `text` (a list may span lines), else the key's line."""
+        start = self.of_key(table, key)
+        if start.line is None:
+            return start
+        for number in range(start.line - 1, len(self._lines)):
+            line = self._lines[number]
+            if number >= start.line and (line.lstrip().startswith("[") or re.match(r"^\s*[a-z_]+\s*=", line)):
+                break
+            if text in line:
+                return Where(self.file, number + 1)
+        return start
+
     def _first(self, pattern: re.Pattern[str]) -> Where:
         for number, line in enumerate(self._lines, 1):
             if pattern.match(line):
@@ -106,7 +119,7 @@ def load_spec(directory: str | Path | None = None) -> Spec:
     attempt = _load_machine(root / FILES["attempt"])
     task = _load_machine(root / FILES["task"])
     domains = _load_domains(root / FILES["domains"])
-    invariants = _load_invariants(root / FILES["invariants"])
+    invariants = _load_invariants(root / FILES["invariants"], {"attempt": attempt, "task": task})
     return Spec(str(root), attempt, task, domains, invariants)
 
 
@@ -317,7 +330,7 @@ def _load_domains(path: Path) -> dict[str, FailureDomain]:
     return domains
 
 
-def _load_invariants(path: Path) -> dict[str, Invariant]:
+def _load_invariants(path: Path, machines: dict[str, Machine]) -> dict[str, Invariant]:
     data, lines = _read(path)
     table = _table(data, "invariants", Where(str(path), 1), "declare each invariant as [invariants.<name>]")
     invariants = {}
@@ -325,6 +338,26 @@ def _load_invariants(path: Path) -> dict[str, Invariant]:
         where = lines.of_table("invariants", name)
         if not _NAME.match(name) or not isinstance(body, dict):
             raise SpecError(where, f"bad invariant {name!r}", "declare it as [invariants.<lower_snake_name>]")
-        _unknown_keys(body, {"statement"}, where, f"invariant {name!r}")
-        invariants[name] = Invariant(name, _text(body.get("statement"), where, "statement"), where)
+        _unknown_keys(body, {"statement", "triggers"}, where, f"invariant {name!r}")
+        statement = _text(body.get("statement"), where, "statement")
+        triggers = _invariant_triggers(body.get("triggers", []), where, lines, machines)
+        invariants[name] = Invariant(name, statement, where, triggers)
     return invariants
+
+
+def _invariant_triggers(value: object, table: Where, lines: _Lines, machines: dict[str, Machine]) -> tuple[str, ...]:
+    """An invariant's `triggers`: each "machine.trigger" names a trigger that machine declares, once."""
+    names = _names(value, lines.of_key(table, "triggers"), "triggers")
+    for index, name in enumerate(names):
+        where = lines.of_text(table, "triggers", f'"{name}"')
+        machine, dot, trigger = name.partition(".")
+        if not dot or not trigger:
+            raise SpecError(
+                where, f"bad trigger {name!r}: not machine.trigger", "write each as " + " or ".join(f'"{m}.<trigger>"' for m in machines)
+            )
+        if machine not in machines:
+            raise SpecError(where, f"unknown machine {machine!r} in trigger {name!r}", "name one of " + ", ".join(machines))
+        _one_of(trigger, machines[machine].triggers, where, f"{machine} trigger")
+        if name in names[:index]:
+            raise SpecError(where, f"trigger {name!r} is listed twice", "list each trigger once")
+    return names

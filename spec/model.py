@@ -131,6 +131,8 @@ class Invariant:
     name: str
     statement: str
     where: Where
+    triggers: tuple[str, ...] = ()
+    """The rows it judges, as "machine.trigger": a change to one of them touches this invariant."""
 
 
 @dataclass(frozen=True)

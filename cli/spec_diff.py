@@ -1,0 +1,188 @@
+"""`shiftchange spec diff OLD [NEW]`: what a proposed change does to the spec, read from folders or git revisions.
+
+The comparison is `shiftchange.spec.diff`, pure; this module finds the two
+specs (a folder, or the four files of a revision extracted into a temporary
+folder), adds the simulator's anti-patterns that the touched invariants catch,
+draws the changed machines on request, and picks the exit status. Nothing from
+`shiftchange.sim` is imported until a touched invariant needs its
+anti-patterns: the core compiles the packaged spec on import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from shiftchange.spec import DEFAULT_DIRECTORY, Spec, SpecError, load_spec
+from shiftchange.spec.diagram import RENDERERS, render
+from shiftchange.spec.diff import SpecDiff, diff_specs, marks_for, render_text, to_json
+from shiftchange.spec.loader import FILES
+from shiftchange.spec.model import Where
+
+__all__ = ["add_parser", "run_diff"]
+
+GIT_SPEC_FOLDER = "spec"
+"""A bare revision means this folder of the repository at that revision."""
+DIAGRAM_FORMATS = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
+"""`--diagram FILE`: its format, by the file's extension."""
+
+_DESCRIPTION = """\
+Compare two specs and say what the change does: per machine, the transition
+rows added, removed and changed field by field (rows are numbered as in the
+review page and the diagrams), states, vocabulary, roles; failure domains and
+invariants; the structural properties whose verdict moved; and the invariants
+the change touches, with the anti-patterns they catch.
+
+OLD and NEW are each a spec folder or a git revision of the repository holding
+the current directory: REV reads its spec/ folder, REV:path another folder. A
+folder wins over a revision of the same name. NEW defaults to the work tree's
+spec/ (or the packaged spec outside a git work tree).
+
+Exit status: 0 when the new spec fails no property the old one passed (a
+property that already failed in OLD is shown but does not count against the
+change); 1 when the change breaks a property (PASS before, FAIL after, or a
+new property that fails); 2 on bad input, as one line on stderr."""
+
+
+def add_parser(spec_commands: Any) -> argparse.ArgumentParser:
+    """Add `diff` to the `shiftchange spec` subcommands; its handler returns the exit status."""
+    diff = spec_commands.add_parser(
+        "diff",
+        help="what a change to the spec does: rows, states, verdicts, touched invariants",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    diff.add_argument("old", metavar="OLD", help="a spec folder, or a git revision (REV or REV:path)")
+    diff.add_argument("new", metavar="NEW", nargs="?", help="the same; default: the work tree's spec/")
+    diff.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    diff.add_argument(
+        "--diagram",
+        metavar="FILE",
+        help="draw the new machine, its changes marked (.svg .png .dot .mmd); another changed one goes to STEM-<machine>.EXT",
+    )
+    diff.add_argument("--machine", choices=("attempt", "task"), help="with --diagram: draw this machine only, changed or not")
+    diff.add_argument("--renderer", choices=RENDERERS, default="auto", help="for svg and png: graphviz when `dot` exists, else matplotlib")
+    diff.set_defaults(handler=run_diff)
+    return diff
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, UsageError
+
+    if args.machine is not None and args.diagram is None:
+        raise UsageError("shiftchange spec diff: --machine chooses what --diagram draws; give --diagram FILE too (see --help)")
+    diagram_format = _diagram_format(args.diagram) if args.diagram is not None else None
+    old, old_label = _spec_named(args.old)
+    new, new_label = _spec_named(args.new) if args.new is not None else _work_tree_spec()
+    diff = diff_specs(old, new, old_label, new_label)
+    caught_by = _caught_by(diff)
+    drawn = _draw(diff, args, diagram_format) if diagram_format is not None else []
+    if args.json:
+        report = to_json(diff, caught_by)
+        report["diagrams"] = drawn
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_text(diff, caught_by), end="")
+        for each in drawn:
+            print(f"wrote {each['path']} ({each['machine']} machine, {each['format']}, {each['renderer']})")
+        if diagram_format is not None and not drawn:
+            print("no machine changed, so no diagram was drawn (name one with --machine)")
+    return EXIT_FAILED if diff.broken else EXIT_OK
+
+
+def _diagram_format(path: str) -> str:
+    from shiftchange.cli.main import BadInput
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in DIAGRAM_FORMATS:
+        raise BadInput(f"cannot tell the diagram's format from {path!r}; end it in one of {', '.join(DIAGRAM_FORMATS)}")
+    return DIAGRAM_FORMATS[suffix]
+
+
+def _spec_named(text: str) -> tuple[Spec, str]:
+    """The spec a command-line argument names, with its label: a folder, else a git revision."""
+    if Path(text).is_dir():
+        return load_spec(text), str(Path(text))
+    return _spec_at_revision(text)
+
+
+def _work_tree_spec() -> tuple[Spec, str]:
+    top = _toplevel()
+    folder = top / GIT_SPEC_FOLDER if top is not None and (top / GIT_SPEC_FOLDER).is_dir() else DEFAULT_DIRECTORY
+    return load_spec(folder), str(folder)
+
+
+def _toplevel() -> Path | None:
+    """The git work tree holding the current directory; None without git or outside one."""
+    if shutil.which("git") is None:
+        return None
+    result = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
+    return Path(result.stdout.strip()) if result.returncode == 0 and result.stdout.strip() else None
+
+
+def _spec_at_revision(text: str) -> tuple[Spec, str]:
+    """`REV` or `REV:path`: the spec files of that folder (default spec/) at that revision, loaded from a temporary folder."""
+    from shiftchange.cli.main import BadInput
+
+    revision, _, folder = text.partition(":")
+    folder = folder.strip("/") or GIT_SPEC_FOLDER
+    if shutil.which("git") is None:
+        raise BadInput(f"{text!r} is not a folder, and git is not installed to read it as a revision")
+    if _toplevel() is None:
+        raise BadInput(f"{text!r} is not a folder, and {Path.cwd()} is not in a git work tree to read it as a revision")
+    if not revision or revision.startswith("-") or _git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").returncode:
+        raise BadInput(f"{text!r} is neither a folder nor a revision git knows")
+    label = f"{revision}:{folder}"
+    with tempfile.TemporaryDirectory(prefix="shiftchange-spec-") as scratch:
+        for name in FILES.values():
+            shown = _git("show", f"{revision}:{folder}/{name}")
+            if shown.returncode:
+                raise BadInput(f"{label} has no {name} at that revision: is {folder}/ a spec folder there?")
+            (Path(scratch) / name).write_bytes(shown.stdout)
+        try:
+            return load_spec(scratch), label
+        except SpecError as error:
+            # The temporary folder is gone by the time anyone reads the message: name the file as git does.
+            where = Where(f"{label}/{Path(error.where.file).name}", error.where.line)
+            raise SpecError(where, error.problem, error.fix) from None
+
+
+def _git(*arguments: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", *arguments], capture_output=True, check=False)
+
+
+def _caught_by(diff: SpecDiff) -> dict[str, list[tuple[str, str]]]:
+    """The anti-patterns each touched invariant catches (the simulator's catalogue), as (name, failure mode)."""
+    if not diff.touched:
+        return {}
+    try:
+        from shiftchange.sim.antipatterns import ANTIPATTERNS
+    except SpecError as error:
+        # The simulator runs the packaged spec; when that is the broken one, the diff still stands without its anti-patterns.
+        print(f"shiftchange: anti-patterns not shown, the simulator cannot load the packaged spec: {error}", file=sys.stderr)
+        return {}
+
+    touched = {invariant.name for invariant in diff.touched}
+    caught: dict[str, list[tuple[str, str]]] = {}
+    for pattern in ANTIPATTERNS.values():
+        if pattern.invariant in touched:
+            caught.setdefault(pattern.invariant, []).append((pattern.name, pattern.failure_mode))
+    return caught
+
+
+def _draw(diff: SpecDiff, args: argparse.Namespace, diagram_format: str) -> list[dict[str, str]]:
+    """Draw each changed machine (or the one `--machine` names) of the new spec with its marks; returns what was written."""
+    names = [args.machine] if args.machine is not None else [name for name, change in diff.machines.items() if change]
+    first = Path(args.diagram)
+    drawn = []
+    for number, name in enumerate(names):
+        path = first if number == 0 else first.with_name(f"{first.stem}-{name}{first.suffix}")
+        used = render(diff.machines[name].new, diagram_format, path, args.renderer, marks=marks_for(diff, name))
+        drawn.append({"machine": name, "path": str(path), "format": diagram_format, "renderer": used})
+    return drawn
