@@ -85,7 +85,7 @@ def layered(nodes: list[Box], initial: str, bottom: list[str], edges: list[Edge]
     if len(set(keys)) != len(keys) or initial not in keys:
         raise ValueError("nodes need unique keys and must include the initial one")
     edges = [edge for edge in edges if edge.source != edge.dest]
-    upward = _upward_edges(keys, initial, edges)
+    upward = _upward_edges(keys, initial, bottom, edges)
     layer = _layers(keys, bottom, edges, upward)
     ranks, chains, boxes = _chains(nodes, edges, upward, layer)
     crossings = _order(ranks, chains)
@@ -120,8 +120,11 @@ def _label(edge_key: str) -> str:
     return "l:" + edge_key
 
 
-def _upward_edges(keys: list[str], initial: str, edges: list[Edge]) -> set[str]:
-    """The edges a depth-first walk from `initial` (then every other node, in order) finds closing a cycle."""
+def _upward_edges(keys: list[str], initial: str, bottom: list[str], edges: list[Edge]) -> set[str]:
+    """The edges a depth-first walk from `initial` (then every other node, in order) finds closing a cycle.
+
+    An edge between a bottom node and another always points into the bottom one, so the bottom layer stays last.
+    """
     out: dict[str, list[Edge]] = {key: [] for key in keys}
     for edge in edges:
         out[edge.source].append(edge)
@@ -145,6 +148,12 @@ def _upward_edges(keys: list[str], initial: str, edges: list[Edge]) -> set[str]:
             elif status[edge.dest] == 0:
                 status[edge.dest] = 1
                 stack.append((edge.dest, 0))
+    sinks = set(bottom)
+    for edge in edges:
+        if edge.source in sinks and edge.dest not in sinks:
+            upward.add(edge.key)
+        elif edge.dest in sinks and edge.source not in sinks:
+            upward.discard(edge.key)
     return upward
 
 
