@@ -73,9 +73,17 @@ def _spec_diagram(args: argparse.Namespace) -> int:
 
 
 def _spec_review(args: argparse.Namespace) -> int:
+    from shiftchange.spec.coverage import CoverageError, read_coverage
+
     spec = load_spec(args.spec)
-    page = write_review(spec, args.output, args.renderer)
-    print(f"wrote {page}")
+    try:
+        coverage = read_coverage(args.coverage) if args.coverage is not None else None
+        if coverage is not None:
+            coverage.check_against(spec, args.coverage)
+        page = write_review(spec, args.output, args.renderer, coverage)
+    except CoverageError as error:
+        raise BadInput(str(error)) from error
+    print(f"wrote {page} and {page.with_name('review.html')}")
     return EXIT_OK
 
 
@@ -182,12 +190,16 @@ def _sim_run(args: argparse.Namespace) -> int:
     if args.list_faults:
         return _sim_list_faults(args, config, pattern)
     _writable(args.series, args.plot, args.artifacts)
+    counted = _coverage_sink(args.coverage)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     with _cleared(progress):
-        outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress)
+        outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, counted)
     _write_series(args, outcome)
+    covered = _write_coverage(args.coverage, counted, outcome)
     if not args.json:
         print(render_text(outcome, replay_command(outcome), elapsed_s), end="", flush=True)
+        if covered is not None:
+            print(covered)
     shrinking = not outcome.ok and not args.no_shrink
     minimal = None
     if shrinking:
@@ -236,8 +248,10 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
         raise BadInput(str(error)) from error
 
 
-def _sim_play(args: argparse.Namespace, config: Any, scenario: str, pattern: Any, progress: _Progress | None) -> tuple[Any, float]:
-    """Play the run the arguments name; returns its Outcome and the wall seconds it took."""
+def _sim_play(
+    args: argparse.Namespace, config: Any, scenario: str, pattern: Any, progress: _Progress | None, history_sink: Any = None
+) -> tuple[Any, float]:
+    """Play the run the arguments name; returns its Outcome and the wall seconds it took. `history_sink` sees every history entry."""
     from shiftchange.core import InputError
     from shiftchange.sim.artifacts import play_with_artifacts
     from shiftchange.sim.world import play
@@ -245,9 +259,9 @@ def _sim_play(args: argparse.Namespace, config: Any, scenario: str, pattern: Any
     try:
         began = time.perf_counter()
         if args.artifacts is not None:
-            outcome = play_with_artifacts(config, args.seed, scenario, pattern, args.artifacts, args.faults, progress)
+            outcome = play_with_artifacts(config, args.seed, scenario, pattern, args.artifacts, args.faults, progress, history_sink)
         else:
-            outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress)
+            outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress, history_sink=history_sink)
         return outcome, time.perf_counter() - began
     except InputError as error:
         raise BadInput(str(error)) from error
@@ -273,6 +287,37 @@ def _writable(series: str | None, plot: str | None, artifacts: str | None) -> No
         existing = next(parent for parent in (path, *path.parents) if parent.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK):
             raise BadInput(f"cannot write run artifacts into {path}: {existing} is not a writable folder")
+
+
+def _coverage_sink(path: str | None) -> Any:
+    """With `--coverage`, a history sink counting the run's events per transition row (the file checked writable first); else None."""
+    from shiftchange.sim.coverage import CoverageSink
+    from shiftchange.spec.coverage import CoverageError, check_writable
+
+    if path is None:
+        return None
+    try:
+        check_writable(path)
+    except CoverageError as error:
+        raise BadInput(str(error)) from error
+    return CoverageSink()
+
+
+def _write_coverage(path: str | None, counted: Any, outcome: Any) -> str | None:
+    """Write the run's coverage to `path`, recorded by its replay command; returns the line the report ends with."""
+    from shiftchange.sim.report import replay_command
+    from shiftchange.spec.coverage import CoverageError, write_coverage
+
+    if path is None:
+        return None
+    try:
+        coverage = counted.tally.coverage([replay_command(outcome)])
+        write_coverage(coverage, path)
+    except CoverageError as error:
+        raise BadInput(str(error)) from error
+    fired = ", ".join(f"{coverage.rows_fired(name)} of {len(keys)} {name} rows" for name, keys in coverage.identity.items())
+    unmatched = sum(entry.events for entry in coverage.unmatched)
+    return f"coverage: {fired} fired; {unmatched:,} accepted events matched no row; written to {path}"
 
 
 def _write_series(args: argparse.Namespace, outcome: Any) -> None:
@@ -395,6 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--spec", metavar="DIR", help="a spec directory (default: the packaged spec)")
     review.add_argument("-o", "--output", metavar="DIR", required=True)
     review.add_argument("--renderer", choices=RENDERERS, default="auto")
+    review.add_argument(
+        "--coverage", metavar="FILE.json", help="a coverage file (`sim run --coverage`): the transition tables gain a fired column"
+    )
     review.set_defaults(handler=_spec_review)
     add_spec_diff_parser(spec_commands)
 
@@ -438,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--series", metavar="FILE.csv", help="write the time series, one row per window of series.window_s")
     run.add_argument("--plot", metavar="FILE.png", help="draw the series' main panels (throughput, providers, queue, leases)")
     run.add_argument("--artifacts", metavar="DIR", help="write report.json, config.toml, series.csv, series.png and history.jsonl here")
+    run.add_argument("--coverage", metavar="FILE.json", help="write the run's transition coverage: accepted events per row")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     run.add_argument("--no-shrink", action="store_true", help="on a failure, do not search for the shortest counterexample")
     run.set_defaults(handler=_sim_run)

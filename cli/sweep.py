@@ -56,6 +56,9 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
     sweep.add_argument("--out", metavar="FILE", help="write the rows to a .csv or .parquet file, resuming from the rows it holds")
     sweep.add_argument("--artifacts", metavar="DIR", help="write each run's artifacts under this directory")
     sweep.add_argument(
+        "--coverage", metavar="FILE.json", help="write the transition coverage summed over every run (see spec review --coverage)"
+    )
+    sweep.add_argument(
         "--fault",
         metavar="TEXT",
         action="append",
@@ -140,6 +143,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             progress=sys.stderr.isatty(),
             faults=args.fault,
             log=print,
+            coverage=args.coverage,
         )
     except InputError as error:
         raise BadInput(str(error)) from error
@@ -147,6 +151,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(_table(rows, list(grid)), end="")
     else:
         print(f"{args.out}: {len(rows):,} rows")
+    if args.coverage is not None:
+        print(f"{args.coverage}: transition coverage of {len(rows):,} runs")
     if args.plot is not None:
         _plot(args, rows, list(grid))
     failed = [row for row in rows if not row["ok"]]

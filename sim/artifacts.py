@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -55,12 +56,17 @@ def play_with_artifacts(
     directory: str | Path,
     faults_kept: tuple[int, ...] | None = None,
     progress: Any = None,
+    history_sink: Callable[[Any], None] | None = None,
 ) -> Outcome:
-    """Play one run, streaming its history into `directory`, then write the rest of its artifacts there."""
+    """Play one run, streaming its history into `directory`, then write the rest of its artifacts there.
+
+    `history_sink`, if given, receives every history entry too, after the file (a coverage count).
+    """
     folder = prepare(directory)
     began = time.perf_counter()
     with (folder / "history.jsonl").open("w", encoding="utf-8") as history:
-        outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=_writer(history))
+        sink = _writer(history, history_sink)
+        outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=sink)
     write_run(outcome, folder, time.perf_counter() - began)
     return outcome
 
@@ -95,10 +101,12 @@ def report(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
     }
 
 
-def _writer(file: IO[str]) -> Any:
+def _writer(file: IO[str], then: Callable[[Any], None] | None) -> Any:
     def write(entry: Any) -> None:
         file.write(json.dumps(entry_record(entry), default=str, separators=(",", ":")))
         file.write("\n")
+        if then is not None:
+            then(entry)
 
     return write
 

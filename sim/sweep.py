@@ -30,6 +30,12 @@ never half a row, and an interrupted sweep keeps every row it finished.
 Appending would be cheaper but could tear the last line and cannot keep run
 order; a sweep's table is small beside the runs that fill it.
 
+With a coverage file, each run counts its own events per transition row as
+its history streams (`sim/coverage.py`) and hands back only the counts, in
+its row under `COVERAGE_KEY`; the sweep takes them out before the row is kept,
+sums them, and writes the file once, whole, after the last run. Rows resumed
+from `out` were not played and cannot be counted, so coverage refuses them.
+
 Local processes are spawned, not forked: a fork of a process that holds
 threads (a progress bar's, a Dask client's) can deadlock, and spawned workers
 behave the same on every platform.
@@ -44,22 +50,26 @@ import itertools
 import multiprocessing
 import os
 import re
+import shlex
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from shiftchange.core import InputError
+from shiftchange.core.machine import SPEC
+from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, from_counts, identity_of, write_coverage
 
 from .antipatterns import antipattern as antipattern_named
 from .artifacts import play_with_artifacts, prepare
 from .config import FaultSpec, SimConfig
+from .coverage import CoverageSink
 from .report import replay_command
 from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, diff, format_value, to_toml
@@ -81,6 +91,8 @@ _TEXT_COLUMNS = frozenset({"scenario", "antipattern", "config_digest", "digest",
 _WHOLE_NUMBER = re.compile(r"-?\d+")
 WRITE_INTERVAL_S = 1.0
 """The output file is rewritten at most this often (wall seconds) while runs complete, and once at the end."""
+COVERAGE_KEY = "coverage"
+"""A run asked for coverage hands its counts back inside its row under this key; the sweep takes them out before the row is kept."""
 _DASK_MISSING = "the dask executor needs Dask: pip install 'shiftchange[dask]'"
 _PARQUET_MISSING = "writing .parquet needs pandas and pyarrow: pip install 'shiftchange[tables]'"
 
@@ -98,6 +110,8 @@ class Run:
     config: SimConfig
     artifacts: str | None = None
     """The directory this run's artifacts go to, or None for no artifacts."""
+    coverage: bool = False
+    """Count the run's events per transition row and return the counts with its row (`COVERAGE_KEY`)."""
 
     def key(self) -> tuple[str, ...]:
         identity = (self.scenario, _cell(self.config.workload.tasks), _cell(self.antipattern), _cell(self.seed), config_digest(self.config))
@@ -236,13 +250,21 @@ def _with_artifacts(run: Run, directory: Path) -> Run:
 
 
 def play_run(run: Run) -> dict[str, Any]:
-    """Play one run of a sweep and return its row (module level, so pools and Dask workers can call it by name)."""
+    """Play one run of a sweep and return its row (module level, so pools and Dask workers can call it by name).
+
+    With `run.coverage` the row also holds, under `COVERAGE_KEY`, the run's counts per transition row: a few
+    dozen numbers, so the run's history never leaves the process that played it.
+    """
     pattern = antipattern_named(run.antipattern) if run.antipattern is not None else None
+    counted = CoverageSink() if run.coverage else None
     if run.artifacts is None:
-        outcome = play(run.config, run.seed, run.scenario, pattern)
+        outcome = play(run.config, run.seed, run.scenario, pattern, history_sink=counted)
     else:
-        outcome = play_with_artifacts(run.config, run.seed, run.scenario, pattern, Path(run.artifacts))
-    return _row(run, outcome)
+        outcome = play_with_artifacts(run.config, run.seed, run.scenario, pattern, Path(run.artifacts), history_sink=counted)
+    row = _row(run, outcome)
+    if counted is not None:
+        row[COVERAGE_KEY] = counted.tally.counts()
+    return row
 
 
 def _row(run: Run, outcome: Outcome) -> dict[str, Any]:
@@ -502,10 +524,12 @@ def sweep_rows(
     progress: bool = False,
     faults: Iterable[str | FaultSpec] = (),
     log: Callable[[str], None] | None = None,
+    coverage: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the sweep (see `sweep`) and return its rows as dicts, in run order, every row with every column.
 
     `log`, if given, is told once how many runs the sweep has, how many `out` already held, and how many it plays.
+    `coverage`, if given, is a JSON file written once every run has played: the sum of the runs' transition coverage.
     """
     grid = dict(grid or {})
     jobs = _jobs(jobs)
@@ -514,13 +538,17 @@ def sweep_rows(
     runs = build_runs(grid, seeds, scenario, tasks, overrides, antipattern, artifacts, placed)
     output = _Output(Path(out), list(grid)) if out is not None else None
     done = output.resume(runs) if output is not None else {}
-    pending = [run for run in runs if run.index not in done]
+    counting = _Counting(coverage, runs, done, output) if coverage is not None else None
+    pending = [run if counting is None else replace(run, coverage=True) for run in runs if run.index not in done]
     if log is not None:
         held = f", {len(done):,} of them already in {output.path}" if done else ""
         log(f"{len(runs):,} runs{held}; playing {len(pending):,}")
     bar = _bar(len(runs), len(done), progress)
     try:
         for index, row in _execute(pending, jobs, executor, scheduler):
+            counts = row.pop(COVERAGE_KEY, None)
+            if counting is not None:
+                counting.add(counts)
             done[index] = row
             bar.update()
             if output is not None:
@@ -529,8 +557,70 @@ def sweep_rows(
         bar.close()
         if output is not None:
             output.flush(done, force=True)
+    if counting is not None:
+        counting.write(_sweep_command(scenario, tasks, antipattern, runs, overrides, placed))
     rows = [done[index] for index in sorted(done)]
     return _complete(rows, columns(rows, list(grid)))
+
+
+class _Counting:
+    """The sweep's coverage: each run's counts summed as it completes, written once, whole, when every run has played."""
+
+    def __init__(self, path: str | os.PathLike[str], runs: list[Run], done: Mapping[int, Any], output: _Output | None) -> None:
+        try:
+            check_writable(path)
+        except CoverageError as error:
+            raise InputError(str(error)) from None
+        if done:
+            raise InputError(
+                f"{len(done):,} of the sweep's {len(runs):,} runs are already in {output.path if output else 'the table'} and would not"
+                " be played, so --coverage could not count them: choose another --out, or give no --coverage"
+            )
+        self.path = path
+        self.identity = identity_of(SPEC)
+        self.total: Coverage | None = None
+
+    def add(self, counts: Mapping[str, Any] | None) -> None:
+        assert counts is not None, "a run asked for coverage returned its row without counts"
+        try:
+            one = from_counts(self.identity, counts)
+        except CoverageError as error:
+            raise InputError(str(error)) from None
+        self.total = one if self.total is None else self.total.merge(one)
+
+    def write(self, recorded_by: str) -> None:
+        if self.total is None:
+            raise InputError(f"no run was played, so there is no coverage to write to {self.path}")
+        try:
+            write_coverage(self.total.relabelled([recorded_by]), self.path)
+        except CoverageError as error:
+            raise InputError(str(error)) from None
+
+
+def _sweep_command(
+    scenario: str, tasks: int | None, antipattern: str | None, runs: list[Run], overrides: Any, faults: tuple[FaultSpec, ...]
+) -> str:
+    """A `shiftchange sim sweep` command for what a coverage file counted: the scenario, seeds, grid, fixed settings and faults."""
+    words = ["shiftchange", "sim", "sweep", "--scenario", scenario]
+    words += ["--tasks", str(tasks)] if tasks is not None else []
+    words += ["--antipattern", antipattern] if antipattern is not None else []
+    words += ["--seeds", _seed_ranges(sorted({run.seed for run in runs}))]
+    for path in dict(runs[0].swept):
+        values = dict.fromkeys(format_value(dict(run.swept)[path]) for run in runs)
+        words += ["--grid", f"{path}={','.join(values)}"]
+    fixed = overrides.items() if isinstance(overrides, Mapping) else overrides
+    words += [word for path, value in fixed for word in ("--set", f"{path}={format_value(value)}")]
+    words += [word for fault in faults for word in ("--fault", str(fault))]
+    return shlex.join(words)
+
+
+def _seed_ranges(seeds: list[int]) -> str:
+    """Sorted seeds as `--seeds` takes them: runs of consecutive seeds as A-B, the rest listed."""
+    parts: list[str] = []
+    for _, group in itertools.groupby(enumerate(seeds), key=lambda pair: pair[1] - pair[0]):
+        members = [seed for _, seed in group]
+        parts.append(str(members[0]) if len(members) == 1 else f"{members[0]}-{members[-1]}")
+    return ",".join(parts)
 
 
 def sweep(
@@ -547,6 +637,7 @@ def sweep(
     artifacts: str | os.PathLike[str] | None = None,
     progress: bool = False,
     faults: Iterable[str | FaultSpec] = (),
+    coverage: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Play every run of a grid of settings times the seeds; one row per run, in run order.
 
@@ -555,10 +646,14 @@ def sweep(
     every run (`FaultSpec`s or their text, "outage model_provider at=600 for=120"). `jobs` local processes (default: every CPU; 1 runs
     here, in this process) or `executor="dask"` on a `LocalCluster` of `jobs` workers, or on the
     scheduler at `scheduler`. `out` (.csv or .parquet) is rewritten as runs complete and resumed
-    from: rows already in it are not run again. Returns a pandas DataFrame when pandas is importable,
+    from: rows already in it are not run again. `coverage` is a JSON file written at the end with the sum
+    of every run's transition coverage (`shiftchange spec review --coverage` shows it); it needs every run
+    played, so an `out` that already holds rows is refused. Returns a pandas DataFrame when pandas is importable,
     else a list of dicts. Bad input raises `InputError` before anything runs.
     """
-    rows = sweep_rows(grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress, faults)
+    rows = sweep_rows(
+        grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress, faults, None, coverage
+    )
     try:
         pandas = importlib.import_module("pandas")
     except ImportError:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .model import RESPONSES, Machine, Spec
+from .model import RESPONSES, Machine, Row, Spec
 
 CHAPTER_DOMAINS = (
     "authorization",
@@ -135,6 +135,22 @@ def _deterministic(machine: Machine) -> Iterator[Property]:
         f"{machine.name}.deterministic",
         not clashes,
         "no state and trigger has two rows enabled at once (one guard told apart by !guard)",
+        tuple(clashes),
+    )
+
+
+def _rows_traceable(machine: Machine) -> Iterator[Property]:
+    """An accepted event names its trigger and the states it left and entered; coverage needs that to name one row."""
+    first: dict[tuple[str, str, str], Row] = {}
+    clashes = []
+    for source, dest, row in machine.edges():
+        earlier = first.setdefault((source, row.trigger, dest), row)
+        if earlier is not row:
+            clashes.append(f"{row.trigger!r} moves {source} -> {dest} in two rows: {earlier.label()} and {row.label()}")
+    yield Property(
+        f"{machine.name}.rows_traceable",
+        not clashes,
+        "every accepted event names exactly one row: no two rows share source, trigger and dest",
         tuple(clashes),
     )
 
@@ -313,6 +329,7 @@ _MACHINE_CHECKS: tuple[Callable[[Machine], Iterator[Property]], ...] = (
     _terminal_reachable,
     _terminal_absorbing,
     _deterministic,
+    _rows_traceable,
     _fenced_worker_writes,
     _suspect_then_reconcile,
     _cancel_everywhere,

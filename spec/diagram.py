@@ -511,7 +511,7 @@ def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
     lines = [(edge, text) for edge in loops for text in edge.lines()]
     heights = [_measure("\u21bb " + text, LABEL_PT, edge.fenced)[1] for edge, text in lines]
     y = middle - sum(heights) / 2
-    for (edge, text), line_height in zip(lines, heights, strict=True):
+    for line_number, ((edge, text), line_height) in enumerate(zip(lines, heights, strict=True)):
         background = {"boxstyle": "square,pad=0.05", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"} if edge.mark else None
         _text(
             axes,
@@ -523,7 +523,7 @@ def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
             edge.fenced,
             va="center",
             ha="left",
-            gid=f"loop-{edge.key(placed.view.name)}",
+            gid=f"loop-{edge.key(placed.view.name)}-line-{line_number}",
             bbox=background,
         )
         y += line_height
@@ -562,12 +562,21 @@ def _legend_rows(entries: list[tuple[str, str, float, str]], width: float) -> li
 
 def _draw_legend(axes: Any, placed: _Placed, entries: list[tuple[str, str, float, str]], top: float) -> None:
     y = top + 7.0
-    for row in _legend_rows(entries, placed.width):
-        for x, (text, colour, width, style) in row:
+    for row_number, row in enumerate(_legend_rows(entries, placed.width)):
+        for entry_number, (x, (text, colour, width, style)) in enumerate(row):
             start = x
             if colour:
                 axes.plot([x, x + 20], [y, y], color=colour, linewidth=width, linestyle=style, solid_capstyle="butt")
                 start = x + 26
-            _text(axes, start, y, text, NOTE_PT, colour if colour in ACTOR_COLOURS.values() else "#333333", va="center", gid="legend")
+            _text(
+                axes,
+                start,
+                y,
+                text,
+                NOTE_PT,
+                colour if colour in ACTOR_COLOURS.values() else "#333333",
+                va="center",
+                gid=f"legend-{row_number}-{entry_number}",
+            )
         y += 14.0
-    _text(axes, MARGIN_PT, y, _legend_note(), NOTE_PT, "#555555", va="center", gid="legend")
+    _text(axes, MARGIN_PT, y, _legend_note(), NOTE_PT, "#555555", va="center", gid="legend-note")

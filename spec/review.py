@@ -1,82 +1,425 @@
-"""The design-review page: the whole spec as one Markdown document with its diagrams.
+"""The design-review page: the whole spec as one Markdown document and one self-contained HTML file, with its diagrams.
 
 A review reads states, rows, failure domains and invariants as tables, sees
-each machine drawn (an SVG file beside the page, and the Mermaid source
-inline for viewers that render it), and sees the checker's verdict, so
-nothing in the page can drift from the files the core runs.
+each machine drawn (an SVG file beside review.md, with the Mermaid source
+inline for viewers that render it; the same SVG inlined in review.html), and
+sees the checker's verdict, so nothing in the page can drift from the files
+the core runs. Given a coverage (`sim run --coverage`), each transitions table
+gains a "fired" column and each machine a short list of the rows no run fired.
+
+Both pages are rendered from one list of blocks (headings, paragraphs, tables,
+figures), so they cannot say different things. review.html is one file that
+needs nothing else: inline CSS, no script, every SVG inlined with its XML
+prolog, DOCTYPE, comments and metadata dropped, every name space declaration
+dropped (an HTML parser needs none), and every id prefixed with its machine's
+name so two drawings in one page never share one. It can be mailed, attached
+to a ticket or opened offline and shows exactly what review.md shows.
 """
 
 from __future__ import annotations
 
+import html
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 from .checker import check_spec
+from .coverage import Coverage
 from .diagram import DiagramError, render, to_mermaid
 from .model import Machine, Spec
 
+RECORDED_BY_SHOWN_MAX = 3
+"""The page names at most this many of the commands that recorded a coverage, then how many more."""
 
-def _cell(text: str) -> str:
+Span = tuple[str, str]
+"""A run of text and its style: "" (plain), "code" or "strong"."""
+Cell = tuple[Span, ...]
+
+
+def _plain(text: str) -> Cell:
+    return (("", text),)
+
+
+def _code(text: str) -> Cell:
+    return (("code", text),)
+
+
+def _strong(text: str) -> Cell:
+    return (("strong", text),)
+
+
+def _codes(names: tuple[str, ...] | list[str]) -> Cell:
+    """Names as code, separated by commas."""
+    spans: list[Span] = []
+    for name in names:
+        spans += [("", ", ")] if spans else []
+        spans.append(("code", name))
+    return tuple(spans)
+
+
+@dataclass(frozen=True)
+class _Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class _Paragraph:
+    spans: Cell
+
+
+@dataclass(frozen=True)
+class _Bullets:
+    items: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class _Table:
+    kind: str
+    """What the table lists (its HTML class): "properties", "states", "transitions", ..."""
+    header: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    never: frozenset[int] = frozenset()
+    """Positions of rows no run fired (only in a transitions table with coverage)."""
+    machine: str = ""
+
+
+@dataclass(frozen=True)
+class _Figure:
+    machine: str
+    image: str
+    """The SVG file beside review.md."""
+    svg: str
+    """The same drawing as an inline <svg> element for review.html."""
+    mermaid: str
+
+
+_Block = _Heading | _Paragraph | _Bullets | _Table | _Figure
+
+
+# ------------------------------------------------------------------ content
+
+
+def _properties(spec: Spec) -> list[_Block]:
+    results = check_spec(spec)
+    rows = tuple((_code(r.name), _plain("PASS") if r.ok else _strong("FAIL"), _plain(r.summary)) for r in results)
+    witnesses = tuple((*_code(r.name), ("", f" witness: {witness}")) for r in results for witness in r.witness)
+    blocks: list[_Block] = [_Heading(2, "Structural properties"), _Table("properties", ("property", "verdict", "what it means"), rows)]
+    return [*blocks, _Bullets(witnesses)] if witnesses else blocks
+
+
+def _coverage_summary(machine: Machine, coverage: Coverage) -> list[_Block]:
+    """The totals, the rows never fired, the accepted events that matched no row and the refused calls, of one machine."""
+    name = machine.name
+    keys = coverage.identity[name]
+    runs = f"{coverage.runs:,} run" + ("" if coverage.runs == 1 else "s")
+    blocks: list[_Block] = [_Paragraph(_strong(f"{coverage.rows_fired(name)} of {len(keys)} rows fired in {runs}."))]
+    never = coverage.never_fired(name)
+    if never:
+        blocks.append(_Paragraph(_plain("Rows never fired:")))
+        blocks.append(
+            _Bullets(
+                tuple((("", f"#{key.number} "), ("code", key.trigger), ("", f": {', '.join(key.sources)} -> {key.dest}")) for key in never)
+            )
+        )
+    unmatched = [entry for entry in coverage.unmatched if entry.machine == name]
+    if unmatched:
+        blocks.append(_Paragraph(_plain("Accepted events that matched no row:")))
+        items = tuple(
+            (("code", entry.trigger), ("", f': {entry.from_state} -> {entry.to_state}, {entry.events:,} events, e.g. "{entry.example}"'))
+            for entry in unmatched
+        )
+        blocks.append(_Bullets(items))
+    refused = coverage.refused.get(name, {})
+    if refused:
+        spans: list[Span] = [("", "Refused calls: ")]
+        for position, (trigger, count) in enumerate(sorted(refused.items())):
+            spans += [("", ", ")] if position else []
+            spans += [("code", trigger), ("", f" {count:,}")]
+        blocks.append(_Paragraph((*spans, ("", "."))))
+    return blocks
+
+
+def _transitions(machine: Machine, coverage: Coverage | None) -> _Table:
+    header = ("#", "trigger", "from", "to", *(("fired",) if coverage else ()), "actor", "guards", "effects", "fenced", "line")
+    rows, never = [], set()
+    for position, row in enumerate(machine.rows):
+        fired: tuple[Cell, ...] = ()
+        if coverage is not None:
+            count = coverage.count(machine.name, row.index + 1)
+            fired = (_plain(f"{count:,}"),) if count else (_strong("never"),)
+            if not count:
+                never.add(position)
+        rows.append(
+            (
+                _plain(str(row.index + 1)),
+                _code(row.trigger),
+                _plain(", ".join(row.sources)),
+                _plain(row.dest),
+                *fired,
+                _plain(row.actor),
+                _plain(", ".join(row.guards) or "-"),
+                _plain(", ".join(row.effects) or "-"),
+                _strong("fenced") if row.fenced else _plain(""),
+                _plain(str(row.where.line)),
+            )
+        )
+    return _Table("transitions", header, tuple(rows), frozenset(never), machine.name)
+
+
+def _machine_section(machine: Machine, figure: _Figure, coverage: Coverage | None) -> list[_Block]:
+    terminal: Cell = (("", "Initial state: "), ("code", machine.initial), ("", ". Terminal: "), *_codes(machine.terminal_states), ("", "."))
+    blocks: list[_Block] = [_Heading(2, f"The {machine.name} machine"), _Paragraph(_plain(machine.description)), _Paragraph(terminal)]
+    if coverage is not None:
+        blocks += _coverage_summary(machine, coverage)
+    blocks += [figure, _Heading(3, "States")]
+    states = []
+    for state in machine.states.values():
+        kind = "terminal" if state.terminal else "resting" if state.resting else "dispatchable" if state.dispatchable else ""
+        states.append((_code(state.name), _plain(kind), _plain(state.description)))
+    blocks.append(_Table("states", ("state", "kind", "meaning"), tuple(states), machine=machine.name))
+    numbering = "Row numbers (#) are the numbers the diagram labels its edges with (trigger #N)."
+    if coverage is not None:
+        numbering += " Fired counts the accepted events of each row; never marks a row no run fired."
+    blocks += [_Heading(3, "Transitions"), _Paragraph(_plain(numbering)), _transitions(machine, coverage), _Heading(3, "Vocabulary")]
+    terms = []
+    for kind, named in (("trigger", machine.triggers), ("guard", machine.guards), ("effect", machine.effects)):
+        for term in named.values():
+            terms.append((_plain(kind), _code(term.name), _plain(term.description + (" (material)" if term.material else ""))))
+    blocks.append(_Table("vocabulary", ("kind", "name", "meaning"), tuple(terms), machine=machine.name))
+    return blocks
+
+
+def _tables(spec: Spec) -> list[_Block]:
+    domains = []
+    for domain in spec.domains.values():
+        hypothesis = "required" if domain.changed_hypothesis_required else "no"
+        domains.append(
+            (
+                _code(domain.name),
+                _plain(domain.response),
+                _plain(str(domain.retries_max)),
+                _plain(hypothesis),
+                _plain(domain.blast_radius),
+                _plain(domain.description),
+            )
+        )
+    header = ("domain", "response", "automatic retries", "changed hypothesis", "blast radius", "meaning")
+    invariants = tuple((_code(invariant.name), _plain(invariant.statement)) for invariant in spec.invariants.values())
+    return [
+        _Heading(2, "Failure domains"),
+        _Table("domains", header, tuple(domains)),
+        _Heading(2, "Invariants"),
+        _Table("invariants", ("invariant", "what must hold"), invariants),
+    ]
+
+
+def _opening(spec: Spec, coverage: Coverage | None) -> list[_Block]:
+    blocks: list[_Block] = [
+        _Heading(1, "shiftchange spec review"),
+        _Paragraph((("", "Generated from "), ("code", spec.directory), ("", " by "), ("code", "shiftchange spec review"), ("", "."))),
+    ]
+    if coverage is None:
+        return blocks
+    commands = coverage.recorded_by[:RECORDED_BY_SHOWN_MAX]
+    runs = f"{coverage.runs:,} run" + ("" if coverage.runs == 1 else "s")
+    spans: list[Span] = [("", f"Transition coverage: {runs}, {coverage.events:,} events, recorded by ")]
+    for position, command in enumerate(commands):
+        spans += [("", "; ")] if position else []
+        spans.append(("code", command))
+    more = len(coverage.recorded_by) - len(commands)
+    spans.append(("", f" and {more:,} more." if more > 0 else "."))
+    return [*blocks, _Paragraph(tuple(spans))]
+
+
+# ------------------------------------------------------------------ Markdown
+
+
+def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _machine_section(machine: Machine, image: str) -> list[str]:
-    out = [f"## The {machine.name} machine", "", _cell(machine.description), ""]
-    out += [f"Initial state: `{machine.initial}`. Terminal: " + ", ".join(f"`{s}`" for s in machine.terminal_states) + ".", ""]
-    out += [f"![{machine.name} machine]({image})", "", "<details><summary>Mermaid source</summary>", "", "```mermaid"]
-    out += [to_mermaid(machine).rstrip(), "```", "", "</details>", "", "### States", ""]
-    out += ["| state | kind | meaning |", "|---|---|---|"]
-    for state in machine.states.values():
-        kind = "terminal" if state.terminal else "resting" if state.resting else "dispatchable" if state.dispatchable else ""
-        out.append(f"| `{state.name}` | {kind} | {_cell(state.description)} |")
-    out += ["", "### Transitions", ""]
-    out += ["| # | trigger | from | to | actor | guards | effects | fenced | line |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in machine.rows:
-        out.append(
-            f"| {row.index + 1} | `{row.trigger}` | {', '.join(row.sources)} | {row.dest} | {row.actor} | "
-            f"{', '.join(row.guards) or '-'} | {', '.join(row.effects) or '-'} | {'**fenced**' if row.fenced else ''} | {row.where.line} |"
-        )
-    out += ["", "### Vocabulary", "", "| kind | name | meaning |", "|---|---|---|"]
-    for kind, terms in (("trigger", machine.triggers), ("guard", machine.guards), ("effect", machine.effects)):
-        for term in terms.values():
-            material = " (material)" if term.material else ""
-            out.append(f"| {kind} | `{term.name}` | {_cell(term.description)}{material} |")
-    return [*out, ""]
+def _md_spans(spans: Cell, in_table: bool = False) -> str:
+    out = []
+    for style, text in spans:
+        text = _md_cell(text) if in_table else text
+        out.append(f"`{text}`" if style == "code" else f"**{text}**" if style == "strong" else text)
+    return "".join(out)
 
 
-def write_review(spec: Spec, directory: str | Path, renderer: str = "auto") -> Path:
-    """Write review.md and one SVG per machine into `directory`; returns the page's path."""
+def _markdown(blocks: list[_Block]) -> str:
+    lines: list[str] = []
+    for block in blocks:
+        if isinstance(block, _Heading):
+            lines += ["#" * block.level + " " + block.text, ""]
+        elif isinstance(block, _Paragraph):
+            lines += [_md_spans(block.spans, in_table=True), ""]
+        elif isinstance(block, _Bullets):
+            lines += [*(f"- {_md_spans(item, in_table=True)}" for item in block.items), ""]
+        elif isinstance(block, _Table):
+            lines.append("| " + " | ".join(block.header) + " |")
+            lines.append("|" + "---|" * len(block.header))
+            lines += ["| " + " | ".join(_md_spans(cell, in_table=True) for cell in row) + " |" for row in block.rows]
+            lines.append("")
+        else:
+            lines += [f"![{block.machine} machine]({block.image})", "", "<details><summary>Mermaid source</summary>", ""]
+            lines += ["```mermaid", block.mermaid.rstrip(), "```", "", "</details>", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ HTML
+
+_CSS = """
+body { font-family: system-ui, sans-serif; line-height: 1.45; margin: 2rem auto; max-width: 80rem; padding: 0 1rem; color: #1b1b1b; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
+th, td { border: 1px solid #c8c8c8; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+code { font-family: ui-monospace, monospace; font-size: 0.9em; background: #f5f5f5; padding: 0 0.2em; }
+figure { margin: 1rem 0; overflow-x: auto; }
+figure svg { max-width: none; height: auto; }
+tr.never td { background: #fdecea; }
+td.fired { text-align: right; }
+td.fired.never { color: #a61b1b; font-weight: bold; }
+pre { background: #f5f5f5; padding: 0.75rem; overflow-x: auto; }
+"""
+
+
+def _html_spans(spans: Cell) -> str:
+    out = []
+    for style, text in spans:
+        escaped = html.escape(text)
+        out.append(f"<code>{escaped}</code>" if style == "code" else f"<strong>{escaped}</strong>" if style == "strong" else escaped)
+    return "".join(out)
+
+
+def _html_table(table: _Table) -> Iterator[str]:
+    machine = f' data-machine="{html.escape(table.machine)}"' if table.machine else ""
+    yield f'<table class="{table.kind}"{machine}>'
+    yield "<thead><tr>" + "".join(f"<th>{html.escape(name)}</th>" for name in table.header) + "</tr></thead>"
+    yield "<tbody>"
+    fired_column = table.header.index("fired") if "fired" in table.header else None
+    for position, row in enumerate(table.rows):
+        never = position in table.never
+        cells = []
+        for column, cell in enumerate(row):
+            css = ("fired never" if never else "fired") if column == fired_column else ""
+            cells.append(f'<td class="{css}">' if css else "<td>")
+            cells[-1] += _html_spans(cell) + "</td>"
+        yield ('<tr class="never">' if never else "<tr>") + "".join(cells) + "</tr>"
+    yield "</tbody></table>"
+
+
+def _html(blocks: list[_Block]) -> str:
+    body: list[str] = []
+    opened = False
+    for block in blocks:
+        if isinstance(block, _Heading):
+            if block.level <= 2 and opened:
+                body.append("</section>")
+                opened = False
+            if block.level == 2:
+                anchor = re.sub(r"[^a-z0-9]+", "-", block.text.lower()).strip("-")
+                body.append(f'<section id="{anchor}">')
+                opened = True
+            body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
+        elif isinstance(block, _Paragraph):
+            body.append(f"<p>{_html_spans(block.spans)}</p>")
+        elif isinstance(block, _Bullets):
+            body.append("<ul>" + "".join(f"<li>{_html_spans(item)}</li>" for item in block.items) + "</ul>")
+        elif isinstance(block, _Table):
+            body += _html_table(block)
+        else:
+            name = html.escape(block.machine)
+            body.append(f'<figure class="diagram" data-machine="{name}">{block.svg}<figcaption>The {name} machine</figcaption></figure>')
+            body.append(f"<details><summary>Mermaid source</summary><pre><code>{html.escape(block.mermaid)}</code></pre></details>")
+    if opened:
+        body.append("</section>")
+    head = '<meta charset="utf-8">\n<title>shiftchange spec review</title>\n<style>' + _CSS + "</style>"
+    return '<!DOCTYPE html>\n<html lang="en">\n<head>\n' + head + "\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
+
+
+_XLINK = "{http://www.w3.org/1999/xlink}"
+_XML = "{http://www.w3.org/XML/1998/namespace}"
+_SVG = "{http://www.w3.org/2000/svg}"
+_DROPPED = frozenset({"metadata", "script", "foreignObject"})
+"""SVG elements left out of the page: metadata names external vocabularies, and a review page runs nothing."""
+_REFERENCE = re.compile(r"url\(#([^)]+)\)")
+
+
+def inline_svg(path: str | Path, prefix: str) -> str:
+    """The <svg> element of an SVG file as HTML text: no prolog, DOCTYPE, comments or metadata; every id prefixed by `prefix`.
+
+    References inside the drawing (`href="#id"`, `url(#id)`) follow their ids; an attribute that points anywhere else is dropped.
+    """
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError) as error:
+        raise DiagramError(f"cannot inline {path}: {error}") from None
+    if root.tag not in (f"{_SVG}svg", "svg"):
+        raise DiagramError(f"cannot inline {path}: its root element is {root.tag}, not svg")
+    return "".join(_svg_text(root, f"{prefix}-"))
+
+
+def _svg_text(element: ElementTree.Element, prefix: str) -> Iterator[str]:
+    name = element.tag.removeprefix(_SVG)
+    if name.startswith("{") or name in _DROPPED:
+        return
+    attributes = []
+    for key, value in element.attrib.items():
+        local = key.removeprefix(_XLINK).removeprefix(_XML)
+        if key.startswith("{") and local == key:
+            continue  # an attribute of another name space (none that a browser draws)
+        if local == "href":
+            if not value.startswith("#"):
+                continue
+            value = f"#{prefix}{value[1:]}"
+        elif local == "id":
+            value = prefix + value
+        value = _REFERENCE.sub(lambda match: f"url(#{prefix}{match.group(1)})", value)
+        shown = f"xlink:{local}" if key.startswith(_XLINK) else f"xml:{local}" if key.startswith(_XML) else local
+        attributes.append(f' {shown}="{html.escape(value)}"')
+    yield f"<{name}{''.join(attributes)}>"
+    if element.text:
+        yield html.escape(element.text, quote=False)
+    for child in element:
+        yield from _svg_text(child, prefix)
+        if child.tail:
+            yield html.escape(child.tail, quote=False)
+    yield f"</{name}>"
+
+
+# ------------------------------------------------------------------ the files
+
+
+def write_review(spec: Spec, directory: str | Path, renderer: str = "auto", coverage: Coverage | None = None) -> Path:
+    """Write review.md, review.html and one SVG per machine into `directory`; returns review.md's path.
+
+    With `coverage`, the transition tables show how often each row fired; a coverage of other rows is refused (CoverageError).
+    """
+    if coverage is not None:
+        coverage.check_against(spec)
     root = Path(directory)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DiagramError(f"cannot create {root}: {error.strerror}") from None
-    lines = ["# shiftchange spec review", "", f"Generated from `{spec.directory}` by `shiftchange spec review`.", ""]
-    lines += ["## Structural properties", "", "| property | verdict | what it means |", "|---|---|---|"]
-    results = check_spec(spec)
-    for result in results:
-        lines.append(f"| `{result.name}` | {'PASS' if result.ok else '**FAIL**'} | {_cell(result.summary)} |")
-    for result in results:
-        for witness in result.witness:
-            lines.append(f"- `{result.name}` witness: {_cell(witness)}")
-    lines.append("")
+    blocks = [*_opening(spec, coverage), *_properties(spec)]
     for machine in spec.machines.values():
         image = f"{machine.name}.svg"
         render(machine, "svg", root / image, renderer)
-        lines += _machine_section(machine, image)
-    lines += ["## Failure domains", "", "| domain | response | automatic retries | changed hypothesis | blast radius | meaning |"]
-    lines.append("|---|---|---|---|---|---|")
-    for domain in spec.domains.values():
-        hypothesis = "required" if domain.changed_hypothesis_required else "no"
-        lines.append(
-            f"| `{domain.name}` | {domain.response} | {domain.retries_max} | {hypothesis} | "
-            f"{_cell(domain.blast_radius)} | {_cell(domain.description)} |"
-        )
-    lines += ["", "## Invariants", "", "| invariant | what must hold |", "|---|---|"]
-    for invariant in spec.invariants.values():
-        lines.append(f"| `{invariant.name}` | {_cell(invariant.statement)} |")
+        figure = _Figure(machine.name, image, inline_svg(root / image, machine.name), to_mermaid(machine))
+        blocks += _machine_section(machine, figure, coverage)
+    blocks += _tables(spec)
     page = root / "review.md"
-    try:
-        page.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    except OSError as error:
-        raise DiagramError(f"cannot write {page}: {error.strerror}") from None
+    _write(page, _markdown(blocks))
+    _write(root / "review.html", _html(blocks))
     return page
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise DiagramError(f"cannot write {path}: {error.strerror}") from None

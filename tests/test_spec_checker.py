@@ -28,6 +28,8 @@ def test_shipped_spec_passes_every_property(capsys):
         "attempt.fenced_worker_writes",
         "attempt.cancel_through_reconciliation",
         "attempt.deterministic",
+        "attempt.rows_traceable",
+        "task.rows_traceable",
         "domains.classified",
     ):
         assert any(name in line for line in passed), name
@@ -79,6 +81,16 @@ actor = "orchestrator"
 guards = ["selected_for_shedding"]
 """
 
+INDISTINGUISHABLE_ROWS = """
+[[transition]]
+trigger = "shed"
+source = "queued"
+dest = "failed"
+actor = "orchestrator"
+guards = ["capacity_available", "selected_for_shedding"]
+"""
+"""Told apart from the shedding row by its guards (so still deterministic), but an event of either is `shed: queued -> failed`."""
+
 UNUSED_TRIGGER = """
 [triggers.pause]
 description = "Broken on purpose: declared, never used."
@@ -120,6 +132,7 @@ BROKEN = {
         "attempt.cancel_everywhere",
     ),
     "unused_trigger": ("attempt.toml", None, UNUSED_TRIGGER, "attempt.vocabulary_used"),
+    "indistinguishable_rows": ("attempt.toml", None, INDISTINGUISHABLE_ROWS, "attempt.rows_traceable"),
     "dispatch_from_inbox": (
         "task.toml",
         ('trigger = "dispatch"\nsource = "ready"', 'trigger = "dispatch"\nsource = ["inbox", "ready"]'),

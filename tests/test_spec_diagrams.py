@@ -236,7 +236,9 @@ def test_the_drawing_says_which_renderer_drew_it_and_explains_row_numbers(tmp_pa
     assert 'id="attempt-row-' in svg
     texts, _states, _edges = _geometry(SPEC.attempt)
     assert any(gid == "renderer" and "drawn by matplotlib" in text for gid, text, _box in texts)
-    assert any(gid == "legend" and "row N of the review page's transition table" in text for gid, text, _box in texts)
+    assert any(gid == "legend-note" and "row N of the review page's transition table" in text for gid, text, _box in texts)
+    ids = re.findall(r' id="([^"]+)"', svg)
+    assert len(ids) == len(set(ids)), "an id appears twice in one drawing"
 
 
 def test_marks_highlight_changed_rows_and_draw_removed_ones_as_ghosts(tmp_path):
