@@ -298,9 +298,9 @@ def _coverage_sink(path: str | None) -> Any:
         return None
     try:
         check_writable(path)
+        return CoverageSink()  # refuses a spec whose rows an event cannot tell apart
     except CoverageError as error:
         raise BadInput(str(error)) from error
-    return CoverageSink()
 
 
 def _write_coverage(path: str | None, counted: Any, outcome: Any) -> str | None:

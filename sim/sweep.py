@@ -569,6 +569,7 @@ class _Counting:
     def __init__(self, path: str | os.PathLike[str], runs: list[Run], done: Mapping[int, Any], output: _Output | None) -> None:
         try:
             check_writable(path)
+            CoverageSink()  # refuses, here and not in a worker, a spec whose rows an event cannot tell apart
         except CoverageError as error:
             raise InputError(str(error)) from None
         if done:

@@ -249,6 +249,7 @@ def to_dot(machine: Machine, marks: Marks | None = None) -> str:
         lines.append(f"    {q('legend_' + actor)} [label={q(actor)}, shape=plaintext, fontcolor={q(colour)}];")
     lines.append('    "legend_fenced" [label="thick edge: fenced write", shape=plaintext];')
     lines.append('    "legend_rows" [label="trigger #N: row N of the review table", shape=plaintext];')
+    lines.append('    "legend_renderer" [label="laid out by Graphviz\'s dot", shape=plaintext, fontsize=9];')
     lines.append('    "legend_terminal" [label="terminal", shape=doublecircle, style=filled, fillcolor="#eeeeee", fontsize=9];')
     if marks is not None:
         for mark, colour in MARK_COLOURS.items():
@@ -450,7 +451,11 @@ def _draw_edge(axes: Any, placed: _Placed, edge: _Edge) -> None:
         _arrow(axes, segments, MARK_COLOURS[edge.mark], width + 6, gid=f"{edge.mark}-{key}", arrowstyle="-")
     _arrow(axes, segments, edge.colour, width, gid=key, linestyle="--" if edge.mark == "removed" else "-")
     x, y = placed.layout.labels[key]
-    background = {"boxstyle": "square,pad=0.1", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"} if edge.mark else None
+    background = (
+        {"boxstyle": "square,pad=0.1", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"}
+        if edge.mark in ("added", "changed")
+        else None
+    )
     _text(
         axes,
         x + MARGIN_PT + 5.0,
@@ -512,7 +517,11 @@ def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
     heights = [_measure("\u21bb " + text, LABEL_PT, edge.fenced)[1] for edge, text in lines]
     y = middle - sum(heights) / 2
     for line_number, ((edge, text), line_height) in enumerate(zip(lines, heights, strict=True)):
-        background = {"boxstyle": "square,pad=0.05", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"} if edge.mark else None
+        background = (
+            {"boxstyle": "square,pad=0.05", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"}
+            if edge.mark in ("added", "changed")
+            else None
+        )
         _text(
             axes,
             right + LOOP_GAP_PT,

@@ -18,8 +18,9 @@ its sources and needs all of its guards, so their order means nothing);
 effects compare in order, because the store writes them in order. A row that
 only moved keeps its content and is listed as renumbered, not changed.
 
-An invariant is touched when its statement changed, or when a row of a trigger
-it lists (`Invariant.triggers`, old or new) was added, removed or changed.
+An invariant is touched when its statement or its list of triggers changed, or
+when a row of a trigger it lists (`Invariant.triggers`, old or new) was added,
+removed or changed.
 Which anti-patterns those invariants catch is the simulator's knowledge; the
 spec layer takes it as `caught_by`, so nothing here imports `sim`.
 """
@@ -170,7 +171,8 @@ class Touched:
 
     name: str
     statement: str | None
-    """"changed", "added" or "removed" when the statement itself moved; None when only its rows did."""
+    """"changed", "added" or "removed" when the statement itself moved, "judges other triggers" when only its list of
+    triggers did; None when only its rows did."""
     triggers: tuple[str, ...]
     """Its triggers ("machine.trigger") that an added, removed or changed row has."""
 
@@ -339,6 +341,9 @@ def _touched(old: Spec, new: Spec, machines: dict[str, MachineDiff], invariants:
     statement = {record.name: "added" for record in invariants.added}
     statement |= {record.name: "removed" for record in invariants.removed}
     statement |= {change.name: "changed" for change in invariants.changed if any(f.field == "statement" for f in change.fields)}
+    for change in invariants.changed:
+        if change.name not in statement and any(f.field == "triggers" for f in change.fields):
+            statement[change.name] = "judges other triggers"  # what it covers moved, so what it guards did
     touched = []
     for name in dict.fromkeys([*new.invariants, *old.invariants]):
         listed = [*(new.invariants[name].triggers if name in new.invariants else ())]
@@ -473,7 +478,7 @@ def _verdict_text(diff: SpecDiff) -> list[str]:
 def _touched_text(diff: SpecDiff, caught_by: CaughtBy) -> list[str]:
     lines = ["invariants touched"]
     for touched in diff.touched:
-        why = [f"statement {touched.statement}"] if touched.statement else []
+        why = [] if not touched.statement else [touched.statement if " " in touched.statement else f"statement {touched.statement}"]
         if touched.triggers:
             why.append("rows of " + ", ".join(touched.triggers))
         lines.append(f"  {touched.name}: {'; '.join(why)}")

@@ -94,7 +94,14 @@ class _Figure:
     svg: str
     """The same drawing as an inline <svg> element for review.html."""
     mermaid: str
+    drawn_by: str
+    """The renderer that drew the SVG: "graphviz" or "matplotlib"."""
 
+
+_DRAWN_BY = {
+    "graphviz": "Graphviz's dot",
+    "matplotlib": "shiftchange's layered layout with matplotlib (Graphviz's dot draws it when installed)",
+}
 
 _Block = _Heading | _Paragraph | _Bullets | _Table | _Figure
 
@@ -264,7 +271,13 @@ def _markdown(blocks: list[_Block]) -> str:
             lines += ["| " + " | ".join(_md_spans(cell, in_table=True) for cell in row) + " |" for row in block.rows]
             lines.append("")
         else:
-            lines += [f"![{block.machine} machine]({block.image})", "", "<details><summary>Mermaid source</summary>", ""]
+            lines += [
+                f"![{block.machine} machine]({block.image})",
+                "",
+                f"*The {block.machine} machine, drawn by {_DRAWN_BY[block.drawn_by]}.*",
+                "",
+            ]
+            lines += ["<details><summary>Mermaid source</summary>", ""]
             lines += ["```mermaid", block.mermaid.rstrip(), "```", "", "</details>", ""]
     return "\n".join(lines)
 
@@ -332,7 +345,8 @@ def _html(blocks: list[_Block]) -> str:
             body += _html_table(block)
         else:
             name = html.escape(block.machine)
-            body.append(f'<figure class="diagram" data-machine="{name}">{block.svg}<figcaption>The {name} machine</figcaption></figure>')
+            caption = f"The {name} machine, drawn by {html.escape(_DRAWN_BY[block.drawn_by])}"
+            body.append(f'<figure class="diagram" data-machine="{name}">{block.svg}<figcaption>{caption}</figcaption></figure>')
             body.append(f"<details><summary>Mermaid source</summary><pre><code>{html.escape(block.mermaid)}</code></pre></details>")
     if opened:
         body.append("</section>")
@@ -408,8 +422,8 @@ def write_review(spec: Spec, directory: str | Path, renderer: str = "auto", cove
     blocks = [*_opening(spec, coverage), *_properties(spec)]
     for machine in spec.machines.values():
         image = f"{machine.name}.svg"
-        render(machine, "svg", root / image, renderer)
-        figure = _Figure(machine.name, image, inline_svg(root / image, machine.name), to_mermaid(machine))
+        drawn_by = render(machine, "svg", root / image, renderer)
+        figure = _Figure(machine.name, image, inline_svg(root / image, machine.name), to_mermaid(machine), drawn_by)
         blocks += _machine_section(machine, figure, coverage)
     blocks += _tables(spec)
     page = root / "review.md"

@@ -181,6 +181,22 @@ def test_a_spec_whose_rows_an_event_cannot_tell_apart_cannot_be_counted(spec_cop
         Tally(load_spec(spec_copy.root))
 
 
+@pytest.mark.parametrize("command", [["sim", "run", "--tasks", "5"], ["sim", "sweep", "--seeds", "0-1", "--tasks", "5", "--jobs", "1"]])
+def test_recording_coverage_of_such_a_spec_is_one_line_exit_2_before_any_run(command, spec_copy, tmp_path, capsys, monkeypatch):
+    """The core runs the packaged spec, which a user may have edited into one coverage cannot count: refused up front, no traceback."""
+    spec_copy.append(
+        "attempt.toml",
+        '[[transition]]\ntrigger = "shed"\nsource = "queued"\ndest = "failed"\nactor = "orchestrator"\n'
+        'guards = ["capacity_available", "selected_for_shedding"]\n',
+    )
+    monkeypatch.setattr("shiftchange.sim.coverage.SPEC", load_spec(spec_copy.root))
+    extra = ["--out", str(tmp_path / "rows.csv")] if command[1] == "sweep" else []
+    assert main([*command, *extra, "--coverage", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "both move queued -> failed" in err[0]
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "rows.csv").exists()
+
+
 def review_rows(page: str) -> dict[str, dict[int, str]]:
     """Each machine's transitions table in review.md: row number -> its fired cell."""
     tables: dict[str, dict[int, str]] = {}

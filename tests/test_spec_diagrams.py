@@ -9,6 +9,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
+import matplotlib.colors
 import pytest
 
 from shiftchange.cli.main import main
@@ -252,3 +253,11 @@ def test_marks_highlight_changed_rows_and_draw_removed_ones_as_ghosts(tmp_path):
     assert f'id="attempt-row-{changed.index + 1}-from-{changed.sources[0]}", color="#ffd54f:' in dot
     assert f"{removed.trigger} (old #{removed.index + 1})" in dot and 'class="removed"' in dot
     assert "(changed)" in to_mermaid(SPEC.attempt, MARKED)
+    # Readable: a highlighted label's text is not its background's colour, and a removed row's ghost label has none.
+    labels = {text.get_gid(): text for text in draw(SPEC.attempt, MARKED).axes[0].texts}
+    ghost = labels[f"label-attempt-old-row-{removed.index + 1}-from-{removed.sources[0]}"]
+    assert ghost.get_bbox_patch() is None
+    highlighted = [text for gid, text in labels.items() if gid.startswith("label-") and text.get_bbox_patch() is not None]
+    assert highlighted
+    for text in highlighted:
+        assert text.get_bbox_patch().get_facecolor()[:3] != matplotlib.colors.to_rgb(text.get_color())

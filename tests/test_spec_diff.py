@@ -469,3 +469,13 @@ def test_an_invariant_trigger_must_name_a_machine(tmp_path, listed, problem):
     with pytest.raises(SpecError) as caught:
         load_spec(folder)
     assert caught.value.problem == problem
+
+
+def test_an_invariant_judging_other_triggers_is_touched_with_its_anti_patterns(tmp_path, capsys):
+    """Dropping a trigger from what budgets_hold judges changes what it guards: touched, and the anti-pattern it catches listed."""
+    old, new = spec_folder(tmp_path, "old"), spec_folder(tmp_path, "new")
+    edit(new, "invariants.toml", '"task.dispatch", "task.retry", "task.stop",', '"task.dispatch", "task.retry",')
+    status, out, _ = run(capsys, str(old), str(new))
+    assert status == 0
+    assert "  budgets_hold: judges other triggers" in out
+    assert "anti-pattern budget-burn:" in out
