@@ -19,9 +19,13 @@ used; both are printed, since the disk's rate drifts). Every contract is one
 transaction, so the ratio of contract commits to raw commits says how much
 the core adds to what the disk costs anyway.
 
-Targets: MemoryStore at least 50,000 cycles/s; SQLite contract commits/s at
-least half the raw UPDATE commits/s. A missed target prints which contract
-dominates. Exit status 0 when every target passes, 1 otherwise.
+Targets (issue 12): MemoryStore at least 25,000 cycles/s; at synchronous FULL,
+SQLite contract commits/s at least half the raw UPDATE commits/s. At NORMAL a
+commit costs the disk almost nothing, so its ratio measures the core's own
+work per contract and is printed for information, with no target. A missed
+target prints which contract dominates. Exit status 0 when every target
+passes, 1 otherwise. The figures are wall-clock means: on a shared machine
+another process's load lowers them, so compare runs made side by side.
 """
 
 from __future__ import annotations
@@ -52,10 +56,12 @@ from shiftchange.core import (
 from shiftchange.core.sqlite_store import BUSY_TIMEOUT_S, SQLiteStore
 
 CYCLES_DEFAULT = 2_000
-MEMORY_CYCLES_PER_S_MIN = 50_000
+MEMORY_CYCLES_PER_S_MIN = 25_000
 """The memory store must not be what limits a simulation: at least this many cycles per second."""
 COMMIT_RATIO_MIN = 0.5
-"""SQLite contract commits per second, as a share of raw single-row UPDATE commits per second on the same settings."""
+"""SQLite contract commits per second at synchronous FULL, as a share of raw single-row UPDATE commits per second there."""
+TARGETED_SYNCHRONOUS = ("FULL",)
+"""The durability levels whose commit ratio has a target; the others are reported for information."""
 CONTRACTS = ("claim", "renew", "complete")
 """The timed contracts of one cycle; each is one store transaction, so one commit on SQLite."""
 RAW_ROWS = 1_000
@@ -189,12 +195,14 @@ def sqlite_run(directory: Path, synchronous: str, cycles: int) -> bool:
     after_per_s = raw_update_commits_per_s(directory / f"raw-after-{synchronous}.sqlite", synchronous, commits)
     raw_per_s = (before_per_s + after_per_s) / 2
     ratio = timing.contracts_per_s / raw_per_s
-    ok = ratio >= COMMIT_RATIO_MIN
+    targeted = synchronous in TARGETED_SYNCHRONOUS
+    ok = ratio >= COMMIT_RATIO_MIN or not targeted
     label = f"SQLiteStore {synchronous:<7}"
     print(f"{label}        {timing.cycles_per_s:>10,.0f} cycles/s")
     print(f"  contract commits         {timing.contracts_per_s:>10,.0f} commits/s")
     print(f"  raw UPDATE commits       {raw_per_s:>10,.0f} commits/s   (mean of {before_per_s:,.0f} before and {after_per_s:,.0f} after)")
-    print(f"  contract / raw ratio     {ratio:>10.2f}            target >= {COMMIT_RATIO_MIN}   {verdict(ok)}")
+    target = f"target >= {COMMIT_RATIO_MIN}   {verdict(ok)}" if targeted else "no target (the core's own work per commit)"
+    print(f"  contract / raw ratio     {ratio:>10.2f}            {target}")
     report_setup(timing)
     if not ok:
         profile_hint(f"sqlite {synchronous}", timing)

@@ -4,6 +4,8 @@ Exit status is the contract scripts rely on: 0 when everything asked for
 holds, 1 when a checked property or invariant fails (each named), 2 on bad
 input (arguments, a malformed spec, an unwritable file), always as one line
 on stderr and never as a traceback. A traceback means a bug in shiftchange.
+Ctrl-C ends any command with one line and status 130; a `sim run` then
+reports what it played, and a `sim sweep` keeps every row it finished.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from shiftchange import __version__
 from shiftchange.spec import SpecError, check_spec, load_spec
 from shiftchange.spec.diagram import FORMATS, INSTALL_GRAPHVIZ, RENDERERS, DiagramError, render
 from shiftchange.spec.review import write_review
@@ -26,6 +29,8 @@ from .spec_diff import add_parser as add_spec_diff_parser
 from .sweep import add_parser as add_sweep_parser
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: 128 plus SIGINT's number, what a shell reports for a command the signal ended."""
 SIM_SCENARIO_DEFAULT, SIM_SEED_DEFAULT = "mixed", 1
 """`shiftchange sim run` with no arguments is the main job: a mixed-fault run of the config's thousand tasks."""
 SIM_TASKS_MAX = 10_000_000
@@ -153,8 +158,7 @@ class _Progress:
         if now - self.drawn_at < PROGRESS_INTERVAL_S:
             return
         self.drawn_at = now
-        hours, rest = divmod(int(sim_time_s), 3600)
-        self.show(f"simulated {hours}:{rest // 60:02d}:{rest % 60:02d}  tasks retired {tasks_retired:,} of {tasks:,}")
+        self.show(f"simulated {_clock(sim_time_s)}  tasks retired {tasks_retired:,} of {tasks:,}")
 
     def show(self, text: str) -> None:
         self.stream.write(f"\r{text:<{self.width}}")
@@ -166,6 +170,12 @@ class _Progress:
             self.stream.write(f"\r{'':<{self.width}}\r")
             self.stream.flush()
             self.width = 0
+
+
+def _clock(sim_time_s: float) -> str:
+    """Simulated seconds as H:MM:SS."""
+    hours, rest = divmod(int(sim_time_s), 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 @contextmanager
@@ -182,6 +192,7 @@ def _sim_run(args: argparse.Namespace) -> int:
     # The simulator imports the core, which compiles the packaged spec on import: imported here, as in `_timeline`.
     from shiftchange.sim.report import render_minimal, render_text, replay_command, to_json
     from shiftchange.sim.settings import to_toml
+    from shiftchange.sim.world import Interrupted
 
     config, scenario, pattern = _sim_config(args)
     if args.dump_config:
@@ -192,8 +203,12 @@ def _sim_run(args: argparse.Namespace) -> int:
     _writable(args.series, args.plot, args.artifacts)
     counted = _coverage_sink(args.coverage)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
-    with _cleared(progress):
-        outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, counted)
+    began = time.perf_counter()
+    try:
+        with _cleared(progress):
+            outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, counted)
+    except Interrupted as interrupted:
+        return _sim_interrupted(args, interrupted, time.perf_counter() - began)
     _write_series(args, outcome)
     covered = _write_coverage(args.coverage, counted, outcome)
     if not args.json:
@@ -216,6 +231,32 @@ def _sim_run(args: argparse.Namespace) -> int:
     elif shrinking:
         print("\nnot shrunk: no invariant was violated, some could not be judged (unknown), and the shrinker chases violations")
     return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: float) -> int:
+    """Ctrl-C mid-run: one line on stderr, then the report of what was played, judged as far as it went."""
+    from shiftchange.sim.report import render_text, replay_command, to_json
+
+    world, now = interrupted.world, interrupted.world.env.now
+    faults = world.kept(interrupted.faults_kept)
+    struck = sum(1 for fault in faults if fault.at <= now)
+    where = (
+        f"simulated {_clock(now)} with {world.metrics.tasks_retired:,} of {world.config.workload.tasks:,} tasks retired"
+        f" and {struck:,} of {len(faults):,} faults struck"
+    )
+    try:
+        partial = interrupted.partial()
+    except Exception as error:  # the interrupt may strike mid-step, where a record is half written: then only the counts are sure
+        print(f"shiftchange: interrupted at {where}; no partial report ({type(error).__name__}: {error})", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"shiftchange: interrupted at {where}; the partial report follows (invariants judged on the history so far)", file=sys.stderr)
+    if args.json:
+        report = to_json(partial, elapsed_s)
+        report["interrupted"] = {"sim_time_s": now, "tasks_retired": world.metrics.tasks_retired, "faults_struck": struck}
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_text(partial, replay_command(partial), elapsed_s), end="")
+    return EXIT_INTERRUPTED
 
 
 def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
@@ -418,6 +459,7 @@ def _sim_antipatterns(_args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="shiftchange", description="Durable agent execution: the spec, its reference core, and its simulator.")
+    parser.add_argument("--version", action="version", version=f"shiftchange {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     spec = commands.add_parser("spec", help="check, draw and review the transition tables")
     spec_commands = spec.add_subparsers(dest="spec_command", required=True, parser_class=_Parser)
@@ -497,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     antipatterns = sim_commands.add_parser("antipatterns", help="list the anti-patterns, where they show and what must catch them")
     antipatterns.set_defaults(handler=_sim_antipatterns)
     add_sweep_parser(sim_commands)
+    from .check_store import add_parser as add_check_store_parser
+
+    add_check_store_parser(commands)
     return parser
 
 
@@ -508,6 +553,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, BadInput, SpecError, DiagramError) as error:
         print(f"shiftchange: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("shiftchange: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def run() -> None:

@@ -121,7 +121,7 @@ def _seeds(text: str) -> list[int]:
 
 def run_sweep(args: argparse.Namespace) -> int:
     """Run the sweep the arguments name, print its table or where it was written, and each failing run's replay."""
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
     from shiftchange.core import InputError
     from shiftchange.sim.sweep import sweep_rows
 
@@ -147,6 +147,10 @@ def run_sweep(args: argparse.Namespace) -> int:
         )
     except InputError as error:
         raise BadInput(str(error)) from error
+    except KeyboardInterrupt:
+        kept = f"{args.out} keeps every row finished, and the same command plays only the rest" if args.out else "no --out kept its rows"
+        print(f"shiftchange: sweep interrupted; {kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.out is None:
         print(_table(rows, list(grid)), end="")
     else:

@@ -1,8 +1,9 @@
 """The reference core: records, the contracts, stores and policy, sans-I/O.
 
 Public surface: `Orchestrator` runs the contracts over a `Store`
-(`MemoryStore`, `SQLiteStore`), a `Clock` and a `ProviderAdapter`; the
-records and result types are re-exported here. Nothing in this package
+(`MemoryStore`, `SQLiteStore`), a `Clock` and a `ProviderAdapter`, with the
+rules it may swap passed as `Seams`; the records and result types (a
+`Refused` carries one of `REFUSAL_CODES`) are re-exported here. Nothing in this package
 sleeps, reads the wall clock, starts threads or draws unseeded randomness
 (lease tokens come from `secrets`, which is the point of them).
 """
@@ -22,15 +23,20 @@ from .config import (
     RetryBudgetConfig,
 )
 from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError
-from .orchestrator import Accepted, Claim, Grant, Orchestrator, Reconciliation, Refused, Renewal, mint_key
+from .fence import Fence, LeaseFence
+from .gateway import ToolCall
+from .orchestrator import Orchestrator
 from .policy import Decision
 from .provider import Effect, LedgerProvider, ProviderAdapter, ProviderRefused, ProviderTimeout
 from .rate_limit import RateLimiter, TokenBucket
 from .records import Attempt, Budget, Event, Intent, Lease, Manifest, Plan, Task
+from .results import REFUSAL_CODES, Accepted, Claim, Grant, Reconciliation, Refused, Renewal, Result
 from .retry_budget import RetryBudget, RetryBudgets
+from .seams import KeyRequest, Seams, mint_key
 from .store import MemoryStore, Store, Transaction
 
 __all__ = [
+    "REFUSAL_CODES",
     "Accepted",
     "AdmissionConfig",
     "AdmissionController",
@@ -50,10 +56,13 @@ __all__ = [
     "Effect",
     "Event",
     "Fallback",
+    "Fence",
     "Grant",
     "InputError",
     "Intent",
+    "KeyRequest",
     "Lease",
+    "LeaseFence",
     "LedgerProvider",
     "Manifest",
     "ManualClock",
@@ -70,14 +79,17 @@ __all__ = [
     "Refused",
     "ReliabilityConfig",
     "Renewal",
+    "Result",
     "RetryBudget",
     "RetryBudgetConfig",
     "RetryBudgets",
+    "Seams",
     "Store",
     "StoreConflict",
     "StoreError",
     "Task",
     "TokenBucket",
+    "ToolCall",
     "Transaction",
     "mint_key",
 ]

@@ -33,8 +33,8 @@ The chapter's terms, as this module applies them:
   admitting it would only serve it late, and keeping it is the chapter's
   silent queue growth, a queue that keeps promising work it can no longer
   deliver in time. Deadlines pass while items wait, so every step checks
-  every waiting item. The test is the one method `_expired`, so a subclass
-  can switch it off (the simulator's silent-queue-growth anti-pattern does).
+  every waiting item. `AdmissionConfig.shed_past_deadline` switches the rule
+  off (the simulator's silent-queue-growth anti-pattern does).
   Then, when the queue is still deeper than `queue_depth_max` after every
   admission the step allows, the excess is shed. Items whose deadline can no
   longer be met (it is nearer than the least time the work needs) go first:
@@ -276,10 +276,10 @@ class AdmissionController:
 
         Only a deadline already passed: one merely out of reach (nearer than
         `duration_min_s`) is a shedding-order criterion under depth pressure.
-        This is the one hook that switches the rule off: a subclass returning
-        False admits late work while there is room (silent queue growth).
+        `AdmissionConfig.shed_past_deadline` False switches the rule off: late
+        work is admitted while there is room (silent queue growth).
         """
-        return item.deadline_s is not None and item.deadline_s <= now_s
+        return self.config.shed_past_deadline and item.deadline_s is not None and item.deadline_s <= now_s
 
     def _hold(self, item: _Waiting, admissions: int, braking_age_s: float | None, admissions_max: int | None) -> tuple[str, str] | None:
         """Why this item cannot be admitted now, as (cause, words); None when it can."""

@@ -112,10 +112,15 @@ class AdmissionConfig:
     """When the oldest queued attempt has waited this long, admission applies backpressure."""
     partition_concurrency_max: int = 8
     """Admitted or leased attempts one partition (workspace, repository, workflow family) may hold at once: the bulkhead."""
+    shed_past_deadline: bool = True
+    """Shed an attempt whose deadline has passed at the first step that sees it. False keeps every promise however late:
+    the chapter's silent queue growth (the simulator's silent-queue-growth anti-pattern switches it off)."""
 
     def __post_init__(self) -> None:
         require_positive(self, ("queue_depth_max", "queue_age_max_s", "partition_concurrency_max"))
         require_whole(self, ("queue_depth_max", "partition_concurrency_max"))
+        if not isinstance(self.shed_past_deadline, bool):
+            raise InputError(f"AdmissionConfig.shed_past_deadline must be true or false, not {shown(self.shed_past_deadline)}")
 
 
 # The checks every config object (the core's and the simulator's) applies to its fields in __post_init__.

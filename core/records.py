@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+import operator
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields, make_dataclass
+from typing import Any
 
 
 @dataclass(slots=True, frozen=True)
@@ -87,10 +90,8 @@ class Manifest:
 
     def digest(self) -> str:
         """SHA-256 of the fields' reprs in declaration order, budget inlined, unit-separated; stable across runs and stores."""
-        budget = self.budget
-        values = [getattr(self, name) for name in _MANIFEST_FIELDS]
-        values += [getattr(budget, name) for name in _BUDGET_FIELDS]
-        return hashlib.sha256("\x1f".join(map(repr, values)).encode()).hexdigest()
+        words = "\x1f".join(map(repr, _manifest_values(self) + _budget_values(self.budget)))
+        return hashlib.sha256(words.encode()).hexdigest()
 
 
 @dataclass(slots=True)
@@ -198,6 +199,49 @@ class Event:
     """The fence generation the caller presented, if any."""
     worker_id: str | None = None
     detail: str = ""
+    code: str | None = None
+    """For a refused call, its refusal code (`results.REFUSAL_CODES`); None when accepted."""
+    late: bool = False
+    """Refused because its authority is gone (stale fence, expired lease, no longer leased): kept for audit."""
+    expires_at: float | None = None
+    """The Attempt's lease expiry as this event left it (None for a task event or an Attempt never leased)."""
+    operation_key: str | None = None
+    """The operation key the call minted or presented (grant_tool, record_receipt, report_call_failure)."""
+
+
+def frozen_builder(record_type: type) -> Callable[..., Any]:
+    """A positional constructor of a frozen, slotted record that costs what a mutable record's does.
+
+    Why: a frozen dataclass's __init__ sets every field through
+    `object.__setattr__`, about four times the cost of a plain attribute
+    store, and the core builds such records on every contract (an Event per
+    call; a Manifest, a Lease and a Claim per claim). So the record is built
+    as a mutable twin with the same slots, and then becomes the frozen type:
+    CPython lets an object change to a class of identical layout. What comes
+    out is an ordinary frozen instance: equal, hashable and immutable like
+    one made by `record_type(...)`. The check below fails at import, not in
+    a contract, if the layouts ever differ.
+    """
+    spec = [
+        (item.name, item.type, field(default=item.default, init=item.init) if item.default is not MISSING else field(init=item.init))
+        for item in fields(record_type)
+    ]
+    twin = make_dataclass(f"_{record_type.__name__}Draft", spec, slots=True, eq=False, repr=False, match_args=False)
+
+    def build(*values: Any) -> Any:
+        record = twin(*values)
+        record.__class__ = record_type
+        return record
+
+    sample = tuple(range(sum(1 for item in fields(record_type) if item.init)))
+    assert build(*sample) == record_type(*sample), f"{record_type.__name__}: the fast constructor builds a different record"
+    return build
+
+
+new_event = frozen_builder(Event)
+"""`Event(...)` positionally, for the stores' hot path."""
+new_manifest = frozen_builder(Manifest)
+new_lease = frozen_builder(Lease)
 
 
 def field_names(record_type: type) -> tuple[str, ...]:
@@ -207,6 +251,9 @@ def field_names(record_type: type) -> tuple[str, ...]:
 
 _MANIFEST_FIELDS = tuple(name for name in field_names(Manifest) if name != "budget")
 _BUDGET_FIELDS = field_names(Budget)
+# A claim digests its manifest on the hot path: read the fields with one call each (no cache: 1 == 1.0, yet their reprs differ).
+_manifest_values = operator.attrgetter(*_MANIFEST_FIELDS)
+_budget_values = operator.attrgetter(*_BUDGET_FIELDS)
 
 
 def budget_to_json(budget: Budget) -> str:

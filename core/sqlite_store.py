@@ -29,6 +29,8 @@ through; one JSON blob per record loses the indexes and the column guards.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sqlite3
 import typing
@@ -49,18 +51,20 @@ from .records import (
     budget_from_json,
     budget_to_json,
     field_names,
+    new_event,
     plan_from_json,
     plan_to_json,
 )
-from .store import Store, Transaction
+from .store import WRITABLE, Store, Transaction
 
-__all__ = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS", "SQLiteStore"]
+__all__ = ["BUSY_TIMEOUT_S", "MIGRATIONS", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS", "SQLiteStore"]
 
 BUSY_TIMEOUT_S = 30.0
 """How long a transaction waits for another process to release the write lock before it gives up."""
 
-SCHEMA_VERSION = 2
-"""Kept in `PRAGMA user_version`; a file with another version is refused rather than guessed at."""
+SCHEMA_VERSION = 3
+"""Kept in `PRAGMA user_version`. A file of an older version listed in MIGRATIONS is migrated on open, under the write lock;
+any other version is refused rather than guessed at."""
 
 SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
 """The `PRAGMA synchronous` levels allowed. Each keeps the file consistent through a power cut; OFF may not, so it is refused."""
@@ -69,7 +73,7 @@ SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
 class _Table:
     """How one record type maps to one table: its columns, their SQL types, and the conversions each way."""
 
-    __slots__ = ("_decoders", "columns", "key", "kinds", "name", "optional", "record_type")
+    __slots__ = ("_decoders", "_encoders", "_updates", "columns", "key", "kinds", "name", "optional", "record_type")
 
     # Python type of a field -> SQL column type, and the conversions for the types SQLite lacks.
     SQL_TYPES: typing.ClassVar[dict[type, str]] = {
@@ -80,8 +84,14 @@ class _Table:
         Budget: "TEXT",
         Plan: "TEXT",
     }
-    ENCODERS: typing.ClassVar[dict[type, Any]] = {bool: int, Budget: budget_to_json, Plan: plan_to_json}
-    DECODERS: typing.ClassVar[dict[type, Any]] = {bool: bool, Budget: budget_from_json, Plan: plan_from_json}
+    # sqlite3 binds a bool as the integer it is; only the records' frozen values need text. A read decodes the same JSON
+    # text over and over (a task's budget, an Attempt's plan), and the values are frozen: one decoded value serves all.
+    ENCODERS: typing.ClassVar[dict[type, Any]] = {Budget: budget_to_json, Plan: plan_to_json}
+    DECODERS: typing.ClassVar[dict[type, Any]] = {
+        bool: bool,
+        Budget: functools.lru_cache(maxsize=1024)(budget_from_json),
+        Plan: functools.lru_cache(maxsize=1024)(plan_from_json),
+    }
 
     def __init__(self, name: str, record_type: type, key: str) -> None:
         self.name = name
@@ -104,6 +114,9 @@ class _Table:
         self._decoders = tuple(
             (index, self.DECODERS[self.kinds[column]]) for index, column in enumerate(self.columns) if self.kinds[column] in self.DECODERS
         )
+        self._encoders = {column: self.ENCODERS[kind] for column, kind in self.kinds.items() if kind in self.ENCODERS}
+        self._updates: dict[tuple[str, tuple[str, ...]], str] = {}
+        """The UPDATE text per (template, changed fields): a contract writes one of a few sets of fields."""
 
     def definitions(self, key_constraint: str) -> str:
         """The column definitions of CREATE TABLE, in field order; the key column gets `key_constraint`."""
@@ -128,8 +141,16 @@ class _Table:
         return "UPDATE " + self.name + " SET {assignments} WHERE " + self.key + " = ? AND version = ?" + guard
 
     def encode(self, column: str, value: Any) -> Any:
-        encoder = self.ENCODERS.get(self.kinds[column])
+        encoder = self._encoders.get(column)
         return encoder(value) if encoder is not None and value is not None else value
+
+    def update_sql(self, template: str, names: tuple[str, ...]) -> str:
+        """The UPDATE of `template` setting `names` (already checked to be fields), built once per set of names."""
+        sql = self._updates.get((template, names))
+        if sql is None:
+            assignments = ", ".join([name + " = ?" for name in names] + ["version = version + 1"])
+            sql = self._updates[(template, names)] = template.format(assignments=assignments)
+        return sql
 
     def to_row(self, record: Any, columns: tuple[str, ...]) -> tuple:
         return tuple(self.encode(column, getattr(record, column)) for column in columns)
@@ -191,6 +212,28 @@ SCHEMA = (
     "PRAGMA user_version = " + str(int(SCHEMA_VERSION)),
 )
 
+# Version 2 -> 3: events carry their refusal code, lateness, lease expiry and operation key as columns. Version 2 said a
+# refusal was late only in its reason's words, and named the key only in the detail: this migration is the one place that
+# reads them, once, so the old history keeps what it said. Codes other than the late ones were never recorded: NULL.
+MIGRATE_2_TO_3 = (
+    "ALTER TABLE events ADD COLUMN code TEXT",
+    "ALTER TABLE events ADD COLUMN late INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE events ADD COLUMN expires_at REAL",
+    "ALTER TABLE events ADD COLUMN operation_key TEXT",
+    "UPDATE events SET late = 1, code = 'stale_fence' WHERE accepted = 0 AND reason LIKE 'late: stale fence%'",
+    "UPDATE events SET late = 1, code = 'expired_lease'"
+    " WHERE accepted = 0 AND reason LIKE 'late: the lease is no longer honoured (expired%'",
+    "UPDATE events SET late = 1, code = 'not_leased'"
+    " WHERE accepted = 0 AND reason LIKE 'late: the lease is no longer honoured (the Attempt%'",
+    "UPDATE events SET operation_key = substr(detail, 1, instr(detail || ': ', ': ') - 1)"
+    " WHERE kind IN ('grant_tool', 'report_call_failure') AND detail != ''",
+    "UPDATE events SET operation_key = substr(detail, 1, instr(detail, ' -> ') - 1)"
+    " WHERE kind = 'record_receipt' AND instr(detail, ' -> ') > 0",
+    "PRAGMA user_version = 3",
+)
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: MIGRATE_2_TO_3}
+"""From each older schema version, the statements that bring a file to the next one."""
+
 READ_SCHEMA_VERSION = "PRAGMA user_version"
 COUNT_SCHEMA_OBJECTS = "SELECT count(*) FROM sqlite_master"
 SET_WAL = "PRAGMA journal_mode = WAL"
@@ -218,8 +261,8 @@ INSERT_INTENT = INTENTS.insert(INTENTS.columns)
 UPDATE_INTENT = INTENTS.update("")
 
 _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
-_EVENT_FIELD_SET = frozenset(_EVENT_FIELDS)
 INSERT_EVENT = EVENTS.insert(_EVENT_FIELDS)
+assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
 SELECT_EVENTS = EVENTS.select("WHERE seq > ? ORDER BY seq")
 SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = ? AND seq > ? ORDER BY seq")
 
@@ -251,7 +294,11 @@ class _SQLiteTransaction(Transaction):
     def _execute(self, sql: str, parameters: Iterable[Any]) -> sqlite3.Cursor:
         if self._connection is None:
             raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
-        return self._connection.execute(sql, tuple(parameters))
+        try:
+            return self._connection.execute(sql, tuple(parameters))
+        except UnicodeEncodeError as error:
+            # The memory store would keep such text; refusing it the same way everywhere keeps the stores' answers alike.
+            raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
 
     def _one(self, table: _Table, sql: str, parameters: tuple) -> Any:
         row = self._execute(sql, parameters).fetchone()
@@ -306,16 +353,34 @@ class _SQLiteTransaction(Transaction):
     def update_intent(self, intent: Intent, **changes: Any) -> None:
         self._update(INTENTS, UPDATE_INTENT, intent, changes, ())
 
-    def append_event(self, **fields: Any) -> Event:
-        # Fill defaults and reject unknown fields as the memory store's Event(...) does, before writing anything.
-        if fields.keys() != _EVENT_FIELD_SET:
-            complete = Event(seq=0, **fields)
-            fields = {name: getattr(complete, name) for name in _EVENT_FIELDS}
+    # Every field spelled out, as the memory store does (an event per contract call); an Event has no column to encode.
+    def append_event(
+        self,
+        *,
+        at: float,
+        actor: str,
+        kind: str,
+        task_id: str,
+        attempt_id: str | None,
+        accepted: bool,
+        reason: str,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        generation: int | None = None,
+        worker_id: str | None = None,
+        detail: str = "",
+        code: str | None = None,
+        late: bool = False,
+        expires_at: float | None = None,
+        operation_key: str | None = None,
+    ) -> Event:
+        values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
+        values += (code, late, expires_at, operation_key)
         try:
-            cursor = self._execute(INSERT_EVENT, [EVENTS.encode(name, fields[name]) for name in _EVENT_FIELDS])
+            cursor = self._execute(INSERT_EVENT, values)
         except sqlite3.IntegrityError as error:
-            raise _refusal(error, f"event {fields['kind']!r}") from error
-        return Event(seq=cursor.lastrowid, **fields)
+            raise _refusal(error, f"event {kind!r}") from error
+        return new_event(cursor.lastrowid, *values)
 
     def _insert(self, table: _Table, sql: str, record: Any, what: str) -> None:
         try:
@@ -327,18 +392,16 @@ class _SQLiteTransaction(Transaction):
         """Write `changes` only if the row still has `record.version` (and passes `guard`); then mirror them on `record`."""
         _check_changes(table, changes)
         names = tuple(changes)
-        assignments = ", ".join([name + " = ?" for name in names] + ["version = version + 1"])
         identity = getattr(record, table.key)
-        parameters = [table.encode(name, changes[name]) for name in names] + [identity, record.version, *guard]
-        what = f"{table.record_type.__name__.lower()} {identity!r}"
+        parameters = [table.encode(name, value) for name, value in changes.items()] + [identity, record.version, *guard]
         try:
-            cursor = self._execute(template.format(assignments=assignments), parameters)
+            cursor = self._execute(table.update_sql(template, names), parameters)
         except sqlite3.IntegrityError as error:
-            raise _refusal(error, what) from error
+            raise _refusal(error, f"{table.record_type.__name__.lower()} {identity!r}") from error
         if cursor.rowcount != 1:
-            raise StoreConflict(self._why_refused(table, record, what))
-        for name in names:
-            setattr(record, name, changes[name])
+            raise StoreConflict(self._why_refused(table, record, f"{table.record_type.__name__.lower()} {identity!r}"))
+        for name, value in changes.items():
+            setattr(record, name, value)
         record.version += 1
 
     def _why_refused(self, table: _Table, record: Any, what: str) -> str:
@@ -353,12 +416,18 @@ class _SQLiteTransaction(Transaction):
 
 def _check_changes(table: _Table, changes: dict[str, Any]) -> None:
     """Only real fields reach the SQL text; the identity and the version are the store's to manage."""
+    if changes.keys() <= WRITABLE[table.record_type]:
+        return
     unknown = sorted(name for name in changes if name not in table.kinds)
     if unknown:
         raise InputError(f"{table.record_type.__name__} has no field(s) {', '.join(map(repr, unknown))}")
-    managed = sorted(name for name in changes if name in (table.key, "version"))
+    managed = sorted(name for name in changes if name not in WRITABLE[table.record_type])
     if managed:
-        raise InputError(f"cannot change {', '.join(map(repr, managed))} of a {table.record_type.__name__}: the store manages it")
+        kind = table.record_type.__name__
+        raise InputError(f"cannot change {', '.join(map(repr, managed))} of a {kind}: an identity, or the store's to manage")
+
+
+assert tuple(inspect.signature(_SQLiteTransaction.append_event).parameters)[1:] == _EVENT_FIELDS, "append_event must take every field"
 
 
 class SQLiteStore(Store):
@@ -408,10 +477,15 @@ class SQLiteStore(Store):
         connection.execute(SET_FOREIGN_KEYS)
         connection.execute(BEGIN)
         try:
-            # Checked again under the write lock: another process may have created the schema meanwhile.
-            if self._check_schema(connection) == 0:
+            # Checked again under the write lock: another process may have created or migrated the schema meanwhile.
+            version = self._check_schema(connection)
+            if version == 0:
                 for statement in SCHEMA:
                     connection.execute(statement)
+            while version in MIGRATIONS:
+                for statement in MIGRATIONS[version]:
+                    connection.execute(statement)
+                (version,) = connection.execute(READ_SCHEMA_VERSION).fetchone()
             connection.execute(COMMIT)
         except BaseException:
             if connection.in_transaction:
@@ -419,9 +493,9 @@ class SQLiteStore(Store):
             raise
 
     def _check_schema(self, connection: sqlite3.Connection) -> int:
-        """The file's schema version: SCHEMA_VERSION, or 0 for an empty file; anything else is refused."""
+        """The file's schema version: SCHEMA_VERSION, one MIGRATIONS can bring up to it, or 0 for an empty file; else refused."""
         (version,) = connection.execute(READ_SCHEMA_VERSION).fetchone()
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION or version in MIGRATIONS:
             return version
         if version != 0:
             raise StoreError(f"cannot open store {self.path}: schema version {version}, this code knows {SCHEMA_VERSION}")

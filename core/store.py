@@ -2,11 +2,12 @@
 
 Why a transaction of guarded record writes, not a method per SQL statement:
 every contract (claim, renew, complete, cancel, reconcile, the reaper,
-dispatch, retry) is written once, in `contracts.py`, and runs inside exactly
-one `store.transaction()`. The store's job is narrow: hand out records, and
-make each write conditional on the version it read (`UPDATE ... WHERE
-version = ?`), refusing any write to a terminal Attempt. A contract therefore
-cannot half-happen and cannot overwrite a change it did not see, on any store.
+dispatch, retry) is written once, in the core's contract modules, and runs
+inside exactly one `store.transaction()`. The store's job is narrow: hand out
+records, and make each write conditional on the version it read (`UPDATE ...
+WHERE version = ?`), refusing any write to a terminal Attempt. A contract
+therefore cannot half-happen and cannot overwrite a change it did not see, on
+any store.
 
 Prior art and alternatives: procrastinate keeps one named SQL statement per
 operation with the guard in its WHERE clause; that puts the contract logic in
@@ -24,20 +25,41 @@ nothing behind.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
+import operator
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 from .errors import InputError, NotFound, StoreConflict
 from .machine import ATTEMPT_TERMINAL
-from .records import Attempt, Event, Intent, Task, field_names
+from .records import Attempt, Event, Intent, Task, field_names, new_event
 
-# Fields a write may change: never an identity field nor the version the store itself bumps.
-_WRITABLE = {
+_EVENT_ORDER = field_names(Event)[1:]
+"""Every field of an Event but the sequence number the store assigns, in declaration order."""
+
+WRITABLE = {
     Task: frozenset(field_names(Task)) - {"task_id", "version"},
     Attempt: frozenset(field_names(Attempt)) - {"attempt_id", "task_id", "number", "version"},
     Intent: frozenset(field_names(Intent)) - {"key", "task_id", "version"},
 }
+"""The fields an update may change, per record type: never an identity field nor the version the store itself bumps.
+Every store refuses any other name with InputError (the SQLite store too), so the stores answer a bad write alike."""
+_ATTEMPT_WRITABLE = WRITABLE[Attempt]
+_POP_EVENT, _UNSEQ = ("pop_event",), ("unseq",)
+"""Undo entries that carry nothing but their kind: one value each, not one per event."""
+
+
+@functools.lru_cache(maxsize=256)
+def _reader(names: tuple[str, ...]) -> Callable[[Any], tuple]:
+    """Reads `names` of a record as one tuple (the values an undo restores); contracts write few distinct sets of fields."""
+    if not names:
+        return lambda record: ()
+    if len(names) == 1:  # attrgetter of one name returns the value itself, not a tuple of one
+        one = operator.attrgetter(names[0])
+        return lambda record: (one(record),)
+    return operator.attrgetter(*names)
 
 
 class Transaction(ABC):
@@ -135,8 +157,17 @@ class Store(ABC):
         self.close()
 
 
-class _MemoryTransaction(Transaction):
+class MemoryTransaction(Transaction):
+    """The memory store's transaction: live records, an undo log, and listeners told of events only on commit.
+
+    `immutable_states` are the Attempt states no write may leave (the
+    terminal ones): the guard every store keeps. A subclass that empties it
+    is a store broken in exactly that way (the simulator's conflated-task-attempt).
+    """
+
     __slots__ = ("_appended", "_store", "_undo")
+
+    immutable_states: ClassVar[frozenset[str]] = ATTEMPT_TERMINAL
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
@@ -144,7 +175,7 @@ class _MemoryTransaction(Transaction):
         self._appended: list[Event] = []
 
     # A plain class, not @contextmanager: this sits on every contract's path and a generator costs twice as much.
-    def __enter__(self) -> _MemoryTransaction:
+    def __enter__(self) -> MemoryTransaction:
         self._store._open = True
         return self
 
@@ -208,16 +239,25 @@ class _MemoryTransaction(Transaction):
         self._undo.append(("insert_attempt", attempt))
 
     def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        # `_apply` written out: every contract that moves an Attempt comes through here.
         live = self._store._attempts.get(attempt.attempt_id)
         if live is None or live.version != attempt.version:
             raise StoreConflict(f"attempt {attempt.attempt_id!r} changed since it was read")
-        if live.state in ATTEMPT_TERMINAL:
-            raise StoreConflict(f"attempt {attempt.attempt_id!r} is terminal ({live.state}) and immutable")
         old_state = live.state
-        self._apply(live, changes)
-        if live.state != old_state:
-            self._move(live, old_state, live.state)
-            self._undo.append(("move", live, live.state, old_state))
+        if old_state in self.immutable_states:
+            raise StoreConflict(f"attempt {attempt.attempt_id!r} is terminal ({old_state}) and immutable")
+        if not changes.keys() <= _ATTEMPT_WRITABLE:
+            raise InputError(f"cannot write {sorted(changes.keys() - _ATTEMPT_WRITABLE)} of an Attempt")
+        undo = self._undo
+        names = tuple(changes)
+        undo.append(("restore", live, names, _reader(names)(live), live.version))
+        for name, value in changes.items():
+            setattr(live, name, value)
+        live.version += 1
+        new_state = live.state
+        if new_state != old_state:
+            self._move(live, old_state, new_state)
+            undo.append(("move", live, new_state, old_state))
         if attempt is not live:
             self._apply(attempt, changes, undo=False)
 
@@ -242,23 +282,64 @@ class _MemoryTransaction(Transaction):
         if intent is not live:
             self._apply(intent, changes, undo=False)
 
-    def append_event(self, **fields: Any) -> Event:
+    # Every field of an Event but its seq, spelled out: binding named parameters costs half of collecting `**fields`, and
+    # every contract call appends an event. A field added to Event and not here fails at import (see below the class).
+    def append_event(
+        self,
+        *,
+        at: float,
+        actor: str,
+        kind: str,
+        task_id: str,
+        attempt_id: str | None,
+        accepted: bool,
+        reason: str,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        generation: int | None = None,
+        worker_id: str | None = None,
+        detail: str = "",
+        code: str | None = None,
+        late: bool = False,
+        expires_at: float | None = None,
+        operation_key: str | None = None,
+    ) -> Event:
         store = self._store
-        event = Event(seq=store._next_seq, **fields)
+        event = new_event(
+            store._next_seq,
+            at,
+            actor,
+            kind,
+            task_id,
+            attempt_id,
+            accepted,
+            reason,
+            from_state,
+            to_state,
+            generation,
+            worker_id,
+            detail,
+            code,
+            late,
+            expires_at,
+            operation_key,
+        )
         store._next_seq += 1
         if store._keep_events:
             store._events.append(event)
-            self._undo.append(("pop_event",))
+            self._undo.append(_POP_EVENT)
         else:
-            self._undo.append(("unseq",))
-        self._appended.append(event)
+            self._undo.append(_UNSEQ)
+        if store._listeners:
+            self._appended.append(event)
         return event
 
     def _apply(self, record: Any, changes: dict[str, Any], undo: bool = True) -> None:
-        if not changes.keys() <= _WRITABLE[type(record)]:
-            raise InputError(f"cannot write {sorted(changes.keys() - _WRITABLE[type(record)])} of a {type(record).__name__}")
+        if not changes.keys() <= WRITABLE[type(record)]:
+            raise InputError(f"cannot write {sorted(changes.keys() - WRITABLE[type(record)])} of a {type(record).__name__}")
         if undo:
-            self._undo.append(("restore", record, {name: getattr(record, name) for name in changes}, record.version))
+            names = tuple(changes)
+            self._undo.append(("restore", record, names, _reader(names)(record), record.version))
         for name, value in changes.items():
             setattr(record, name, value)
         record.version += 1
@@ -273,8 +354,8 @@ class _MemoryTransaction(Transaction):
         for entry in reversed(self._undo):
             kind = entry[0]
             if kind == "restore":
-                _kind, record, values, version = entry
-                for name, value in values.items():
+                _kind, record, names, values, version = entry
+                for name, value in zip(names, values, strict=True):
                     setattr(record, name, value)
                 record.version = version
             elif kind == "delete":
@@ -297,12 +378,18 @@ class _MemoryTransaction(Transaction):
         self._appended.clear()
 
 
+assert tuple(inspect.signature(MemoryTransaction.append_event).parameters)[1:] == _EVENT_ORDER, "append_event must take every Event field"
+
+
 class MemoryStore(Store):
     """Records in dictionaries; single-threaded (the simulator's and unit tests' store).
 
     `keep_events=False` drops the history after listeners have seen it, so a
     long simulation can stream events to its checkers in bounded memory.
     """
+
+    transaction_type: ClassVar[type[MemoryTransaction]] = MemoryTransaction
+    """The transaction class `transaction()` opens; a subclass may name its own (a store broken in one rule)."""
 
     def __init__(self, keep_events: bool = True) -> None:
         self._tasks: dict[str, Task] = {}
@@ -341,10 +428,10 @@ class MemoryStore(Store):
         """Call `listener(event)` for every event of every committed transaction, in order."""
         self._listeners.append(listener)
 
-    def transaction(self) -> _MemoryTransaction:
+    def transaction(self) -> MemoryTransaction:
         if self._open:
             raise RuntimeError("MemoryStore transactions do not nest")
-        return _MemoryTransaction(self)
+        return self.transaction_type(self)
 
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
         return [e for e in self._events if e.seq > after_seq and (task_id is None or e.task_id == task_id)]

@@ -17,11 +17,11 @@ the history in one transaction shows one consistent moment, so no event can
 name an Attempt the timeline has not read.
 
 What counts as late is the core's word, not the timeline's: the orchestrator
-words every refusal of a fenced call whose authority is gone (stale or forged
-fence, expired lease, Attempt no longer leased) with the `late:` prefix. Such
-an event is kept for audit and marked, because it is exactly the evidence the
-operator needs when a stale worker claims success. A claim that lost a race
-is refused, but it is not late: it never had a lease.
+marks every refused event of a fenced call whose authority is gone (stale
+fence, expired lease, Attempt no longer leased) `late`, with its refusal
+code. Such an event is kept for audit and marked, because it is exactly the
+evidence the operator needs when a stale worker claims success. A claim that
+lost a race is refused, but it is not late: it never had a lease.
 """
 
 from __future__ import annotations
@@ -35,9 +35,6 @@ from .records import Attempt, Event, Intent, Task
 from .store import Store
 
 __all__ = ["Action", "AttemptTimeline", "BudgetLine", "Evidence", "Receipt", "Timeline", "build_timeline", "render_timeline"]
-
-LATE_PREFIX = "late:"
-"""How the orchestrator words a refused call whose lease no longer gives it authority."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +67,8 @@ class Action:
     detail: str
     late: bool
     """Refused because its lease had expired or its fence was stale: kept for audit, no authority."""
+    code: str | None
+    """For a refusal, its code (`results.REFUSAL_CODES`); None when accepted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +232,8 @@ def _action(event: Event) -> Action:
         generation=event.generation,
         worker_id=event.worker_id,
         detail=event.detail,
-        late=not event.accepted and event.reason.startswith(LATE_PREFIX),
+        late=event.late,
+        code=event.code,
     )
 
 

@@ -22,6 +22,13 @@ Unknown. Every checker is unknown on an empty history. A checker that judges
 final records is also unknown when no task retired, or when tasks were still
 live at the verdict: their final records were never read.
 
+Why independent. A checker is an oracle for the core, so from the core it
+imports record types only (`Event`, `Attempt`, `Task`): the state sets and
+the failure-domain table its rules need are read from the spec here, never
+from the core's compiled machine or its policy, and no rule calls the core's
+logic. A mistake in the core then shows up as a violation instead of being
+shared (tests/test_sim_oracles.py mutates the retry policy to prove it).
+
 An accepted entry for a task that already retired would open its state again;
 that cannot happen in a correct run (the store forgets a retired task), and
 `complete_audit` reports an effect that lands for a task with no live record.
@@ -32,8 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shiftchange.core import Attempt, Event, Task
-from shiftchange.core.machine import ATTEMPT_TERMINAL, FENCED, LEASED, TASK_RESTING, TASK_TERMINAL
-from shiftchange.core.policy import DOMAINS, RETRYING_RESPONSES
+from shiftchange.spec import RESPONSES, load_spec
 
 from .history import OK, UNKNOWN, VIOLATED, CheckContext, Checker, Fault, Landed, Retired, Verdict, describe
 
@@ -61,6 +67,18 @@ _TOLERANCE = 1e-9
 _ABSENT = object()
 _REOPENED = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
 """Attempt states that do or await work: a cancelled Attempt must never enter one again."""
+
+# The state sets the rules ask about are read from the spec's tables here, not
+# taken from the core's compiled machine: an oracle that shared the core's
+# derivations would share their mistakes. Only record types come from `core`.
+_SPEC = load_spec()
+ATTEMPT_TERMINAL = frozenset(_SPEC.attempt.terminal_states)
+TASK_TERMINAL = frozenset(_SPEC.task.terminal_states)
+TASK_RESTING = frozenset(name for name, state in _SPEC.task.states.items() if state.resting)
+LEASED = frozenset(source for source, _dest, row in _SPEC.attempt.edges() if row.trigger == "renew")
+"""Attempt states in which a lease confers authority: those the table lets a renewal leave."""
+FENCED = frozenset(row.trigger for row in _SPEC.attempt.rows if row.fenced)
+"""Attempt triggers whose rows demand the current generation and token."""
 
 
 def _attempt_level(event: Event) -> bool:
@@ -617,66 +635,123 @@ class CancelIsFinal(_Fold):
 
 
 # ----------------------------------------------------------- classified_retry
+#
+# Why an oracle of its own. The retry policy (`core.policy`) decides whether the
+# core may append Attempt N+1; this checker exists to say when that decision was
+# wrong, so it shares none of the policy's code or constants. It reads the
+# failure-domain table itself (its own copy, loaded above) and turns each clause
+# of the invariant's statement into one rule. Where the policy answers "may the
+# next Attempt start?" over a list, this walks a retired task's Attempts forward
+# once, counting retries per domain and the current run of signatures: two
+# programs of one rule, so a mistake in one shows up as a disagreement.
+
+_CONTINUES = {
+    "back_off_and_retry": True,
+    "new_attempt_changed_hypothesis": True,
+    "reconcile": True,
+    "stop": False,
+    "escalate": False,
+    "quarantine": False,
+}
+"""Whether a response lets the loop go on to a new Attempt: "stops or escalates" (quarantine escalates a poison item) ends it."""
+if set(_CONTINUES) != set(RESPONSES):
+    raise RuntimeError(
+        f"classified_retry knows the responses {sorted(_CONTINUES)} but the spec defines {sorted(RESPONSES)}:"
+        " say in sim/checkers.py `_CONTINUES` whether each new response permits an automatic retry"
+    )
+
+_FAILURE_ENDINGS = frozenset({"failed", "quarantined"})
+"""Attempt states whose failure signature a later failure can repeat (a quarantined Attempt is a dead-lettered failure)."""
 
 
-def _repeats(attempts: tuple[Attempt, ...], repeats_max: int) -> bool:
-    """The latest failure signature ends a run of identical ones longer than `repeats_max` (policy's rule, restated)."""
-    signatures = [a.failure_signature for a in attempts if a.state in ("failed", "quarantined")]
-    if not signatures or signatures[-1] is None:
-        return False
-    run = 0
-    for signature in reversed(signatures):
-        if signature != signatures[-1]:
-            break
-        run += 1
-    return run > repeats_max
+@dataclass(frozen=True, slots=True)
+class _Permission:
+    """What one row of the failure-domain table permits after a failure of its domain."""
+
+    domain: str
+    response: str
+    retries_max: int
+    """Automatic Attempts the domain may start after its failures, over the whole task (the table's own definition)."""
+    changed_hypothesis_required: bool
+
+
+_PERMISSIONS = {
+    name: _Permission(name, row.response, row.retries_max, row.changed_hypothesis_required) for name, row in _SPEC.domains.items()
+}
+
+
+def _words(hypothesis: str) -> list[str]:
+    """A hypothesis as its words: re-spacing one does not change it."""
+    return hypothesis.split()
+
+
+@dataclass(slots=True)
+class _RetryWalk:
+    """One retired task's Attempts read in order: retries so far per domain, and the run of identical failure signatures."""
+
+    repeats_max: int
+    retries: dict[str, int] = field(default_factory=dict)
+    signature: str | None = None
+    run: int = 0
+    """Failures in a row with `signature` (zero when the latest failure has none)."""
+
+    def ended(self, attempt: Attempt) -> None:
+        """Fold in how an Attempt ended; only failures carry a signature to repeat."""
+        if attempt.state not in _FAILURE_ENDINGS:
+            return
+        if attempt.failure_signature is not None and attempt.failure_signature == self.signature:
+            self.run += 1
+        else:
+            self.signature = attempt.failure_signature
+            self.run = 0 if attempt.failure_signature is None else 1
+
+    def forbids(self, previous: Attempt, new: Attempt) -> str | None:
+        """Why the statement forbids `new` following `previous`, or None; counts the retry against its domain."""
+        if previous.state != "failed":
+            return f"{previous.attempt_id} ended {previous.state}, not failed"
+        permission = _PERMISSIONS.get(previous.failure_domain or "")
+        if permission is None:
+            return f"the failure of {previous.attempt_id} is not classified ({previous.failure_domain})"
+        if not _CONTINUES[permission.response]:
+            return f"{permission.domain} failures respond {permission.response}, not retry"
+        retries = self.retries[permission.domain] = self.retries.get(permission.domain, 0) + 1
+        if retries > permission.retries_max:
+            return f"{permission.domain} allows {permission.retries_max} automatic retries and this is retry {retries}"
+        if permission.response == "back_off_and_retry" and not new.backoff_s > 0:
+            return f"{permission.domain} failures are retried only after a backoff, and it waited {new.backoff_s:g}s"
+        if permission.changed_hypothesis_required and _words(new.hypothesis) == _words(previous.hypothesis):
+            return f"{permission.domain} failures need a changed hypothesis and it repeats {_brief(previous.hypothesis)}"
+        if self.run > self.repeats_max:
+            return f"failure signature {_brief(self.signature)} repeats past {self.repeats_max}: it must stop or escalate"
+        return None
 
 
 class ClassifiedRetry(_Fold):
     """Every automatic retry followed a classification that permits it; no retry of authorization or deterministic
     validation failures without a changed hypothesis; a repeated failure signature stops or escalates.
 
-    At retirement, for each Attempt N+1 and the Attempts 1..N before it:
-    Attempt N ended failed with a classified failure domain whose response
-    retries (`RETRYING_RESPONSES`); the failed Attempts of that domain so far
-    are at most its `retries_max`; Attempt N+1's hypothesis differs from
-    Attempt N's where the domain requires a changed hypothesis; the failure
-    signatures do not end in a run longer than `repeated_signatures_max`; and
-    after a back_off_and_retry failure, Attempt N+1 was paced (`backoff_s > 0`).
-    The retry policy's rule (`core.policy.retry_refusal`), restated on records.
+    Judged at retirement, for each Attempt N+1 in order, from the
+    failure-domain table and the task's own records, never from the retry
+    policy: Attempt N ended failed, its failure domain is a row of the table,
+    and that row's response goes on (not stop, escalate or quarantine); at
+    most `retries_max` Attempts have followed failures of that domain, this
+    one included; after a back_off_and_retry failure, Attempt N+1 waited
+    (`backoff_s > 0`); where the row requires a changed hypothesis, Attempt
+    N+1's hypothesis has other words than Attempt N's (re-spacing changes
+    nothing); and no Attempt follows a run of identical failure signatures
+    longer than the budget's `repeated_signatures_max`.
     """
 
     name = "classified_retry"
     judges_final_records = True
 
     def _on_retired(self, _state: None, retired: Retired) -> None:
-        attempts = retired.attempts
-        for index in range(1, len(attempts)):
-            refusal = self._refusal(retired.task, attempts[:index], attempts[index])
+        walk = _RetryWalk(retired.task.budget.repeated_signatures_max)
+        for previous, new in zip(retired.attempts, retired.attempts[1:], strict=False):
+            walk.ended(previous)
+            refusal = walk.forbids(previous, new)
             if refusal is not None:
-                previous, new = attempts[index - 1], attempts[index]
                 self._violation(f"{new.attempt_id} was appended although {refusal}", describe(retired), _record(previous), _record(new))
-
-    @staticmethod
-    def _refusal(task: Task, before: tuple[Attempt, ...], new: Attempt) -> str | None:
-        previous = before[-1]
-        if previous.state != "failed":
-            return f"{previous.attempt_id} ended {previous.state}, not failed"
-        domain = DOMAINS.get(previous.failure_domain or "")
-        if domain is None:
-            return f"the failure of {previous.attempt_id} is not classified ({previous.failure_domain})"
-        if domain.response not in RETRYING_RESPONSES:
-            return f"{domain.name} failures respond {domain.response}, not retry"
-        failures = sum(1 for a in before if a.state == "failed" and a.failure_domain == domain.name)
-        if failures > domain.retries_max:
-            return f"{domain.name} allows {domain.retries_max} automatic retries and {failures} failures came before"
-        if domain.changed_hypothesis_required and new.hypothesis.strip() == previous.hypothesis.strip():
-            return f"{domain.name} failures need a changed hypothesis and it repeats {_brief(previous.hypothesis)}"
-        if _repeats(before, task.budget.repeated_signatures_max):
-            return f"failure signature {_brief(previous.failure_signature)} repeats past {task.budget.repeated_signatures_max}"
-        if domain.response == "back_off_and_retry" and not new.backoff_s > 0:
-            return f"{domain.name} failures are retried only after a backoff, and it waited {new.backoff_s:g}s"
-        return None
 
 
 # ------------------------------------------------------------- complete_audit
@@ -722,7 +797,7 @@ class CompleteAudit(_Fold):
         if event.kind == "append":
             audit.appended.add(event.attempt_id)
         elif event.kind == "grant_tool":
-            audit.granted.add(event.detail.split(": ", 1)[0])
+            audit.granted.add(event.operation_key)
 
     def _on_landed(self, landed: Landed) -> None:
         audit = self._tasks.get(landed.task_id)

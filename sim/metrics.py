@@ -116,7 +116,7 @@ class Metrics:
 
     def event(self, event: Event) -> None:
         if not event.accepted:
-            if event.reason.startswith("late"):
+            if event.late:
                 self.stale_writes_refused += 1
             return
         kind = event.kind

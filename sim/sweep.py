@@ -51,6 +51,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -309,13 +310,29 @@ def _execute(runs: list[Run], jobs: int, executor: str, scheduler: str | None) -
 
 
 def _on_processes(runs: list[Run], jobs: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=multiprocessing.get_context("spawn"))
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context, initializer=_leave_interrupts_to_the_sweep)
+    finished = False
     try:
         futures = {pool.submit(play_run, run): run.index for run in runs}
         for future in as_completed(futures):
             yield futures[future], future.result()
+        finished = True
     finally:
+        if not finished:
+            _stop_workers(pool)  # Ctrl-C or an error: nobody will read the runs in flight, so they are not waited for
         pool.shutdown(cancel_futures=True)
+
+
+def _leave_interrupts_to_the_sweep() -> None:
+    """A worker ignores Ctrl-C: the sweep keeps the rows it finished and stops its workers itself, with no worker's traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End every worker process now; before Python 3.14's `terminate_workers` the pool has no public way to."""
+    for process in list(pool._processes.values()):
+        process.terminate()
 
 
 def _on_dask(runs: list[Run], jobs: int, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -129,8 +129,20 @@ class WorkerContext:
 
 
 def answer_held_back(answer: Any) -> bool:
-    """A gateway refusal that holds a call back while its dependency is failing: an open circuit or a spent retry budget."""
-    return answer.domain == "provider" and ("circuit_allows" in answer.reason or "retry_budget_allows" in answer.reason)
+    """A gateway refusal that holds a call back while its dependency is failing: an open circuit or a spent retry budget.
+
+    The gateway counts such a refusal in the provider domain only when nothing else stood in the way.
+    """
+    return answer.domain == "provider"
+
+
+_FENCE_CODES = frozenset({"stale_fence", "forged", "unfenced"})
+"""Refusal codes of a call the fence refused before the table was asked."""
+
+
+def _table_refused_in(answer: Any, state: str) -> bool:
+    """A refusal the table gave while the worker's fence held and the Attempt was in `state`."""
+    return answer.state == state and answer.code not in _FENCE_CODES
 
 
 def head_sha(task_id: str, hypothesis: str) -> str:
@@ -224,7 +236,7 @@ class Worker:
             started = yield from self._call(orchestrator.start_attempt, *fence)
             if started is None:  # the start may have landed: ask again; a refusal from running means it had
                 started = yield from self._call(orchestrator.start_attempt, *fence)
-                if started is not None and not started.accepted and "'running'" in started.reason:
+                if started is not None and not started.accepted and _table_refused_in(started, "running"):
                     started = Accepted("running")
             if started is not None and started.accepted:
                 yield from self._workflow(fence, claim.manifest, offer)
@@ -385,29 +397,30 @@ class Worker:
         return effect
 
     def _refused(self, fence: tuple, answer: Any, held_back: int = 0) -> Generator[Any, Any, tuple[float, tuple[str, str]]]:
-        """Read a gateway refusal: how long to wait before asking again (and what to report if asking runs out), or stop.
+        """Read a gateway refusal by its data (domain, failed guards, state): how long to wait before asking again
+        (and what to report if asking runs out), or stop.
 
         An open circuit or a spent retry budget holds the call back, not the Attempt: the worker backs off (the core's
         backoff, `held_back` counting such refusals of this call) and asks again, so an outage builds a backlog of
         waiting work instead of failing it; only when its asks run out does it report the failure.
         """
-        reason = answer.reason
+        failed = answer.guards
         config = self.context.calls
         if answer.domain == "capacity":
             return config.gateway_retry_s, ("capacity", "capacity:rate limit at the gateway")
-        if "no_call_in_flight" in reason:
+        if "no_call_in_flight" in failed:
             return config.call_deadline_s, ("unknown_result", "unknown_result:an earlier call may still land")
         if answer_held_back(answer):
-            signature = "provider:circuit open" if "circuit_allows" in reason else "provider:retry budget spent"
+            signature = "provider:circuit open" if "circuit_allows" in failed else "provider:retry budget spent"
             wait_s = max(config.gateway_retry_s, self._backoff.delay_s(held_back), answer.retry_after_s or 0.0)
             return wait_s, ("provider", signature)
-        if "spend_within_budget" in reason:
+        if "spend_within_budget" in failed:
             yield from self._fail(fence, "capacity", "budget:spend ceiling reached")
-        if "timeout_budget_left" in reason:
+        if "timeout_budget_left" in failed:
             yield from self._fail(fence, "executor", "executor:timeout budget exhausted")
-        if "'cancelling'" in reason and not self.context.behaviour.ignores_cancel:
+        if _table_refused_in(answer, "cancelling") and not self.context.behaviour.ignores_cancel:
             yield from self._call(self.context.orchestrator.acknowledge_cancel, *fence)
-        raise Stop(reason)  # the lease is gone or the Attempt left running: stop without another word
+        raise Stop(answer.reason)  # the lease is gone or the Attempt left running: stop without another word
 
     def _fail(self, fence: tuple, domain: str, signature: str) -> Generator[Any, Any, None]:
         yield from self._call(self.context.orchestrator.report_failure, *fence, domain, signature)

@@ -20,13 +20,13 @@ from typing import Any
 
 import simpy
 
-from shiftchange.core import InputError, MemoryStore, Orchestrator
+from shiftchange.core import InputError, MemoryStore, Orchestrator, Seams
 
 from . import recovery
 from .checkers import all_checkers
 from .config import PROVIDERS, SimConfig
 from .control import ControlContext, ControlPlane
-from .history import CheckContext, Fault, History, Verdict
+from .history import UNKNOWN, CheckContext, Fault, History, Verdict
 from .metrics import Metrics
 from .nemesis import Targets, draw_schedule, unleash
 from .network import Transport
@@ -118,9 +118,9 @@ class World:
         )
         self.providers = Providers(code_host, model)
         self.store = antipattern.make_store() if antipattern is not None else MemoryStore(keep_events=False)
-        orchestrator_class = antipattern.orchestrator if antipattern is not None else Orchestrator
-        self.orchestrator = orchestrator_class(
-            self.store, _SimClock(env), self.providers, config.core, config.reliability, rng=self.stream("core")
+        seams = antipattern.seams if antipattern is not None else Seams()
+        self.orchestrator = Orchestrator(
+            self.store, _SimClock(env), self.providers, config.core, config.reliability, rng=self.stream("core"), seams=seams
         )
         offers = _OpenLoopOffers(env, self._hire) if config.workers.open_loop else simpy.Store(env)
         self.control = ControlPlane(
@@ -262,12 +262,24 @@ class World:
         faults_kept: tuple[int, ...] | None = None,
         progress: Callable[[float, int, int], None] | None = None,
     ) -> Outcome:
-        """Run this world under its schedule (or the kept part of it) and judge it."""
+        """Run this world under its schedule (or the kept part of it) and judge it.
+
+        A KeyboardInterrupt (Ctrl-C) while it runs becomes `Interrupted`, whose `partial()` judges what was played.
+        """
         kept = self.kept(faults_kept)
-        self.run(kept, progress)
+        try:
+            self.run(kept, progress)
+        except KeyboardInterrupt:
+            raise Interrupted(self, scenario, faults_kept) from None
+        return self.judge(scenario, faults_kept, kept)
+
+    def judge(self, scenario: str, faults_kept: tuple[int, ...] | None, kept: list[Fault] | None) -> Outcome:
+        """The Outcome of what this world played so far; `kept=None` (the run did not end) leaves recovery unjudged."""
         verdicts = self.history.verdicts()
         metrics = self.metrics.summary(self.env.now, self.calls())
-        if self.config.recovery is not None:
+        if self.config.recovery is not None and kept is None:
+            verdicts[recovery.NAME] = Verdict(recovery.NAME, UNKNOWN, 0, ("the run was interrupted before its time series ended",))
+        elif self.config.recovery is not None:
             verdicts[recovery.NAME], judged = recovery.judge(self.recorder.rows if self.recorder else [], kept, self.config.recovery)
             metrics.update(recovery.metrics(judged))
         return Outcome(
@@ -289,6 +301,20 @@ class World:
 
     def calls(self) -> dict[str, int]:
         return {name: provider.calls for name, provider in self.providers.by_name.items()}
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `World.play`: still a KeyboardInterrupt, but holding the world, so what it played can be judged."""
+
+    def __init__(self, world: World, scenario: str, faults_kept: tuple[int, ...] | None) -> None:
+        super().__init__(f"interrupted at simulated second {world.env.now:.0f}")
+        self.world = world
+        self.scenario = scenario
+        self.faults_kept = faults_kept
+
+    def partial(self) -> Outcome:
+        """The run judged as far as it went: checkers of final records are unknown while tasks live; nothing is drained."""
+        return self.world.judge(self.scenario, self.faults_kept, None)
 
 
 class _OpenLoopOffers(simpy.Store):
@@ -340,4 +366,4 @@ def play(
     return world.play(scenario, faults_kept, progress)
 
 
-__all__ = ["CountingEnvironment", "Outcome", "World", "play"]
+__all__ = ["CountingEnvironment", "Interrupted", "Outcome", "World", "play"]

@@ -45,7 +45,10 @@ class CompiledMachine:
         self.triggers = frozenset(machine.triggers)
         table: dict[tuple[str, str], list[tuple[tuple[str, ...], tuple[str, ...], str, Row]]] = {}
         for source, dest, row in machine.edges():
-            entry = (tuple(row.required), tuple(row.forbidden), dest, row)
+            # In the table's own order, not a frozenset's: a refusal's reason must read the same under every hash seed.
+            required = tuple(g for g in row.guards if not g.startswith("!"))
+            forbidden = tuple(g[1:] for g in row.guards if g.startswith("!"))
+            entry = (required, forbidden, dest, row)
             table.setdefault((source, row.trigger), []).append(entry)
         self._table = {key: tuple(value) for key, value in table.items()}
 
@@ -69,6 +72,14 @@ class CompiledMachine:
             failing = [g for g in required if not holds(g)] + [f"!{g}" for g in forbidden if holds(g)]
             reasons.append(" and ".join(failing))
         return f"{trigger!r} from {state!r} refused: guard " + " / ".join(reasons) + " not met"
+
+    def failed_guards(self, state: str, trigger: str, holds: Holds) -> tuple[str, ...]:
+        """The guards that keep the rows for this call disabled ("!name": a forbidden one that holds); empty when no row exists."""
+        failed: dict[str, None] = {}
+        for required, forbidden, _dest, _row in self._table.get((state, trigger), ()):
+            failed.update(dict.fromkeys(g for g in required if not holds(g)))
+            failed.update(dict.fromkeys(f"!{g}" for g in forbidden if holds(g)))
+        return tuple(failed)
 
     def guards_of(self, state: str, trigger: str) -> tuple[str, ...]:
         """Every guard name the rows for this state and trigger consult."""

@@ -918,6 +918,12 @@ def admitted_in_one_partition(world: World) -> int:
     return outcomes_of_one_step(world, (WORKSPACE,) * 3).count("admitted")
 
 
+def state_after_its_deadline(world: World) -> str:
+    late = world.dispatched("late", deadline_at=world.clock.now() + 5.0)
+    world.clock.advance(10.0)
+    return states(world.orchestrator.run_admission()).get(late, "queued")
+
+
 def admitted_across_partitions(world: World) -> int:
     return outcomes_of_one_step(world, ("repo-1", "repo-2", "repo-3")).count("admitted")
 
@@ -1018,6 +1024,12 @@ FIELD_CASES = {
     ),
     "admission.partition_concurrency_max": FieldCase(
         admitted_in_one_partition, ReliabilityConfig(), ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=2)), (3, 2)
+    ),
+    "admission.shed_past_deadline": FieldCase(
+        state_after_its_deadline,
+        ReliabilityConfig(),
+        ReliabilityConfig(admission=AdmissionConfig(shed_past_deadline=False)),
+        ("failed", "admitted"),
     ),
     "fallbacks": FieldCase(
         model_call_goes_to,

@@ -196,6 +196,7 @@ class Story:
         worker_id: str | None = None,
         detail: str = "",
         from_state: str | None = None,
+        operation_key: str | None = None,
     ) -> Story:
         """One event; from_state defaults to the tracked record's state, to_state to an in-place write.
 
@@ -219,6 +220,9 @@ class Story:
             generation,
             worker_id,
             detail,
+            None if accepted else "stale_fence",
+            not accepted,
+            operation_key=operation_key,
         )
         if accepted:
             record.state = after
@@ -263,12 +267,20 @@ class Story:
         return self
 
     def fenced(
-        self, kind: str, number: int, generation: int, to_state: str | None = None, accepted: bool = True, detail: str = ""
+        self,
+        kind: str,
+        number: int,
+        generation: int,
+        to_state: str | None = None,
+        accepted: bool = True,
+        detail: str = "",
+        operation_key: str | None = None,
     ) -> Story:
-        return self.event(kind, number, to_state, accepted, generation, "worker", self.attempts[number].worker_id, detail)
+        worker_id = self.attempts[number].worker_id
+        return self.event(kind, number, to_state, accepted, generation, "worker", worker_id, detail, operation_key=operation_key)
 
     def granted(self, number: int, generation: int, key: str, accepted: bool = True) -> Story:
-        self.fenced("grant_tool", number, generation, accepted=accepted, detail=key)
+        self.fenced("grant_tool", number, generation, accepted=accepted, detail=key, operation_key=key)
         if accepted:
             identity = key.split(":")[2]
             self.intents[key] = Intent(key, self.task_id, self.id(number), "create-pr", identity, "open the pull request", self.now)

@@ -81,3 +81,28 @@ def test_overlapping_rows_raise_at_run_time(spec_copy):
     compiled = CompiledMachine(load_spec(spec_copy.root).attempt)
     with pytest.raises(AmbiguousTransition):
         compiled.fire("queued", "shed", lambda g: g == "selected_for_shedding")
+
+
+def test_refusal_reasons_and_failed_guards_read_the_same_under_every_hash_seed():
+    """The compiled table keeps each row's guards in the table's order, so a refusal's text and guards do not depend on PYTHONHASHSEED."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from shiftchange.spec import CompiledMachine, load_spec\n"
+        "spec = load_spec()\n"
+        "for machine in spec.machines.values():\n"
+        "    compiled = CompiledMachine(machine)\n"
+        "    for state in machine.states:\n"
+        "        for trigger in machine.triggers:\n"
+        "            for holds in (lambda g: False, lambda g: True, lambda g: len(g) % 2 == 0):\n"
+        "                print(compiled.why_refused(state, trigger, holds), compiled.failed_guards(state, trigger, holds))\n"
+    )
+    outputs = []
+    for seed in ("1", "2", "3"):
+        result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout)
+    assert outputs[0].count("refused: guard") > 10
+    assert outputs[0] == outputs[1] == outputs[2]

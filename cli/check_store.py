@@ -1,0 +1,128 @@
+"""`shiftchange check-store MODULE:FACTORY`: the conformance kit against a user's store, as a PASS/FAIL report and an exit status.
+
+The command imports `FACTORY` from `MODULE` (the current directory is on the
+import path, as for `python -m`), calls it once to see that it makes a store,
+then runs the kit's store contract (`check_store`) and the contract suite
+with the reference core over that store (`check_contracts`), and, with
+`--stateful`, the Hypothesis stateful machine for a small example budget.
+Exit status follows `shiftchange`'s contract: 0 when every check passes, 1
+when any fails, 2 when the argument names no usable factory (one line on
+stderr). Nothing from the kit is imported until the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_parser", "run_check_store"]
+
+EXAMPLES_DEFAULT = 25
+"""The stateful machine's example budget with `--stateful` and no `--examples`: a smoke test, not a search."""
+STORE_METHODS = ("transaction", "events", "close", "get_task", "get_attempt", "get_attempts", "get_intent", "get_intents")
+"""What the kit calls on a store; an object without them is not a store, whatever its class."""
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add `check-store` to the `shiftchange` commands; its handler returns the exit status."""
+    check = commands.add_parser("check-store", help="run the conformance kit against your store factory (MODULE:FACTORY)")
+    check.add_argument("target", metavar="MODULE:FACTORY", help="a callable that returns a fresh, empty Store on every call")
+    check.add_argument("--stateful", action="store_true", help="also run the Hypothesis stateful machine over the reference core")
+    check.add_argument("--examples", metavar="N", type=_whole, default=EXAMPLES_DEFAULT, help="stateful examples (default %(default)s)")
+    check.add_argument("--seed", metavar="N", type=_whole, default=0, help="the stateful run's seed (default %(default)s)")
+    check.set_defaults(handler=run_check_store)
+    return check
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
+def run_check_store(args: argparse.Namespace) -> int:
+    """Load the factory the target names, run the suites, print a line per check and a summary; returns the exit status."""
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK
+
+    make_store = load_factory(args.target)
+    from shiftchange.testing import check_contracts, check_store, reference_orchestrator
+
+    reports = (
+        ("store contract", check_store(make_store)),
+        ("contracts, the reference core over this store", check_contracts(reference_orchestrator(make_store))),
+    )
+    passed = failed = 0
+    for title, report in reports:
+        print(f"{title}: {len(report.results)} checks")
+        for result in report.results:
+            _line(result.passed, result.name, result.detail)
+        passed += sum(r.passed for r in report.results)
+        failed += len(report.failures)
+    if args.stateful:
+        ok, detail = _stateful(make_store, args.examples, args.seed)
+        print(f"stateful machine, the reference core over this store ({args.examples} examples, seed {args.seed}): 1 check")
+        _line(ok, "stateful_machine", detail)
+        passed, failed = passed + ok, failed + (not ok)
+    print(f"{args.target}: {passed} of {passed + failed} checks pass" + (f"; {failed} fail" if failed else ""))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def load_factory(target: str) -> Callable[[], Any]:
+    """The store factory `MODULE:FACTORY` names, called once to see that it makes a store; bad input otherwise."""
+    from shiftchange.cli.main import BadInput
+
+    module_name, colon, attribute = target.partition(":")
+    if not colon or not module_name or not attribute:
+        raise BadInput(f"check-store takes MODULE:FACTORY (e.g. mypackage.stores:make_store), not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise BadInput(f"cannot import {module_name}: {type(error).__name__}: {error}") from None
+    factory = module
+    for part in attribute.split("."):
+        if not hasattr(factory, part):
+            raise BadInput(f"{module_name} has no attribute {attribute!r}")
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise BadInput(f"{target} is a {type(factory).__name__}, not a callable that makes a store")
+    try:
+        store = factory()
+    except Exception as error:
+        raise BadInput(f"{target}() raised {type(error).__name__}: {error}") from None
+    missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
+    if missing:
+        raise BadInput(f"{target}() returned a {type(store).__name__}, not a Store (it has no {', '.join(missing)})")
+    store.close()
+    return factory
+
+
+def _stateful(make_store: Callable[[], Any], examples: int, seed: int) -> tuple[bool, str]:
+    """Run the machine; a failure's detail is its message and the steps Hypothesis gives to reproduce it."""
+    from shiftchange.cli.main import BadInput
+
+    try:
+        from shiftchange.testing import orchestrator_machine, reference_orchestrator, run_machine
+    except ImportError as error:
+        raise BadInput(f"--stateful: {error}") from None
+    try:
+        run_machine(orchestrator_machine(reference_orchestrator(make_store)), examples=examples, seed=seed)
+    except Exception as error:
+        return False, "\n".join([f"{type(error).__name__}: {error}", *getattr(error, "__notes__", ())])
+    return True, ""
+
+
+def _line(passed: bool, name: str, detail: str) -> None:
+    print(f"{'PASS' if passed else 'FAIL'}  {name}")
+    if not passed:
+        for line in detail.splitlines():
+            print(f"      {line}")

@@ -1,0 +1,84 @@
+"""Cancellation is a protocol, not a flag: prevent new claims and grants, signal, acknowledge or time out, reconcile, terminate.
+
+`cancel_attempt` moves the Attempt to Cancelling, which refuses new claims
+and tool grants; the worker learns of it from its next renewal and
+acknowledges under its fence, or the reaper times the acknowledgement out
+(`cancel_ack_timeout_s`). Either way the Attempt is reconciled before it may
+end Cancelled, since effects may be in flight. An Attempt nobody ever claimed
+has nobody to signal and goes straight to Reconciling. `cancel_task` cancels
+the Task and runs the protocol on its active Attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .context import Context
+from .machine import ACTIVE
+from .results import Accepted, Refused, Result
+from .validate import fence_arguments, text
+
+
+class Cancellation:
+    """cancel_attempt, acknowledge_cancel and cancel_task."""
+
+    __slots__ = ("_context", "_reconcile")
+
+    def __init__(self, context: Context, reconcile: Callable[[str], Any]) -> None:
+        self._context = context
+        self._reconcile = reconcile
+
+    def cancel_attempt(self, attempt_id: Any, reason: Any) -> Result:
+        """Request cancellation; with nobody to signal, or already reconciling, reconcile at once."""
+        text(attempt_id, "attempt_id", 220)
+        text(reason, "reason", 2000)
+        context = self._context
+        with context as tx:
+            attempt = context.attempt(tx, attempt_id)
+            first = not attempt.cancel_requested
+            result = context.fire(
+                tx,
+                attempt,
+                "cancel",
+                "operator",
+                {},
+                detail=reason,
+                cancel_requested=True,
+                cancel_reason=reason if first else attempt.cancel_reason,
+                cancel_deadline_at=context.clock.now() + context.config.cancel_ack_timeout_s if first else attempt.cancel_deadline_at,
+            )
+            if result.accepted and attempt.state == "cancelling" and attempt.token_digest is None:
+                holds = {"lease_issued": False}
+                result = context.fire(tx, attempt, "cancel_unclaimed", "orchestrator", holds, detail="nobody to signal")
+            reconcile = attempt.state == "reconciling"
+        return self._reconcile(attempt.attempt_id) if reconcile else result
+
+    def acknowledge(self, attempt_id: Any, generation: Any, token: Any) -> Result:
+        """The signalled worker acknowledges under its fence; the Attempt is then reconciled."""
+        fence_arguments(attempt_id, generation, token)
+        context = self._context
+        with context as tx:
+            attempt = context.addressed(tx, attempt_id)
+            refused = self._context.fenced(tx, attempt, "cancel_acknowledged", generation, token)
+            if refused is not None:
+                return refused
+            now = context.clock.now()
+            holds = {"lease_issued": True, "lease_current": context.lease_current(attempt)}
+            changes = {"ended_at": now, "elapsed_s": context.elapsed_s(attempt, now)}
+            result = context.fire(tx, attempt, "cancel_acknowledged", "worker", holds, generation, **changes)
+        return self._reconcile(attempt.attempt_id) if result.accepted else result
+
+    def cancel_task(self, task_id: Any, reason: Any) -> Refused | Accepted:
+        """Cancel the task, and run the cancellation protocol on its active Attempt."""
+        text(task_id, "task_id", 200)
+        text(reason, "reason", 2000)
+        context = self._context
+        with context as tx:
+            task = context.task(tx, task_id)
+            result = context.fire_task(tx, task, "cancel", "operator", {}, detail=reason)
+            attempts = tx.attempts_of(task.task_id)
+            active = attempts[-1].attempt_id if attempts and attempts[-1].state in ACTIVE else None
+        if result.accepted and active is not None:
+            self.cancel_attempt(active, reason)
+        return result

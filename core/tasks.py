@@ -1,0 +1,148 @@
+"""Tasks and their Attempts: capture, accept, first dispatch, and retry as Attempt N+1 (Mission Control's rules).
+
+First dispatch is only for a dispatchable task with no Attempt at all. A
+retry needs no active Attempt, the latest one failed, a reason of at least
+`reason_length_min` characters, the retry rule's permission and budget left;
+after a transient failure the new Attempt waits out a backoff before it may
+be claimed. How the new Attempt is recorded is the `recovery` seam: the
+reference appends it and never rewrites the one before.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+from .backoff import Backoff
+from .context import Context
+from .errors import InputError
+from .machine import ACTIVE
+from .policy import DOMAINS, budget_exhausted
+from .records import Attempt, Budget, Plan, Task
+from .results import Accepted, Refused
+from .store import Transaction
+from .validate import check_budget, check_plan, number, text
+
+
+class Tasks:
+    """The task lifecycle contracts that create records: create, accept, dispatch, retry."""
+
+    __slots__ = ("_context", "_queue", "_rng")
+
+    def __init__(self, context: Context, rng: random.Random, queue: Any) -> None:
+        self._context = context
+        self._rng = rng
+        self._queue = queue
+        """Told (attempt, task) of every Attempt a committed transaction queued: the admission gate's `queue`."""
+
+    def create(self, task_id: Any, objective: Any, workspace: Any, scope: Any, budget: Any, priority: Any, deadline_at: Any) -> Task:
+        """Capture a task in the inbox. Its workspace is its bulkhead partition; priority and deadline steer load shedding."""
+        if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 1_000_000:
+            raise InputError(f"priority must be an integer within a million of 0, not {priority!r}")
+        if deadline_at is not None:
+            number(deadline_at, "deadline_at", 1e12)
+        context = self._context
+        task = Task(
+            task_id=text(task_id, "task_id", 200),
+            objective=text(objective, "objective"),
+            scope=text(scope, "scope", empty=True),
+            workspace=text(workspace, "workspace", 200),
+            state=context.task_machine.initial,
+            budget=Budget() if budget is None else check_budget(budget),
+            created_at=context.clock.now(),
+            priority=priority,
+            deadline_at=deadline_at,
+        )
+        with context as tx:
+            if tx.task(task.task_id) is not None:
+                raise InputError(f"task {task.task_id!r} already exists")
+            tx.insert_task(task)
+            context.event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
+        return copy.copy(task)
+
+    def accept(self, task_id: Any) -> Refused | Accepted:
+        text(task_id, "task_id", 200)
+        context = self._context
+        with context as tx:
+            return context.fire_task(tx, context.task(tx, task_id), "accept", "operator", {})
+
+    def dispatch(self, task_id: Any, plan: Any) -> Refused | Accepted:
+        """First dispatch: only for a dispatchable task with no Attempt at all; appends Attempt 1."""
+        text(task_id, "task_id", 200)
+        check_plan(plan)
+        context = self._context
+        with context as tx:
+            task = context.task(tx, task_id)
+            attempts = tx.attempts_of(task.task_id)
+            holds = {"no_prior_attempt": not attempts, "budget_left": budget_exhausted(task, attempts) is None}
+            result = context.fire_task(tx, task, "dispatch", "orchestrator", holds)
+            if result.accepted:
+                self._append(tx, task, 1, plan, None, None)
+            return result
+
+    def retry(self, task_id: Any, reason: Any, plan: Any) -> Refused | Accepted:
+        """Attempt N+1, only with no active Attempt, the latest failed, a reason, the retry rule's permission and budget left."""
+        text(task_id, "task_id", 200)
+        check_plan(plan)
+        text(reason, "reason", 2000, empty=True)
+        context = self._context
+        with context as tx:
+            task = context.task(tx, task_id)
+            attempts = tx.attempts_of(task.task_id)
+            latest = attempts[-1] if attempts else None
+            failed = latest is not None and latest.state == "failed"
+            refusal = context.seams.retry_rule(task, attempts, plan) if failed else "no failed attempt"
+            holds = {
+                "no_active_attempt": all(a.state not in ACTIVE for a in attempts),
+                "latest_attempt_failed": failed,
+                "reason_given": len(reason.strip()) >= context.config.reason_length_min,
+                "policy_permits_retry": refusal is None,
+                "budget_left": budget_exhausted(task, attempts) is None,
+            }
+            detail = f"policy: {refusal}" if refusal else reason.strip()
+            result = context.fire_task(tx, task, "retry", "orchestrator", holds, detail=detail)
+            if result.accepted:
+                self._append(tx, task, len(attempts) + 1, plan, latest, reason.strip(), self._backoff_s(attempts))
+            return result
+
+    def _backoff_s(self, attempts: list[Attempt]) -> float:
+        """The pause before the next claim: only after a transient failure (a back-off-and-retry domain)."""
+        latest = attempts[-1]
+        if DOMAINS[latest.failure_domain].response != "back_off_and_retry":
+            return 0.0
+        run = 0
+        for attempt in reversed(attempts):
+            if attempt.failure_domain != latest.failure_domain:
+                break
+            run += 1
+        config = self._context.reliability.backoff
+        backoff = Backoff(config, self._rng)
+        if run > 1 and config.strategy == "decorrelated_jitter":
+            backoff.restore(latest.backoff_s)  # the sequence continues from the delay before the latest Attempt
+        return backoff.delay_s(run - 1)
+
+    def _append(
+        self, tx: Transaction, task: Task, number: int, plan: Plan, previous: Attempt | None, reason: str | None, backoff_s: float = 0.0
+    ) -> None:
+        """Record the next Attempt through the recovery seam, its event, and (after commit) its place in admission."""
+        context = self._context
+        now = context.clock.now()
+        attempt = Attempt(
+            attempt_id=f"{task.task_id}#{number}",
+            task_id=task.task_id,
+            number=number,
+            state=context.attempt_machine.initial,
+            created_at=now,
+            hypothesis=plan.hypothesis,
+            previous_attempt_id=previous.attempt_id if previous else None,
+            reason=reason,
+            plan=plan,
+            eligible_at=now + backoff_s if backoff_s else None,
+            backoff_s=backoff_s,
+        )
+        was = previous.state if previous is not None else None
+        recorded = context.seams.recovery(tx, attempt, previous)
+        from_state = None if recorded is attempt else was  # a record rewritten in place moved from where it was
+        context.event(tx, "orchestrator", "append", task.task_id, recorded, True, reason or "first dispatch", from_state, recorded.state)
+        context.after_commit(lambda: self._queue(recorded, task))

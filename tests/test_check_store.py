@@ -1,0 +1,180 @@
+"""`shiftchange check-store MODULE:FACTORY`: the kit against a user's store, a PASS/FAIL line per check, and the exit status.
+
+Exit 0 when every check passes, 1 when any fails (a store broken in one
+contract), 2 when the argument names no usable factory, as one line on
+stderr and never a traceback. A port is checked the way a user would check
+one: a module of their own, importable from the current directory.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from shiftchange.cli.main import main
+from shiftchange.testing import contract_checks, store_checks
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKS = len(store_checks()) + len(contract_checks())
+
+
+@pytest.fixture
+def port(tmp_path, monkeypatch):
+    """A user's package of store factories in the current directory, as `mypackage.stores`."""
+    package = tmp_path / "mypackage"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "stores.py").write_text(
+        textwrap.dedent(
+            """
+            import itertools, tempfile
+            from pathlib import Path
+
+            from shiftchange.core import MemoryStore
+            from shiftchange.core.sqlite_store import SQLiteStore
+
+            _directory = Path(tempfile.mkdtemp(prefix="mypackage-"))
+            _numbers = itertools.count()
+
+            def make_store():
+                return MemoryStore()
+
+            def make_sqlite_store():
+                return SQLiteStore(_directory / f"store-{next(_numbers)}.sqlite")
+
+            def make_nothing():
+                return 42
+
+            def make_raising():
+                raise ConnectionError("the database is down")
+
+            NOT_CALLABLE = "a string"
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [name for name in sys.modules if name == "mypackage" or name.startswith("mypackage.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return tmp_path
+
+
+def test_a_port_of_the_memory_store_passes_every_check(port, capsys):
+    """Goal: a user's factory of conforming stores gets a PASS line per check, a summary of all passed, and exit 0."""
+    assert main(["check-store", "mypackage.stores:make_store"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("PASS  ") == CHECKS and "FAIL" not in out
+    assert f"mypackage.stores:make_store: {CHECKS} of {CHECKS} checks pass" in out
+    assert f"store contract: {len(store_checks())} checks" in out
+
+
+def test_a_port_of_the_sqlite_store_passes_every_check(port, capsys):
+    """Goal: the SQLite store, a file per store the factory makes, passes the kit as the memory store does."""
+    assert main(["check-store", "mypackage.stores:make_sqlite_store"]) == 0, capsys.readouterr().out
+    assert f"{CHECKS} of {CHECKS} checks pass" in capsys.readouterr().out
+
+
+def test_a_store_broken_in_one_contract_fails_with_exit_1(capsys, monkeypatch):
+    """Goal: a store that keeps a rolled-back transaction's writes fails the rollback checks, named, with why, and exits 1."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["check-store", "tests.broken_stores:make_unrollbacked"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  exception_rolls_back_every_write_of_the_transaction" in out
+    assert "a task inserted by a rolled-back transaction: expected None" in out
+    assert "PASS  task_round_trips_every_field" in out
+    failed = out.count("FAIL  ")
+    assert failed >= 2 and f"{CHECKS - failed} of {CHECKS} checks pass; {failed} fail" in out
+
+
+def test_the_command_line_exits_1_for_a_broken_store_without_a_traceback():
+    """Goal: the installed command, run from the repository as a user would, exits 1 and writes nothing to stderr."""
+    command = [sys.executable, "-m", "shiftchange", "check-store", "tests.broken_stores:make_reordering"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == ""
+    assert "FAIL  events_are_in_seq_order_and_filter_by_task_and_seq" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("mypackage.stores", "takes MODULE:FACTORY"),
+        ("mypackage.absent:make_store", "cannot import mypackage.absent: ModuleNotFoundError"),
+        ("mypackage.stores:make_nowhere", "mypackage.stores has no attribute 'make_nowhere'"),
+        ("mypackage.stores:NOT_CALLABLE", "is a str, not a callable that makes a store"),
+        ("mypackage.stores:make_nothing", "returned a int, not a Store"),
+        ("mypackage.stores:make_raising", "make_raising() raised ConnectionError: the database is down"),
+        (":make_store", "takes MODULE:FACTORY"),
+    ],
+)
+def test_an_argument_that_names_no_store_factory_exits_2_with_one_line(port, capsys, target, message):
+    """Goal: a target that cannot be imported, is missing, is not callable or makes no store is bad input: one line, exit 2."""
+    assert main(["check-store", target]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and message in captured.err, captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_stateful_adds_the_machine_with_a_small_budget(port, capsys):
+    """Goal: --stateful runs the Hypothesis machine over the reference core on the user's store and reports it as one more check."""
+    assert main(["check-store", "mypackage.stores:make_store", "--stateful", "--examples", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "stateful machine, the reference core over this store (5 examples, seed 0): 1 check" in out
+    assert "PASS  stateful_machine" in out and f"{CHECKS + 1} of {CHECKS + 1} checks pass" in out
+
+
+def test_stateful_fails_a_store_that_reorders_its_history(capsys, monkeypatch):
+    """Goal: the machine reports a failure as FAIL with its message and the steps that reproduce it, and the command exits 1."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["check-store", "tests.broken_stores:make_reordering", "--stateful", "--examples", "30"]) == 1
+    out = capsys.readouterr().out
+    stateful = out[out.index("stateful machine") :]
+    assert "FAIL  stateful_machine" in stateful and "state = " in stateful
+
+
+@pytest.mark.parametrize("argument", ["--examples=-1", "--examples=many", "--seed=x"])
+def test_bad_options_exit_2(port, capsys, argument):
+    """Goal: a negative or non-numeric budget or seed is a usage error, one line, exit 2."""
+    assert main(["check-store", "mypackage.stores:make_store", argument]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_the_kits_public_names_are_exactly_what_it_exports():
+    """Goal: every name in shiftchange.testing.__all__ resolves, and every public name it holds is in __all__: the surface is chosen."""
+    import shiftchange.testing as kit
+
+    assert all(getattr(kit, name) is not None for name in kit.__all__)
+    public = {name for name in vars(kit) if not name.startswith("_") and name not in {"Any", "annotations"}}
+    modules = {"checks", "contracts", "contracts_lease", "contracts_policy", "contracts_recovery", "judge", "rig", "stateful", "stores"}
+    assert public - modules <= set(kit.__all__)
+
+
+KIT_WITHOUT = """
+import sys
+class Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("hypothesis", "pytest"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Blocked())
+import shiftchange.testing as kit
+from shiftchange.core import MemoryStore
+assert kit.check_store(MemoryStore).ok and kit.check_contracts(kit.reference_orchestrator(MemoryStore)).ok
+try:
+    kit.orchestrator_machine
+except ImportError as error:
+    print(error)
+"""
+
+
+def test_the_store_and_contract_suites_need_neither_pytest_nor_hypothesis():
+    """Goal: with pytest and Hypothesis missing, both suites run, and asking for the machine says what to install."""
+    done = subprocess.run([sys.executable, "-c", KIT_WITHOUT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "needs Hypothesis: pip install 'shiftchange[testing]'" in done.stdout
