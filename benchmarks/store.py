@@ -1,6 +1,6 @@
 """Store throughput: claim -> renew -> complete cycles per second on each store, against raw SQLite commits.
 
-    python benchmarks/store.py [--cycles N] [--dir DIRECTORY]
+    python benchmarks/store.py [--cycles N] [--rounds N] [--dir DIRECTORY]
 
 What is timed: for each task, `claim_attempt`, `renew_lease` and
 `complete_attempt`, each timed on its own with `time.perf_counter`; a cycle is
@@ -56,6 +56,8 @@ from shiftchange.core import (
 from shiftchange.core.sqlite_store import BUSY_TIMEOUT_S, SQLiteStore
 
 CYCLES_DEFAULT = 2_000
+ROUNDS_DEFAULT = 7
+"""Memory-store rounds; the median is judged against the target."""
 MEMORY_CYCLES_PER_S_MIN = 25_000
 """The memory store must not be what limits a simulation: at least this many cycles per second."""
 COMMIT_RATIO_MIN = 0.5
@@ -175,10 +177,15 @@ def profile_hint(name: str, timing: Timing) -> None:
     print(f"  hint ({name}): per cycle {parts}; {shares[0][0]} dominates")
 
 
-def memory_run(cycles: int) -> bool:
-    timing = run_cycles(MemoryStore(), cycles)
+def memory_run(cycles: int, rounds: int) -> bool:
+    # A round times well under a second on a shared machine, so one round is at the mercy of its neighbours:
+    # play several on fresh stores and judge the median, printing the spread beside it.
+    timings = sorted((run_cycles(MemoryStore(), cycles) for _ in range(rounds)), key=lambda each: each.cycles_per_s)
+    timing = timings[len(timings) // 2]
     ok = timing.cycles_per_s >= MEMORY_CYCLES_PER_S_MIN
     print(f"MemoryStore                {timing.cycles_per_s:>10,.0f} cycles/s   target >= {MEMORY_CYCLES_PER_S_MIN:,}   {verdict(ok)}")
+    spread = ", ".join(f"{each.cycles_per_s:,.0f}" for each in timings)
+    print(f"  median of {rounds} rounds        ({spread} cycles/s)")
     print(f"  contract calls           {timing.contracts_per_s:>10,.0f} calls/s")
     report_setup(timing)
     if not ok:
@@ -212,10 +219,13 @@ def sqlite_run(directory: Path, synchronous: str, cycles: int) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=positive, default=CYCLES_DEFAULT, help=f"cycles per store (default {CYCLES_DEFAULT})")
+    parser.add_argument(
+        "--rounds", type=positive, default=ROUNDS_DEFAULT, help=f"memory-store rounds, median judged (default {ROUNDS_DEFAULT})"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="directory for the SQLite files (default: a new temporary directory)")
     arguments = parser.parse_args(argv)
     runs: list[Callable[[Path], bool]] = [
-        lambda _directory: memory_run(arguments.cycles),
+        lambda _directory: memory_run(arguments.cycles, arguments.rounds),
         lambda directory: sqlite_run(directory, "FULL", arguments.cycles),
         lambda directory: sqlite_run(directory, "NORMAL", arguments.cycles),
     ]
