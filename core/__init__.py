@@ -22,18 +22,19 @@ from .config import (
     ReliabilityConfig,
     RetryBudgetConfig,
 )
-from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError
+from .errors import CoreError, InputError, NotFound, StoreConflict, StoreContention, StoreError, StoreRetryable, StoreUnavailable
 from .fence import Fence, LeaseFence
 from .gateway import ToolCall
 from .orchestrator import Orchestrator
 from .policy import Decision
 from .provider import Effect, LedgerProvider, ProviderAdapter, ProviderRefused, ProviderTimeout
 from .rate_limit import RateLimiter, TokenBucket
-from .records import Attempt, Budget, Event, Intent, Lease, Manifest, Plan, Task
+from .records import Attempt, Budget, Event, Intent, Leader, Lease, Manifest, Plan, Task
 from .results import REFUSAL_CODES, Accepted, Claim, Grant, Reconciliation, Refused, Renewal, Result
 from .retry_budget import RetryBudget, RetryBudgets
 from .seams import KeyRequest, Seams, mint_key
 from .store import MemoryStore, Store, Transaction
+from .stores import open_store
 
 __all__ = [
     "REFUSAL_CODES",
@@ -61,6 +62,7 @@ __all__ = [
     "InputError",
     "Intent",
     "KeyRequest",
+    "Leader",
     "Lease",
     "LeaseFence",
     "LedgerProvider",
@@ -86,10 +88,14 @@ __all__ = [
     "Seams",
     "Store",
     "StoreConflict",
+    "StoreContention",
     "StoreError",
+    "StoreRetryable",
+    "StoreUnavailable",
     "Task",
     "TokenBucket",
     "ToolCall",
     "Transaction",
     "mint_key",
+    "open_store",
 ]

@@ -42,6 +42,19 @@ class AdmissionGate:
         context.moved = self._moved
         self._rebuild()
 
+    def refresh(self) -> None:
+        """Forget the derived state and rebuild it from the store (the admission rate's bucket is kept).
+
+        For when this process's view may be stale: other processes share the
+        store and moved Attempts this gate never saw, or a step that decided
+        in memory lost its race in the store and was rolled back.
+        """
+        reliability = self._context.reliability
+        self.controller = AdmissionController(reliability.admission, capacity_max=self._context.config.admitted_max)
+        self._sleeping.clear()
+        self._asleep.clear()
+        self._rebuild()
+
     def _rebuild(self) -> None:
         """Derived state: rebuilt from the store's active Attempts (after a restart too)."""
         with self._context.store.transaction() as tx:

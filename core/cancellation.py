@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .context import Context
+from .context import Context, contract
 from .machine import ACTIVE
 from .results import Accepted, Refused, Result
 from .validate import fence_arguments, text
@@ -29,6 +29,7 @@ class Cancellation:
         self._context = context
         self._reconcile = reconcile
 
+    @contract
     def cancel_attempt(self, attempt_id: Any, reason: Any) -> Result:
         """Request cancellation; with nobody to signal, or already reconciling, reconcile at once."""
         text(attempt_id, "attempt_id", 220)
@@ -54,6 +55,7 @@ class Cancellation:
             reconcile = attempt.state == "reconciling"
         return self._reconcile(attempt.attempt_id) if reconcile else result
 
+    @contract
     def acknowledge(self, attempt_id: Any, generation: Any, token: Any) -> Result:
         """The signalled worker acknowledges under its fence; the Attempt is then reconciled."""
         fence_arguments(attempt_id, generation, token)
@@ -69,6 +71,7 @@ class Cancellation:
             result = context.fire(tx, attempt, "cancel_acknowledged", "worker", holds, generation, **changes)
         return self._reconcile(attempt.attempt_id) if result.accepted else result
 
+    @contract
     def cancel_task(self, task_id: Any, reason: Any) -> Refused | Accepted:
         """Cancel the task, and run the cancellation protocol on its active Attempt."""
         text(task_id, "task_id", 200)

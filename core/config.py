@@ -25,10 +25,13 @@ class CoreConfig:
     """A retry's recovery reason must have at least this many characters (Mission Control's rule)."""
     admitted_max: int = 10_000
     """Attempts admitted or holding a lease at once; beyond it admission defers or sheds (backpressure)."""
+    store_retries_max: int = 8
+    """How many times a contract runs again after losing a race in a store that runs transactions side by side (a deadlock,
+    a serialization failure); then it raises StoreContention. Bounded: an unbounded retry turns contention into a livelock."""
 
     def __post_init__(self) -> None:
         require_positive(self, tuple(item.name for item in fields(self)))
-        require_whole(self, ("reason_length_min", "admitted_max"))
+        require_whole(self, ("reason_length_min", "admitted_max", "store_retries_max"))
         if self.heartbeat_interval_s >= self.lease_ttl_s:
             raise InputError(
                 f"CoreConfig.heartbeat_interval_s ({self.heartbeat_interval_s!r}) must be shorter than"

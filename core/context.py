@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import CoreConfig, ReliabilityConfig
-from .errors import NotFound
+from .errors import NotFound, StoreContention, StoreRetryable
 from .machine import FENCED, LEASED
 from .provider import ProviderAdapter
 from .records import Attempt, Task
@@ -45,7 +45,9 @@ class Context:
         "fence",
         "moved",
         "provider",
+        "racing",
         "reliability",
+        "retries",
         "seams",
         "store",
         "task_machine",
@@ -67,6 +69,10 @@ class Context:
         """Told (attempt id, from state, to state) of every accepted move, inside the transaction (the admission gate)."""
         self._pending: list[Callable[[], None]] = []
         self._open: Any = None
+        self.racing: bool = getattr(store, "races", True)
+        """The store may run transactions side by side and raise StoreRetryable: contracts are then run again (`contract`)."""
+        self.retries = 0
+        """How many times the contract now running has run again after losing a race; its events carry the count."""
 
     # ------------------------------------------------------- the transaction
 
@@ -160,6 +166,7 @@ class Context:
             late=code in LATE_CODES,
             expires_at=None if attempt is None else attempt.expires_at,
             operation_key=operation_key,
+            retries=self.retries,
         )
 
     def refuse(
@@ -238,6 +245,7 @@ class Context:
             late=False,
             expires_at=attempt.expires_at,
             operation_key=operation_key,
+            retries=self.retries,
         )
         return Accepted(dest, detail) if detail else _accepted_in(dest)
 
@@ -276,3 +284,47 @@ class Context:
         """How long the Attempt has run: from its start (or its claim, if it never started) to `now`."""
         start = attempt.started_at if attempt.started_at is not None else attempt.claimed_at
         return 0.0 if start is None else max(0.0, now - start)
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def contract(method: Method) -> Method:
+    """Run a contract method again from its start, a bounded number of times, when its store transaction lost a race.
+
+    Why the method and not the transaction: a `with` block cannot be run
+    again, and a contract computes its guards from what it read, so after a
+    deadlock or a row changed under an unlocked read the whole contract must
+    read again. That is safe because a rolled-back transaction left nothing:
+    no record, no event, no post-commit bookkeeping. The count goes into the
+    events the successful run writes (`Event.retries`); after
+    `CoreConfig.store_retries_max` runs again it raises `StoreContention`,
+    never retrying without bound. A store that serializes its transactions
+    (`races = False`: memory, SQLite) pays one attribute test.
+
+    The method's object keeps its `Context` as `_context`. A contract called
+    from inside another (a late completion reaping) counts its own runs.
+    """
+
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        context = self._context
+        if not context.racing:
+            return method(self, *args, **kwargs)
+        outer = context.retries
+        limit = context.config.store_retries_max
+        try:
+            for retries in range(limit + 1):
+                context.retries = retries
+                try:
+                    return method(self, *args, **kwargs)
+                except StoreRetryable as error:
+                    lost = error
+                    refresh = getattr(self, "refresh_after_race", None)
+                    if refresh is not None:
+                        refresh()
+            raise StoreContention(f"{method.__name__} lost its race in the store {limit + 1} times in a row: {lost}", limit) from lost
+        finally:
+            context.retries = outer
+
+    return run  # type: ignore[return-value]

@@ -24,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from .breaker import OPEN, Breakers
-from .context import Context
+from .context import Context, contract
 from .errors import InputError, NotFound
 from .provider import Effect
 from .rate_limit import RateLimiter
@@ -110,6 +110,7 @@ class ToolGateway:
 
     # ----------------------------------------------------------- grant
 
+    @contract
     def grant(self, attempt_id: str, generation: int, token: str, call: ToolCall) -> Refused | Grant:
         """Authorize one call (the call's arguments already checked): mint, look up, fence, judge, persist the intent."""
         context = self._context
@@ -266,6 +267,7 @@ class ToolGateway:
 
     # -------------------------------------------------- receipts, failures
 
+    @contract
     def record_receipt(self, attempt_id: Any, generation: Any, token: Any, key: Any, provider_id: Any, result: Any) -> Refused | Accepted:
         """Record the provider's identity for an operation key (fenced; a late receipt is found by reconciliation instead)."""
         fence_arguments(attempt_id, generation, token)
@@ -287,6 +289,7 @@ class ToolGateway:
                 context.after_commit(partial(self.breakers.record_success, intent.dependency, context.clock.now()))
             return outcome
 
+    @contract
     def report_call_failure(self, attempt_id: Any, generation: Any, token: Any, key: Any, signature: Any) -> Refused | Accepted:
         """A granted provider call failed: its dependency's circuit breaker counts the failure signature (fenced)."""
         fence_arguments(attempt_id, generation, token)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .context import Context
+from .context import Context, contract
 from .fence import token_digest
 from .machine import EXPIRABLE, LEASED
 from .policy import classify
@@ -25,6 +25,10 @@ from .records import Attempt, Manifest, Plan, Task, new_lease, new_manifest
 from .results import Accepted, Claim, Refused, Renewal, Result, new_claim, new_renewal
 from .store import Transaction
 from .validate import fence_arguments, flag, text
+
+
+CLAIM_CANDIDATES = 8
+"""How many admitted Attempts `claim_next` asks the store for at once; the first in the worker's workspace is claimed."""
 
 
 class Leases:
@@ -55,6 +59,7 @@ class Leases:
 
     # ------------------------------------------------------------- claim
 
+    @contract
     def claim(self, task_id: Any, worker_id: Any, workspace: Any, healthy: Any) -> Refused | Claim:
         """Atomically take the task's admitted Attempt and a new lease; a second caller is refused.
 
@@ -78,6 +83,36 @@ class Leases:
                     tx, "worker", "claim", task.task_id, None, None, Refused("no attempt to claim", "not_found"), worker_id=worker_id
                 )
             return self._lease(tx, task, attempts, worker_id, workspace, self._healthy(worker_id) if healthy is None else healthy)
+
+    @contract
+    def claim_next(self, worker_id: Any, workspace: Any, healthy: Any) -> Refused | Claim | None:
+        """Claim the longest-admitted Attempt of a task in `workspace`, or None when there is none to take.
+
+        The pull form of `claim` for workers that share a store instead of
+        being handed offers: the store picks candidates it can lock at once
+        (`Transaction.claimable`, FOR UPDATE SKIP LOCKED on a server), so
+        workers claiming side by side take different Attempts instead of
+        queueing on one. Nothing to claim is not a call about any record:
+        it returns None and records nothing, so an idle worker's polling
+        leaves no trace in the history.
+        """
+        text(worker_id, "worker_id", 200)
+        text(workspace, "workspace", 200)
+        if healthy is not None:
+            flag(healthy, "healthy")
+        context = self._context
+        with context as tx:
+            for candidate in tx.claimable(("admitted",), CLAIM_CANDIDATES):
+                task = tx.task(candidate.task_id)
+                if task is None or task.workspace != workspace:
+                    continue
+                attempts = tx.attempts_of(task.task_id)
+                if attempts[-1].attempt_id != candidate.attempt_id:
+                    continue
+                if healthy is not None:
+                    context.after_commit(partial(self._probes.__setitem__, worker_id, (context.clock.now(), healthy)))
+                return self._lease(tx, task, attempts, worker_id, workspace, self._healthy(worker_id) if healthy is None else healthy)
+        return None
 
     def _lease(
         self, tx: Transaction, task: Task, attempts: list[Attempt], worker_id: str, workspace: str, healthy: bool
@@ -117,17 +152,21 @@ class Leases:
 
     # ------------------------------------------------------ fenced writes
 
+    @contract
     def start(self, attempt_id: Any, generation: Any, token: Any) -> Refused | Accepted:
         fence_arguments(attempt_id, generation, token)
         return self._fenced_write(attempt_id, generation, token, "start", started_at=self._context.clock.now())
 
+    @contract
     def renew(self, attempt_id: Any, generation: Any, token: Any) -> Refused | Renewal:
         """Extend expiry under the current fence; tells the worker when cancellation was requested."""
         fence_arguments(attempt_id, generation, token)
         context = self._context
-        now = context.clock.now()
         with context as tx:
             attempt = context.addressed(tx, attempt_id)
+            # The time is read once the Attempt is read (and, on a server store, locked): a renewal that waited for
+            # another call on the same Attempt is judged, and stamped, when it is decided, not when it was sent.
+            now = context.clock.now()
             refused = context.fenced(tx, attempt, "renew", generation, token)
             if refused is not None:
                 return refused
@@ -139,6 +178,7 @@ class Leases:
                 return result
             return new_renewal(attempt.expires_at, attempt.cancel_requested)
 
+    @contract
     def checkpoint(self, attempt_id: Any, generation: Any, token: Any, checkpoint: Any) -> Refused | Accepted:
         fence_arguments(attempt_id, generation, token)
         text(checkpoint, "checkpoint", 10_000)
@@ -156,6 +196,7 @@ class Leases:
 
     # ------------------------------------------------------------ ending
 
+    @contract
     def complete(self, attempt_id: Any, generation: Any, token: Any, result: Any, head_sha: Any) -> Result:
         """Accept the worker's result for verification under the current fence; a late one triggers reconciliation."""
         fence_arguments(attempt_id, generation, token)
@@ -182,6 +223,7 @@ class Leases:
             self._reconcile(addressed)
         return refused
 
+    @contract
     def report_failure(self, attempt_id: Any, generation: Any, token: Any, domain: Any, signature: Any, detail: Any) -> Result:
         """The worker reports a failure; effects may be in flight, so the Attempt goes to Reconciling, never straight to Failed."""
         fence_arguments(attempt_id, generation, token)
@@ -211,6 +253,7 @@ class Leases:
 
     # ------------------------------------------------------------ reaper
 
+    @contract
     def reap(self) -> list[tuple[str, str]]:
         """Expired leases make their Attempts Suspect; unanswered cancellations time out into Reconciling."""
         context = self._context

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import Context
+from .context import Context, contract
 from .machine import ACTIVE
 from .policy import Decision, budget_exhausted, decide
 from .results import Accepted, Refused
@@ -25,6 +25,7 @@ class Loop:
     def __init__(self, context: Context) -> None:
         self._context = context
 
+    @contract
     def decide(self, task_id: Any) -> Decision | Refused:
         """After an Attempt ends: exactly one of verify, correct, retry, stop, escalate, recorded with its reason."""
         text(task_id, "task_id", 200)
@@ -50,6 +51,7 @@ class Loop:
             context.event(tx, "orchestrator", "decide", task.task_id, latest, True, kind, state, state, detail=decision.reason)
             return decision
 
+    @contract
     def release(self, task_id: Any, reason: Any, budget: Any) -> Refused | Accepted:
         """An operator resolves a resting task; only this human decision may extend a budget."""
         text(task_id, "task_id", 200)
@@ -64,6 +66,7 @@ class Loop:
                 changes["budget"] = budget
             return context.fire_task(tx, task, "release", "operator", {}, detail=reason, **changes)
 
+    @contract
     def approve(self, task_id: Any) -> Refused | Accepted:
         text(task_id, "task_id", 200)
         context = self._context

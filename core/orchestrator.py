@@ -31,7 +31,7 @@ from .breaker import Breakers
 from .cancellation import Cancellation
 from .clock import Clock
 from .config import CoreConfig, ReliabilityConfig
-from .context import Context
+from .context import Context, contract
 from .errors import InputError
 from .fence import token_digest
 from .gateway import ToolCall, ToolGateway
@@ -177,11 +177,27 @@ class Orchestrator:
 
     # --------------------------------------------------------- admission
 
+    def refresh(self) -> None:
+        """Rebuild this orchestrator's derived admission state from the store.
+
+        One process's admission queue and in-flight slots are derived from the
+        moves it saw. When other processes share the store (workers claiming
+        and completing elsewhere), call this before an admission step so the
+        bulkheads count what the store holds now.
+        """
+        self._gate.refresh()
+
+    def refresh_after_race(self) -> None:
+        """`contract` calls this before running an admission step again: the lost run decided in memory too."""
+        self._gate.refresh()
+
+    @contract
     def run_admission(self) -> dict[str, Refused | Accepted]:
         """One admission step: admit, defer or shed waiting Attempts (bulkheads, backpressure, shedding, budgets, rate)."""
         with self._context as tx:
             return self._gate.step(tx)
 
+    @contract
     def admit(self, attempt_id: str) -> Refused | Accepted:
         """Run one admission step and say what it decided for this Attempt: Accepted only when admitted.
 
@@ -209,6 +225,14 @@ class Orchestrator:
         `healthy`, when given, is a health probe taken with the claim, recorded with it.
         """
         return self._leases.claim(task_id, worker_id, workspace, healthy)
+
+    def claim_next(self, worker_id: str, workspace: str, healthy: bool | None = None) -> Refused | Claim | None:
+        """Claim the longest-admitted Attempt in `workspace` (workers pulling from a shared store); None when there is none.
+
+        Workers claiming side by side take different Attempts: the store
+        offers only rows no other transaction holds (SKIP LOCKED on a server).
+        """
+        return self._leases.claim_next(worker_id, workspace, healthy)
 
     def start_attempt(self, attempt_id: str, generation: int, token: str) -> Refused | Accepted:
         return self._leases.start(attempt_id, generation, token)

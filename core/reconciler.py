@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from .breaker import Breakers
-from .context import Context
+from .context import Context, contract
 from .policy import poison
 from .provider import Effect
 from .records import Attempt, Intent
@@ -78,6 +78,7 @@ class Reconciler:
 
     # ------------------------------------------------------- reconcile
 
+    @contract
     def reconcile(self, attempt_id: Any) -> Refused | Reconciliation:
         """For each operation key, find the matching effect at the provider, record it, and classify the outcome."""
         text(attempt_id, "attempt_id", 220)
@@ -179,6 +180,7 @@ class Reconciler:
 
     # ---------------------------------------------------------- verify
 
+    @contract
     def verify(self, attempt_id: Any) -> Refused | Accepted:
         """Success needs independent evidence: every effect found at the provider and passed by its verdict."""
         text(attempt_id, "attempt_id", 220)

@@ -207,6 +207,19 @@ class Event:
     """The Attempt's lease expiry as this event left it (None for a task event or an Attempt never leased)."""
     operation_key: str | None = None
     """The operation key the call minted or presented (grant_tool, record_receipt, report_call_failure)."""
+    retries: int = 0
+    """How many times the contract that wrote this event ran again after losing a race in the store (a deadlock, a
+    serialization failure): 0 on a store that serializes its transactions, at most `CoreConfig.store_retries_max`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """A named lease on a duty only one process may do at a time (admission): who holds it, its generation, until when."""
+
+    name: str
+    holder: str
+    generation: int
+    expires_at: float
 
 
 def frozen_builder(record_type: type) -> Callable[..., Any]:

@@ -46,6 +46,7 @@ from .records import (
     Budget,
     Event,
     Intent,
+    Leader,
     Plan,
     Task,
     budget_from_json,
@@ -62,7 +63,7 @@ __all__ = ["BUSY_TIMEOUT_S", "MIGRATIONS", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS
 BUSY_TIMEOUT_S = 30.0
 """How long a transaction waits for another process to release the write lock before it gives up."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Kept in `PRAGMA user_version`. A file of an older version listed in MIGRATIONS is migrated on open, under the write lock;
 any other version is refused rather than guessed at."""
 
@@ -200,6 +201,13 @@ CREATE_INTENTS_BY_ATTEMPT = "CREATE INDEX intents_by_attempt ON intents (attempt
 CREATE_EVENTS = "CREATE TABLE events (\n    " + EVENTS.definitions("PRIMARY KEY") + "\n)"
 # An index entry carries the rowid (here `seq`), so this index also yields one task's events in seq order.
 CREATE_EVENTS_BY_TASK = "CREATE INDEX events_by_task ON events (task_id)"
+# Schema 4: what processes sharing the file need besides the contracts (the runtime's control plane): tasks by state,
+# and named leader leases (one admission leader among several orchestrator processes).
+CREATE_TASKS_BY_STATE = "CREATE INDEX tasks_by_state ON tasks (state)"
+CREATE_LEADERS = (
+    "CREATE TABLE leaders (\n    name TEXT NOT NULL PRIMARY KEY,\n    holder TEXT NOT NULL,"
+    "\n    generation INTEGER NOT NULL,\n    expires_at REAL NOT NULL\n)"
+)
 SCHEMA = (
     CREATE_TASKS,
     CREATE_ATTEMPTS,
@@ -208,6 +216,8 @@ SCHEMA = (
     CREATE_INTENTS_BY_ATTEMPT,
     CREATE_EVENTS,
     CREATE_EVENTS_BY_TASK,
+    CREATE_TASKS_BY_STATE,
+    CREATE_LEADERS,
     # PRAGMA takes no parameters; the version is this module's own integer constant.
     "PRAGMA user_version = " + str(int(SCHEMA_VERSION)),
 )
@@ -231,7 +241,16 @@ MIGRATE_2_TO_3 = (
     " WHERE kind = 'record_receipt' AND instr(detail, ' -> ') > 0",
     "PRAGMA user_version = 3",
 )
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: MIGRATE_2_TO_3}
+# Version 3 -> 4: events say how many times their contract ran again after losing a race in the store. SQLite serializes
+# every transaction behind its write lock, so no event it ever kept was retried: 0. Tasks by state and leader leases
+# are new (the runtime's control plane).
+MIGRATE_3_TO_4 = (
+    "ALTER TABLE events ADD COLUMN retries INTEGER NOT NULL DEFAULT 0",
+    CREATE_TASKS_BY_STATE,
+    CREATE_LEADERS,
+    "PRAGMA user_version = 4",
+)
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: MIGRATE_2_TO_3, 3: MIGRATE_3_TO_4}
 """From each older schema version, the statements that bring a file to the next one."""
 
 READ_SCHEMA_VERSION = "PRAGMA user_version"
@@ -245,6 +264,12 @@ COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 
 SELECT_TASK = TASKS.select("WHERE task_id = ?")
+SELECT_TASKS_IN_STATES = TASKS.select("WHERE state IN ({placeholders}) ORDER BY task_id")
+SELECT_LEADER = "SELECT name, holder, generation, expires_at FROM leaders WHERE name = ?"
+PUT_LEADER = (
+    "INSERT INTO leaders (name, holder, generation, expires_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, generation = excluded.generation, expires_at = excluded.expires_at"
+)
 INSERT_TASK = TASKS.insert(TASKS.columns)
 UPDATE_TASK = TASKS.update("")
 
@@ -327,6 +352,19 @@ class _SQLiteTransaction(Transaction):
     def intent(self, key: str) -> Intent | None:
         return self._one(INTENTS, SELECT_INTENT, (key,))
 
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        wanted = tuple(dict.fromkeys(states))
+        if not wanted:
+            return []
+        return self._all(TASKS, SELECT_TASKS_IN_STATES.format(placeholders=_placeholders(len(wanted))), wanted)
+
+    def leader(self, name: str) -> Leader | None:
+        row = self._execute(SELECT_LEADER, (name,)).fetchone()
+        return None if row is None else Leader(*row)
+
+    def put_leader(self, name: str, holder: str, generation: int, expires_at: float) -> None:
+        self._execute(PUT_LEADER, (name, holder, generation, expires_at))
+
     def intents_of(self, attempt_id: str) -> list[Intent]:
         return self._all(INTENTS, SELECT_INTENTS_OF_ATTEMPT, (attempt_id,))
 
@@ -373,9 +411,10 @@ class _SQLiteTransaction(Transaction):
         late: bool = False,
         expires_at: float | None = None,
         operation_key: str | None = None,
+        retries: int = 0,
     ) -> Event:
         values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
-        values += (code, late, expires_at, operation_key)
+        values += (code, late, expires_at, operation_key, retries)
         try:
             cursor = self._execute(INSERT_EVENT, values)
         except sqlite3.IntegrityError as error:
@@ -439,6 +478,9 @@ class SQLiteStore(Store):
     bounds how long a transaction waits for the write lock held by another
     process before it raises StoreError.
     """
+
+    races: typing.ClassVar[bool] = False
+    """BEGIN IMMEDIATE takes the write lock first: transactions never run side by side, so none loses a race."""
 
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         if synchronous not in SYNCHRONOUS_LEVELS:

@@ -32,9 +32,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from .errors import InputError, NotFound, StoreConflict
+from .errors import InputError, NotFound, StoreConflict, StoreError
 from .machine import ATTEMPT_TERMINAL
-from .records import Attempt, Event, Intent, Task, field_names, new_event
+from .records import Attempt, Event, Intent, Leader, Task, field_names, new_event
 
 _EVENT_ORDER = field_names(Event)[1:]
 """Every field of an Event but the sequence number the store assigns, in declaration order."""
@@ -80,6 +80,18 @@ class Transaction(ABC):
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
         """Every Attempt currently in one of `states` (the reaper's scan), in attempt-id order."""
 
+    def claimable(self, states: Iterable[str], limit: int) -> list[Attempt]:
+        """Up to `limit` Attempts in one of `states`, oldest first (by created_at, then attempt id): the claim queue.
+
+        A store that serializes its transactions answers from `attempts_in`. A
+        server store locks the rows it returns and skips rows other
+        transactions hold (`FOR UPDATE SKIP LOCKED`), so concurrent claimers
+        each get different Attempts instead of queueing behind the same one.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InputError(f"limit must be an integer >= 0, not {limit!r}")
+        return sorted(self.attempts_in(states), key=lambda a: (a.created_at, a.attempt_id))[:limit]
+
     @abstractmethod
     def intent(self, key: str) -> Intent | None: ...
 
@@ -113,9 +125,27 @@ class Transaction(ABC):
     def append_event(self, **fields: Any) -> Event:
         """Append one history entry; the store assigns its sequence number."""
 
+    # What processes sharing a store need besides the contracts (the runtime's control plane). Not abstract: a port
+    # the runtime does not run on need not have them, and says so when asked.
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        """Every Task currently in one of `states`, in task-id order; an unlocked read (the control plane's scan)."""
+        raise StoreError(f"{type(self).__name__} cannot list tasks by state")
+
+    def leader(self, name: str) -> Leader | None:
+        """The named leader lease, if anyone ever took it; a server store locks its row until the transaction ends."""
+        raise StoreError(f"{type(self).__name__} keeps no leader leases")
+
+    def put_leader(self, name: str, holder: str, generation: int, expires_at: float) -> None:
+        """Write the named leader lease (the caller read it in this transaction and decided)."""
+        raise StoreError(f"{type(self).__name__} keeps no leader leases")
+
 
 class Store(ABC):
     """A durable home for Tasks, Attempts, intents and the history."""
+
+    races: ClassVar[bool] = True
+    """Whether transactions may run side by side and lose a race (StoreRetryable), so contracts must be ready to run again.
+    True unless a store says otherwise: a port that serializes every transaction (memory, SQLite) sets False."""
 
     @abstractmethod
     def transaction(self) -> Any:
@@ -303,6 +333,7 @@ class MemoryTransaction(Transaction):
         late: bool = False,
         expires_at: float | None = None,
         operation_key: str | None = None,
+        retries: int = 0,
     ) -> Event:
         store = self._store
         event = new_event(
@@ -323,6 +354,7 @@ class MemoryTransaction(Transaction):
             late,
             expires_at,
             operation_key,
+            retries,
         )
         store._next_seq += 1
         if store._keep_events:
@@ -333,6 +365,18 @@ class MemoryTransaction(Transaction):
         if store._listeners:
             self._appended.append(event)
         return event
+
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        wanted = set(states)
+        return sorted((task for task in self._store._tasks.values() if task.state in wanted), key=lambda task: task.task_id)
+
+    def leader(self, name: str) -> Leader | None:
+        return self._store._leaders.get(name)
+
+    def put_leader(self, name: str, holder: str, generation: int, expires_at: float) -> None:
+        leaders = self._store._leaders
+        self._undo.append(("leader", name, leaders.get(name)))
+        leaders[name] = Leader(name, holder, generation, expires_at)
 
     def _apply(self, record: Any, changes: dict[str, Any], undo: bool = True) -> None:
         if not changes.keys() <= WRITABLE[type(record)]:
@@ -374,6 +418,11 @@ class MemoryTransaction(Transaction):
                 store._next_seq -= 1
             elif kind == "unseq":
                 store._next_seq -= 1
+            elif kind == "leader":
+                if entry[2] is None:
+                    store._leaders.pop(entry[1], None)
+                else:
+                    store._leaders[entry[1]] = entry[2]
         self._undo.clear()
         self._appended.clear()
 
@@ -388,6 +437,7 @@ class MemoryStore(Store):
     long simulation can stream events to its checkers in bounded memory.
     """
 
+    races: ClassVar[bool] = False
     transaction_type: ClassVar[type[MemoryTransaction]] = MemoryTransaction
     """The transaction class `transaction()` opens; a subclass may name its own (a store broken in one rule)."""
 
@@ -398,6 +448,7 @@ class MemoryStore(Store):
         self._by_state: dict[str, dict[str, Attempt]] = {}
         self._intents: dict[str, Intent] = {}
         self._intent_keys: dict[str, set[str]] = {}
+        self._leaders: dict[str, Leader] = {}
         self._events: list[Event] = []
         self._next_seq = 1
         self._keep_events = keep_events

@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from .backoff import Backoff
-from .context import Context
+from .context import Context, contract
 from .errors import InputError
 from .machine import ACTIVE
 from .policy import DOMAINS, budget_exhausted
@@ -36,6 +36,7 @@ class Tasks:
         self._queue = queue
         """Told (attempt, task) of every Attempt a committed transaction queued: the admission gate's `queue`."""
 
+    @contract
     def create(self, task_id: Any, objective: Any, workspace: Any, scope: Any, budget: Any, priority: Any, deadline_at: Any) -> Task:
         """Capture a task in the inbox. Its workspace is its bulkhead partition; priority and deadline steer load shedding."""
         if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 1_000_000:
@@ -61,12 +62,14 @@ class Tasks:
             context.event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
         return copy.copy(task)
 
+    @contract
     def accept(self, task_id: Any) -> Refused | Accepted:
         text(task_id, "task_id", 200)
         context = self._context
         with context as tx:
             return context.fire_task(tx, context.task(tx, task_id), "accept", "operator", {})
 
+    @contract
     def dispatch(self, task_id: Any, plan: Any) -> Refused | Accepted:
         """First dispatch: only for a dispatchable task with no Attempt at all; appends Attempt 1."""
         text(task_id, "task_id", 200)
@@ -81,6 +84,7 @@ class Tasks:
                 self._append(tx, task, 1, plan, None, None)
             return result
 
+    @contract
     def retry(self, task_id: Any, reason: Any, plan: Any) -> Refused | Accepted:
         """Attempt N+1, only with no active Attempt, the latest failed, a reason, the retry rule's permission and budget left."""
         text(task_id, "task_id", 200)

@@ -165,11 +165,14 @@ def test_every_code_the_core_writes_is_in_the_vocabulary(store):
 
 
 def _as_version_2(path) -> None:
-    """Turn a current file into what schema version 2 wrote: no code, late, expires_at or operation_key columns."""
+    """Turn a current file into what schema version 2 wrote: no code, late, expires_at, operation_key or retries
+    columns, no tasks_by_state index, no leaders table."""
     raw = sqlite3.connect(path, isolation_level=None)
     try:
-        for column in ("code", "late", "expires_at", "operation_key"):
+        for column in ("code", "late", "expires_at", "operation_key", "retries"):
             raw.execute(f"ALTER TABLE events DROP COLUMN {column}")
+        raw.execute("DROP INDEX tasks_by_state")
+        raw.execute("DROP TABLE leaders")
         raw.execute("PRAGMA user_version = 2")
     finally:
         raw.close()
