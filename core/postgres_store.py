@@ -1,0 +1,917 @@
+"""PostgresStore: the storage interface on one PostgreSQL schema that many threads and processes share.
+
+Why these choices:
+
+- One database transaction per `transaction()`, at READ COMMITTED, on a
+  connection checked out of a `psycopg_pool.ConnectionPool` for the block and
+  no longer. Different threads run transactions side by side, each on its own
+  connection; a thread cannot nest them.
+- Reads that precede writes lock their rows (`task`, `attempt`, `intent`,
+  `attempts_of`, `intents_of`), so two contracts on the same records take
+  turns instead of racing. The lock is `FOR NO KEY UPDATE`, the lock an
+  UPDATE of non-key columns takes itself: it excludes every other contract
+  exactly as `FOR UPDATE` would, but not the `FOR KEY SHARE` a foreign-key
+  check takes, so inserting an intent of an Attempt another contract holds
+  neither waits for it nor deadlocks against it. No contract ever changes a
+  key (`store.WRITABLE` has none).
+- The guard stays in the write, as in every store: `UPDATE ... WHERE key = %s
+  AND version = %s` (and for an Attempt `AND state <> ALL(terminal)`). A
+  record read without a lock (`attempts_in`, a read outside the transaction)
+  may have been changed since: the write then matches no row and raises
+  `StoreRetryable`, and the core runs the contract again from its start.
+  Deadlocks, serialization failures and lock timeouts are `StoreRetryable`
+  too; a lost connection is `StoreUnavailable`.
+- `claimable()` is the claim queue: `FOR NO KEY UPDATE SKIP LOCKED`, so many
+  claimers each take a different row instead of queueing behind one.
+- Inserts never abort the transaction: `ON CONFLICT DO NOTHING` and the row
+  count say "already exists", and parents are looked up first, so the answers
+  (StoreConflict, NotFound) are the memory store's and the transaction stays
+  usable. The foreign keys are in the schema as well.
+- The history is numbered 1..N in commit order with no gap: the next number
+  comes from a one-row counter (`event_counter`) updated in the appending
+  transaction, which holds that row's lock until it ends. A sequence would be
+  cheaper but is not transactional: a rollback leaves a gap, and numbers are
+  taken in a different order than transactions commit, so a reader polling
+  `events(after_seq=N)` could miss an event committed late with a lower
+  number. The price: appends serialize from a transaction's first append to
+  its commit, and a transaction that locks more records after appending can
+  deadlock with one waiting to append (PostgreSQL breaks it after
+  `deadlock_timeout`; one side gets StoreRetryable).
+- Text holds every string Python can encode as UTF-8, NUL included, as the
+  other stores do: PostgreSQL text cannot hold U+0000, so a string that
+  contains NUL, or starts with U+FDD0 (a Unicode noncharacter, reserved for
+  exactly such internal use), is stored as U+FDD0 followed by the string with
+  U+FDD0 doubled and NUL written as U+FDD0 "0". Every other string is stored
+  as it is. The connection's adapters do it both ways, for every parameter
+  and every text column. Lone surrogates cannot be sent: InputError.
+- Every text column collates "C": ids sort by code point, as Python sorts
+  them, whatever the database's locale.
+- The schema lives only in numbered SQL files (`migrations/postgresql/`),
+  applied in order under a transaction-level advisory lock and recorded in the
+  schema's `schema_migrations`; a schema of a newer version, or a schema
+  holding tables that is not a shiftchange store, is refused untouched.
+
+psycopg is optional: this module imports without it, and `PostgresStore`
+then raises StoreError saying how to install it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+import inspect
+import logging
+import math
+import os
+import re
+import threading
+import typing
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError, StoreRetryable, StoreUnavailable
+from .machine import ATTEMPT_TERMINAL
+from .records import (
+    Attempt,
+    Budget,
+    Event,
+    Intent,
+    Leader,
+    Plan,
+    Task,
+    budget_from_json,
+    budget_to_json,
+    field_names,
+    new_event,
+    plan_from_json,
+    plan_to_json,
+)
+from .sqlite_store import _check_changes
+from .store import Store, Transaction
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.pq import TransactionStatus
+    from psycopg.types import string as pg_string
+    from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+except ModuleNotFoundError:  # pragma: no cover - exercised in a subprocess by the tests
+    psycopg = None  # type: ignore[assignment]
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "check_schema_name", "migrate"]
+
+INSTALL_HINT = "PostgreSQL stores need psycopg 3: pip install 'shiftchange[postgres]'"
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+"""A plain, unquoted PostgreSQL identifier (at most 63 bytes): what a schema name may be."""
+
+ROW_LOCK = "FOR NO KEY UPDATE"
+"""The lock a read that precedes a write takes (see the module docstring for why not FOR UPDATE)."""
+
+CHECKOUT_TIMEOUT_S = 30.0
+"""How long a transaction waits for a free connection when every one of the pool's is in use."""
+
+
+# ---- migrations: the numbered SQL files, read once.
+
+
+def _load_migrations() -> tuple[tuple[int, str, str], ...]:
+    folder = importlib.resources.files(__package__).joinpath("migrations", "postgresql")
+    found = []
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
+        if match is not None:
+            found.append((int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort()
+    # Gaps or repeats would make "the version of a schema" ambiguous: fail at import, not on some user's database.
+    assert [version for version, _, _ in found] == list(range(1, len(found) + 1)), f"migrations must be numbered 1..N: {found!r:.200}"
+    return tuple(found)
+
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = _load_migrations()
+"""(version, name, SQL text) of every file in migrations/postgresql/, in order."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The newest schema version this code knows."""
+
+CREATE_SCHEMA_MIGRATIONS = (
+    "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+)
+RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)"
+SCHEMA_RELATIONS = (
+    "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+)
+ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+
+
+def check_schema_name(schema: Any) -> str:
+    """`schema` if it is a plain lower-case identifier; InputError otherwise (it is never quoted into SQL unchecked)."""
+    if not isinstance(schema, str) or _SCHEMA_NAME.fullmatch(schema) is None:
+        raise InputError(f"schema must be a plain identifier ([a-z_][a-z0-9_]{{0,62}}), not {schema!r:.80}")
+    return schema
+
+
+def _advisory_key(schema: str) -> int:
+    """The advisory lock migrations of `schema` take: a signed 64-bit number derived from its name."""
+    return int.from_bytes(hashlib.sha256(f"shiftchange migrate {schema}".encode()).digest()[:8], "big", signed=True)
+
+
+# ---- text with NUL: the escape every parameter and every text column goes through (see the module docstring).
+
+_NUL, _MARK = "\x00", "\ufdd0"
+_MARK_BYTES = _MARK.encode()
+_ESCAPED = re.compile(_MARK + "(.)", re.DOTALL)
+
+
+def escape_text(text: str) -> str:
+    """How `text` is stored: itself, unless it holds NUL or starts with U+FDD0."""
+    if _NUL not in text and not text.startswith(_MARK):
+        return text
+    return _MARK + text.replace(_MARK, _MARK + _MARK).replace(_NUL, _MARK + "0")
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    return _NUL if match[1] == "0" else match[1]
+
+
+def unescape_text(stored: str) -> str:
+    """The string `escape_text` stored as `stored`."""
+    if not stored.startswith(_MARK):
+        return stored
+    return _ESCAPED.sub(_unescaped, stored[1:])
+
+
+if psycopg is not None:
+
+    class _EscapingMixin:
+        _encoding: str
+
+        def dump(self, obj: str) -> bytes:
+            if _NUL in obj or obj.startswith(_MARK):
+                obj = escape_text(obj)
+            return obj.encode(self._encoding)
+
+    class _TextDumper(_EscapingMixin, pg_string.StrDumperUnknown):
+        """The default str dumper (text format, unknown oid, so PostgreSQL infers the type), escaping."""
+
+    class _TextOidDumper(_EscapingMixin, pg_string.StrDumper):
+        """A str dumper to the text oid (arrays of text, `state = ANY(%s)`), escaping."""
+
+    class _TextBinaryDumper(_EscapingMixin, pg_string.StrBinaryDumper):
+        """A str dumper in binary format, escaping."""
+
+    class _TextLoader(pg_string.TextLoader):
+        def load(self, data: Any) -> str:
+            if data[:3] == _MARK_BYTES:
+                return unescape_text(str(data, "utf-8"))
+            return str(data, "utf-8")
+
+    class _TextBinaryLoader(_TextLoader):
+        format = pg_string.TextBinaryLoader.format
+
+
+def _adapt_text(connection: Any) -> None:
+    """Make `connection` store and read text through the NUL escape (registered in psycopg's order: the last is the default)."""
+    adapters = connection.adapters
+    adapters.register_dumper(str, _TextBinaryDumper)
+    adapters.register_dumper(str, _TextOidDumper)
+    adapters.register_dumper(str, _TextDumper)
+    adapters.register_loader("text", _TextLoader)
+    adapters.register_loader("text", _TextBinaryLoader)
+
+
+# ---- tables: how one record type maps to one table, derived from its fields as the SQLite store does.
+
+
+class _Table:
+    """The columns of one record type, their kinds, and the conversions each way; `kinds` and `record_type` serve `_check_changes`."""
+
+    __slots__ = ("_decoders", "_encoders", "_updates", "columns", "guard_read", "key", "kinds", "name", "optional", "record_type")
+
+    SQL_TYPES: typing.ClassVar[dict[type, str]] = {
+        str: "text",
+        int: "bigint",
+        float: "double precision",
+        bool: "boolean",
+        Budget: "text",
+        Plan: "text",
+    }
+    """Python type of a field -> PostgreSQL column type (information_schema's `data_type`): what the schema files declare."""
+    ENCODERS: typing.ClassVar[dict[type, Any]] = {Budget: budget_to_json, Plan: plan_to_json}
+    DECODERS: typing.ClassVar[dict[type, Any]] = {
+        Budget: functools.lru_cache(maxsize=1024)(budget_from_json),
+        Plan: functools.lru_cache(maxsize=1024)(plan_from_json),
+    }
+
+    def __init__(self, name: str, record_type: type, key: str) -> None:
+        self.name = _identifier(name)
+        self.record_type = record_type
+        self.key = key
+        self.columns = tuple(_identifier(column) for column in field_names(record_type))
+        self.kinds: dict[str, type] = {}
+        self.optional: set[str] = set()
+        hints = typing.get_type_hints(record_type)
+        for column in self.columns:
+            arguments = typing.get_args(hints[column])
+            if type(None) in arguments:
+                self.optional.add(column)
+                (kind,) = (argument for argument in arguments if argument is not type(None))
+            else:
+                kind = hints[column]
+            assert kind in self.SQL_TYPES, f"{record_type.__name__}.{column}: no PostgreSQL type for {kind!r}"
+            self.kinds[column] = kind
+        self._decoders = tuple(
+            (index, self.DECODERS[self.kinds[column]]) for index, column in enumerate(self.columns) if self.kinds[column] in self.DECODERS
+        )
+        self._encoders = {column: self.ENCODERS[kind] for column, kind in self.kinds.items() if kind in self.ENCODERS}
+        self._updates: dict[tuple[tuple[str, ...], bool], str] = {}
+        guarded = ", state" if "state" in self.columns else ""
+        self.guard_read = f"SELECT version{guarded} FROM {self.name} WHERE {key} = %s"
+        """A plain read of what an UPDATE's guard looked at: only to say why it matched no row."""
+
+    def select(self, clause: str) -> str:
+        return "SELECT " + ", ".join(self.columns) + " FROM " + self.name + " " + clause
+
+    def insert(self) -> str:
+        """An INSERT of every column that does nothing on a duplicate key, so the transaction survives it (see the row count)."""
+        placeholders = ", ".join(["%s"] * len(self.columns))
+        return f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING"
+
+    def update_sql(self, names: tuple[str, ...], terminal_guard: bool) -> str:
+        """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names."""
+        sql_text = self._updates.get((names, terminal_guard))
+        if sql_text is None:
+            assignments = ", ".join([name + " = %s" for name in names] + ["version = version + 1"])
+            guard = " AND state <> ALL(%s)" if terminal_guard else ""
+            sql_text = f"UPDATE {self.name} SET {assignments} WHERE {self.key} = %s AND version = %s{guard}"
+            self._updates[(names, terminal_guard)] = sql_text
+        return sql_text
+
+    def encode(self, column: str, value: Any) -> Any:
+        encoder = self._encoders.get(column)
+        return encoder(value) if encoder is not None and value is not None else value
+
+    def to_row(self, record: Any) -> tuple:
+        return tuple(self.encode(column, getattr(record, column)) for column in self.columns)
+
+    def from_row(self, row: tuple) -> Any:
+        if not self._decoders:
+            return self.record_type(*row)
+        values = list(row)
+        for index, decoder in self._decoders:
+            if values[index] is not None:
+                values[index] = decoder(values[index])
+        return self.record_type(*values)
+
+
+def _identifier(name: str) -> str:
+    """A record field or table name, checked to need no quoting: names come only from the records, never from input."""
+    assert _SCHEMA_NAME.fullmatch(name), f"{name!r} is not a plain identifier"
+    return name
+
+
+TASKS = _Table("tasks", Task, "task_id")
+ATTEMPTS = _Table("attempts", Attempt, "attempt_id")
+INTENTS = _Table("intents", Intent, "key")
+EVENTS = _Table("events", Event, "seq")
+LEADERS = _Table("leaders", Leader, "name")
+TABLES = (TASKS, ATTEMPTS, INTENTS, EVENTS, LEADERS)
+
+_TERMINAL_STATES = sorted(ATTEMPT_TERMINAL)
+"""The guard on every Attempt write, bound as one array parameter."""
+
+# ---- Every statement a transaction runs. Column names come only from the record fields; every value is a parameter. ----
+
+BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+
+SELECT_TASK = TASKS.select("WHERE task_id = %s")
+LOCK_TASK = SELECT_TASK + " " + ROW_LOCK
+LOCK_TASK_ROW = "SELECT 1 FROM tasks WHERE task_id = %s " + ROW_LOCK
+SELECT_TASKS_IN_STATES = TASKS.select("WHERE state = ANY(%s) ORDER BY task_id")
+INSERT_TASK = TASKS.insert()
+
+SELECT_ATTEMPT = ATTEMPTS.select("WHERE attempt_id = %s")
+LOCK_ATTEMPT = SELECT_ATTEMPT + " " + ROW_LOCK
+SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = %s ORDER BY number")
+LOCK_ATTEMPTS_OF_TASK = SELECT_ATTEMPTS_OF_TASK + " " + ROW_LOCK
+SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY attempt_id")
+LOCK_CLAIMABLE = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED")
+COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = %s"
+INSERT_ATTEMPT = ATTEMPTS.insert()
+
+SELECT_INTENT = INTENTS.select("WHERE key = %s")
+LOCK_INTENT = SELECT_INTENT + " " + ROW_LOCK
+SELECT_INTENTS_OF_ATTEMPT = INTENTS.select("WHERE attempt_id = %s ORDER BY key")
+LOCK_INTENTS_OF_ATTEMPT = SELECT_INTENTS_OF_ATTEMPT + " " + ROW_LOCK
+PARENTS_EXIST = "SELECT EXISTS (SELECT 1 FROM tasks WHERE task_id = %s), EXISTS (SELECT 1 FROM attempts WHERE attempt_id = %s)"
+INSERT_INTENT = INTENTS.insert()
+
+_EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
+assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
+# The counter's row lock, held to commit, is what numbers the history 1..N in commit order (see the module docstring).
+INSERT_EVENT = (
+    "WITH counter AS (UPDATE event_counter SET last_seq = last_seq + 1 RETURNING last_seq) "
+    f"INSERT INTO events (seq, {', '.join(_EVENT_FIELDS)}) "
+    f"VALUES ((SELECT last_seq FROM counter), {', '.join(['%s'] * len(_EVENT_FIELDS))}) RETURNING seq"
+)
+LOCK_LEADER = LEADERS.select("WHERE name = %s " + ROW_LOCK)
+# As the SQLite store writes it: the caller read the row (locked, if it exists) in this transaction and decided. Two
+# transactions that both found no row both write; the second waits for the first's commit and overwrites it, and the
+# loser's next fenced read of the lease sees it lost.
+PUT_LEADER = (
+    "INSERT INTO leaders (name, holder, generation, expires_at) VALUES (%s, %s, %s, %s) ON CONFLICT (name)"
+    " DO UPDATE SET holder = excluded.holder, generation = excluded.generation, expires_at = excluded.expires_at"
+)
+SELECT_EVENTS = EVENTS.select("WHERE seq > %s ORDER BY seq")
+SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = %s AND seq > %s ORDER BY seq")
+
+
+# ---- errors: what a psycopg error means to the core.
+
+if psycopg is not None:
+    _RETRYABLE: tuple[type[BaseException], ...] = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure, pg_errors.LockNotAvailable)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0].strip() if lines else type(error).__name__
+
+
+def _mapped(error: Exception, where: str, *, broken: bool = False, committing: bool = False) -> CoreError:
+    """The core's error for a psycopg error raised inside a transaction (the caller raises it `from error`)."""
+    line = _first_line(error)
+    if isinstance(error, _RETRYABLE):
+        return StoreRetryable(f"PostgreSQL at {where} rolled the transaction back ({type(error).__name__}: {line}); run it again")
+    if broken or isinstance(error, psycopg.OperationalError):
+        if committing:
+            return StoreUnavailable(f"lost PostgreSQL at {where} while committing; the transaction may or may not have committed: {line}")
+        return StoreUnavailable(f"PostgreSQL at {where}: {line}; nothing was committed")
+    if isinstance(error, pg_errors.ForeignKeyViolation):
+        return NotFound(f"a record names a task or attempt that does not exist ({line})")
+    if isinstance(error, pg_errors.UniqueViolation):
+        return StoreConflict(f"a record already exists ({line})")
+    if isinstance(error, psycopg.DataError | psycopg.IntegrityError):
+        return InputError(f"PostgreSQL refused a value: {line}")
+    return StoreError(f"PostgreSQL at {where}: {line}")
+
+
+_DISCARDED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Connections a store closed because the server dropped them, and then handed back to their pool to be replaced."""
+
+
+class _QuietDiscard(logging.Filter):
+    """Drop the pool's warning about a connection this module discarded on purpose: the store has raised StoreUnavailable for it.
+
+    Every other record of the `psycopg.pool` logger, about any other pool's connections included, passes untouched.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.args, tuple) and len(record.args) == 1):
+            return True
+        try:
+            return record.args[0] not in _DISCARDED
+        except TypeError:  # an unhashable argument: not one of ours
+            return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietDiscard())
+
+
+def _require_psycopg() -> None:
+    if psycopg is None:
+        raise StoreError(INSTALL_HINT)
+
+
+def _where(conninfo: Any) -> str:
+    """host:port/database of a connection string, for messages (never the password); InputError if it does not parse."""
+    if not isinstance(conninfo, str):
+        raise InputError(f"conninfo must be a PostgreSQL URL or key=value string, not {type(conninfo).__name__}")
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as error:
+        from .stores import describe  # libpq quotes the string it could not parse: never print its password
+
+        raise InputError(f"not a PostgreSQL connection string: {_first_line(error).replace(conninfo, describe(conninfo))}") from None
+    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    user = params.get("user") or os.environ.get("PGUSER") or os.environ.get("USER") or "?"
+    database = params.get("dbname") or os.environ.get("PGDATABASE") or user
+    return f"{host}:{port}/{database}"
+
+
+def _connection_options(connect_timeout_s: float) -> dict[str, Any]:
+    # libpq counts whole seconds, and treats anything under 2 as 2.
+    return {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout_s)), "client_encoding": "UTF8"}
+
+
+def _connect(conninfo: str, connect_timeout_s: float, where: str) -> Any:
+    """One connection outside the pool (migrations); StoreUnavailable in one line if the server cannot be reached."""
+    try:
+        connection = psycopg.connect(conninfo, **_connection_options(connect_timeout_s))
+    except psycopg.OperationalError as error:
+        raise StoreUnavailable(f"cannot reach PostgreSQL at {where}: {_first_line(error)}") from None
+    except psycopg.Error as error:
+        raise StoreError(f"cannot open PostgreSQL at {where}: {_first_line(error)}") from None
+    _adapt_text(connection)
+    return connection
+
+
+# ---- migrations
+
+
+def _applied(connection: Any, schema: str, where: str) -> dict[int, str] | None:
+    """The versions recorded in `schema`, or None for a schema that is missing or empty; StoreError for someone else's tables."""
+    relations = {name for (name,) in connection.execute(SCHEMA_RELATIONS, (schema,))}
+    if not relations:
+        return None
+    if "schema_migrations" not in relations:
+        raise StoreError(
+            f"schema {schema!r} at {where} holds tables ({', '.join(sorted(relations)[:5])}) but no schema_migrations: "
+            "not a shiftchange store; use another schema"
+        )
+    query = sql.SQL("SELECT version, name FROM {}.schema_migrations").format(sql.Identifier(schema))
+    return dict(connection.execute(query).fetchall())
+
+
+def _migrate(connection: Any, schema: str, where: str, *, apply: bool) -> list[int]:
+    """Bring `schema` to SCHEMA_VERSION (apply) or check that it is there (not apply), in one transaction; the versions applied."""
+    try:
+        with connection.transaction():
+            if apply:
+                connection.execute(ADVISORY_LOCK, (_advisory_key(schema),))
+            applied = _applied(connection, schema, where)
+            unknown = sorted(set(applied or ()) - {version for version, _, _ in MIGRATIONS})
+            if unknown:
+                raise StoreError(
+                    f"schema {schema!r} at {where}: schema version {max(applied or unknown)}, this code knows {SCHEMA_VERSION}; "
+                    "upgrade shiftchange to use it"
+                )
+            missing = [migration for migration in MIGRATIONS if migration[0] not in (applied or {})]
+            if not apply:
+                if missing:
+                    current = max(applied or {0: ""})
+                    raise StoreError(
+                        f"schema {schema!r} at {where} is at version {current}, this code needs {SCHEMA_VERSION}: "
+                        "run `shiftchange db migrate` (or open the store with migrate=True)"
+                    )
+                return []
+            if not missing:
+                return []
+            name = sql.Identifier(schema)
+            connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(name))
+            connection.execute(sql.SQL("SET LOCAL search_path TO {}").format(name))
+            if applied is None:
+                connection.execute(CREATE_SCHEMA_MIGRATIONS)
+            for version, title, text in missing:
+                connection.execute(text)
+                connection.execute(RECORD_MIGRATION, (version, title))
+            return [version for version, _, _ in missing]
+    except psycopg.OperationalError as error:
+        raise StoreUnavailable(f"PostgreSQL at {where}, migrating schema {schema!r}: {_first_line(error)}") from None
+    except psycopg.Error as error:
+        raise StoreError(f"PostgreSQL at {where}, migrating schema {schema!r}: {_first_line(error)}") from None
+
+
+def migrate(conninfo: str, schema: str = "shiftchange", *, connect_timeout_s: float = 10.0) -> list[int]:
+    """Apply the migrations `schema` lacks (creating it if need be); the versions applied now, [] if it was up to date.
+
+    Safe to run from several processes at once: they take turns on an
+    advisory lock, and only the first applies anything.
+    """
+    _require_psycopg()
+    check_schema_name(schema)
+    where = _where(conninfo)
+    with _connect(conninfo, connect_timeout_s, where) as connection:
+        return _migrate(connection, schema, where, apply=True)
+
+
+# ---- the transaction
+
+
+class _PostgresTransaction(Transaction):
+    """Record access inside one database transaction on one connection; every read builds fresh records from rows."""
+
+    __slots__ = ("_connection", "_cursor", "_failure", "_where")
+
+    def __init__(self, connection: Any, where: str) -> None:
+        self._connection = connection
+        self._cursor = connection.cursor()
+        self._where = where
+        self._failure: CoreError | None = None
+        """The first error the database raised in this transaction: PostgreSQL has aborted it, so it cannot commit."""
+
+    def end(self) -> None:
+        # A transaction object kept past its `with` block would write outside any transaction; make that fail loudly.
+        cursor, self._cursor, self._connection = self._cursor, None, None
+        if cursor is not None:
+            cursor.close()
+
+    def _execute(self, query: str, parameters: Iterable[Any] = ()) -> Any:
+        cursor = self._cursor
+        if cursor is None:
+            raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
+        try:
+            return cursor.execute(query, parameters)
+        except UnicodeEncodeError as error:
+            # Nothing was sent: the transaction is intact. The memory store would keep such text; refuse it as SQLite does.
+            raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+        except psycopg.Error as error:
+            mapped = _mapped(error, self._where, broken=self._connection.broken)
+            if self._failure is None:
+                self._failure = mapped
+            raise mapped from error
+
+    def _one(self, table: _Table, query: str, parameters: tuple) -> Any:
+        row = self._execute(query, parameters).fetchone()
+        return None if row is None else table.from_row(row)
+
+    def _all(self, table: _Table, query: str, parameters: tuple) -> list:
+        return [table.from_row(row) for row in self._execute(query, parameters).fetchall()]
+
+    # Reads: those that precede writes lock their rows until the transaction ends.
+    def task(self, task_id: str) -> Task | None:
+        return self._one(TASKS, LOCK_TASK, (task_id,))
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        return self._one(ATTEMPTS, LOCK_ATTEMPT, (attempt_id,))
+
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        return self._all(ATTEMPTS, LOCK_ATTEMPTS_OF_TASK, (task_id,))
+
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        """A plain read, no lock: a write based on it is guarded by the version, and raises StoreRetryable if it is stale."""
+        wanted = list(dict.fromkeys(states))
+        if not wanted:
+            return []
+        return self._all(ATTEMPTS, SELECT_ATTEMPTS_IN_STATES, (wanted,))
+
+    def claimable(self, states: Iterable[str], limit: int) -> list[Attempt]:
+        """Up to `limit` Attempts in `states`, oldest first, locked; rows another transaction holds are skipped, not waited for."""
+        _check_limit(limit)
+        wanted = list(dict.fromkeys(states))
+        if not wanted or limit == 0:
+            return []
+        return self._all(ATTEMPTS, LOCK_CLAIMABLE, (wanted, limit))
+
+    def intent(self, key: str) -> Intent | None:
+        return self._one(INTENTS, LOCK_INTENT, (key,))
+
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        """A plain read, no lock (the control plane's scan), in task-id order."""
+        wanted = list(dict.fromkeys(states))
+        if not wanted:
+            return []
+        return self._all(TASKS, SELECT_TASKS_IN_STATES, (wanted,))
+
+    def leader(self, name: str) -> Leader | None:
+        """The named leader lease, its row locked until the transaction ends: a takeover waits for a fenced step to commit."""
+        return self._one(LEADERS, LOCK_LEADER, (name,))
+
+    def put_leader(self, name: str, holder: str, generation: int, expires_at: float) -> None:
+        self._execute(PUT_LEADER, (name, holder, generation, expires_at))
+
+    def intents_of(self, attempt_id: str) -> list[Intent]:
+        return self._all(INTENTS, LOCK_INTENTS_OF_ATTEMPT, (attempt_id,))
+
+    # Guarded writes.
+    def insert_task(self, task: Task) -> None:
+        self._insert(TASKS, INSERT_TASK, task, f"task {task.task_id!r}")
+
+    def update_task(self, task: Task, **changes: Any) -> None:
+        self._update(TASKS, task, changes, terminal_guard=False)
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        # The task's row lock orders appends to one task: no other transaction can add an Attempt between the count and the insert.
+        if self._execute(LOCK_TASK_ROW, (attempt.task_id,)).fetchone() is None:
+            raise NotFound(f"unknown task {attempt.task_id!r}")
+        (siblings,) = self._execute(COUNT_ATTEMPTS_OF_TASK, (attempt.task_id,)).fetchone()
+        if siblings != attempt.number - 1:
+            raise StoreConflict(f"attempt numbers must run 1..N: task {attempt.task_id!r} has {siblings}, got {attempt.number}")
+        self._insert(ATTEMPTS, INSERT_ATTEMPT, attempt, f"attempt {attempt.attempt_id!r}")
+
+    def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        self._update(ATTEMPTS, attempt, changes, terminal_guard=True)
+
+    def insert_intent(self, intent: Intent) -> None:
+        task_known, attempt_known = self._execute(PARENTS_EXIST, (intent.task_id, intent.attempt_id)).fetchone()
+        if not (task_known and attempt_known):
+            raise NotFound(f"intent {intent.key!r} names an unknown task or attempt")
+        self._insert(INTENTS, INSERT_INTENT, intent, f"intent {intent.key!r}")
+
+    def update_intent(self, intent: Intent, **changes: Any) -> None:
+        self._update(INTENTS, intent, changes, terminal_guard=False)
+
+    # Every field spelled out, as the memory store does (an event per contract call); an Event has no column to encode.
+    def append_event(
+        self,
+        *,
+        at: float,
+        actor: str,
+        kind: str,
+        task_id: str,
+        attempt_id: str | None,
+        accepted: bool,
+        reason: str,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        generation: int | None = None,
+        worker_id: str | None = None,
+        detail: str = "",
+        code: str | None = None,
+        late: bool = False,
+        expires_at: float | None = None,
+        operation_key: str | None = None,
+        retries: int = 0,
+    ) -> Event:
+        values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
+        values += (code, late, expires_at, operation_key, retries)
+        (seq,) = self._execute(INSERT_EVENT, values).fetchone()
+        return new_event(seq, *values)
+
+    def events(self, task_id: str | None, after_seq: int) -> list[Event]:
+        if task_id is None:
+            return self._all(EVENTS, SELECT_EVENTS, (after_seq,))
+        return self._all(EVENTS, SELECT_EVENTS_OF_TASK, (task_id, after_seq))
+
+    def _insert(self, table: _Table, query: str, record: Any, what: str) -> None:
+        if self._execute(query, table.to_row(record)).rowcount != 1:
+            raise StoreConflict(f"{what} already exists")
+
+    def _update(self, table: _Table, record: Any, changes: dict[str, Any], *, terminal_guard: bool) -> None:
+        """Write `changes` only if the row still has `record.version` (and is not terminal); then mirror them on `record`."""
+        _check_changes(table, changes)
+        identity = getattr(record, table.key)
+        parameters = [table.encode(name, value) for name, value in changes.items()] + [identity, record.version]
+        if terminal_guard:
+            parameters.append(_TERMINAL_STATES)
+        if self._execute(table.update_sql(tuple(changes), terminal_guard), parameters).rowcount != 1:
+            raise self._why_refused(table, record, identity)
+        for name, value in changes.items():
+            setattr(record, name, value)
+        record.version += 1
+
+    def _why_refused(self, table: _Table, record: Any, identity: str) -> StoreConflict:
+        """Why a guarded write matched no row; the guard already decided, this plain read only words (and types) the answer."""
+        what = f"{table.record_type.__name__.lower()} {identity!r}"
+        row = self._execute(table.guard_read, (identity,)).fetchone()
+        if row is None:
+            return StoreConflict(f"{what} does not exist")
+        if row[0] != record.version:
+            return StoreRetryable(
+                f"{what} changed since it was read (stored version {row[0]}, read {record.version}): another transaction wrote it"
+            )
+        return StoreConflict(f"{what} is terminal ({row[1]}) and immutable")
+
+
+assert tuple(inspect.signature(_PostgresTransaction.append_event).parameters)[1:] == _EVENT_FIELDS, "append_event must take every field"
+
+
+def _check_limit(limit: Any) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InputError(f"limit must be an integer >= 0, not {limit!r}")
+
+
+# ---- the store
+
+
+class PostgresStore(Store):
+    """Records in one PostgreSQL schema (guarded writes, row locks, a pool of connections); safe across threads and processes.
+
+    `conninfo` is a libpq URL (`postgresql://user@host:5432/db`) or key=value
+    string. Every table lives in `schema`, which is created and migrated on
+    open unless `migrate=False` (then a schema not at this code's version is
+    refused: run `shiftchange db migrate`). The pool keeps `pool_min` to
+    `pool_max` connections; one transaction holds one of them for its block.
+    Opening waits at most `connect_timeout_s` for the server, and raises
+    StoreUnavailable naming the host and database if it cannot be reached.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "shiftchange",
+        pool_min: int = 1,
+        pool_max: int = 8,
+        connect_timeout_s: float = 10.0,
+        migrate: bool = True,
+    ) -> None:
+        _require_psycopg()
+        self.schema = check_schema_name(schema)
+        for name, value in (("pool_min", pool_min), ("pool_max", pool_max)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be an integer >= 1, not {value!r}")
+        if pool_min > pool_max:
+            raise InputError(f"pool_min ({pool_min}) must not exceed pool_max ({pool_max})")
+        if isinstance(connect_timeout_s, bool) or not isinstance(connect_timeout_s, int | float) or not connect_timeout_s > 0:
+            raise InputError(f"connect_timeout_s must be a number of seconds > 0, not {connect_timeout_s!r}")
+        self.where = _where(conninfo)
+        """host:port/database, for messages."""
+        self.pool_min, self.pool_max, self.connect_timeout_s = pool_min, pool_max, float(connect_timeout_s)
+        self._local = threading.local()
+        self._pool: Any = None
+        with _connect(conninfo, connect_timeout_s, self.where) as connection:
+            self.migrated = _migrate(connection, self.schema, self.where, apply=bool(migrate))
+            """The schema versions this open applied ([] when the schema was already up to date, or migrate=False)."""
+        pool = ConnectionPool(
+            conninfo,
+            min_size=pool_min,
+            max_size=pool_max,
+            kwargs=_connection_options(connect_timeout_s),
+            configure=self._configure,
+            open=False,
+            timeout=CHECKOUT_TIMEOUT_S,
+            name=f"shiftchange-{self.schema}",
+        )
+        try:
+            pool.open(wait=True, timeout=self.connect_timeout_s)
+        except PoolTimeout:
+            pool.close()
+            raise StoreUnavailable(f"cannot reach PostgreSQL at {self.where}: no connection within {self.connect_timeout_s:g} s") from None
+        self._pool = pool
+
+    def _configure(self, connection: Any) -> None:
+        """Every pooled connection: the NUL-escaping text adapters, and the schema as its search_path."""
+        _adapt_text(connection)
+        connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where}, schema={self.schema!r})"
+
+    # ---- connections
+
+    def _begin(self, pool: Any) -> Any:
+        """A pooled connection inside a fresh transaction; one the server dropped while it sat in the pool is replaced."""
+        lost: Exception | None = None
+        for _ in range(self.pool_max + 1):
+            try:
+                connection = pool.getconn()
+            except PoolTimeout as error:
+                raise StoreUnavailable(
+                    f"PostgreSQL at {self.where}: no connection came free within {CHECKOUT_TIMEOUT_S:g} s (pool_max={self.pool_max})"
+                ) from error
+            except PoolClosed as error:
+                raise StoreError(f"store {self!r} is closed") from error
+            try:
+                connection.execute(BEGIN)
+            except psycopg.OperationalError as error:
+                lost = error
+                self._release(pool, connection)
+                continue
+            except BaseException as error:
+                self._release(pool, connection)
+                if isinstance(error, psycopg.Error):
+                    raise _mapped(error, self.where) from error
+                raise
+            return connection
+        raise StoreUnavailable(f"PostgreSQL at {self.where}: {_first_line(lost)}; nothing was committed") from lost
+
+    @staticmethod
+    def _rollback(connection: Any) -> None:
+        if connection.closed:
+            return
+        try:
+            connection.execute(ROLLBACK)
+        except Exception:
+            connection.close()  # whatever state it is in, the pool will not hand it out again
+
+    @staticmethod
+    def _release(pool: Any, connection: Any) -> None:
+        if connection.broken:
+            connection.close()
+        if connection.closed:
+            _DISCARDED.add(connection)
+        pool.putconn(connection)  # a closed connection is discarded and replaced
+
+    def _commit(self, connection: Any, tx: _PostgresTransaction) -> None:
+        failure = tx._failure
+        if failure is not None or connection.info.transaction_status == TransactionStatus.INERROR:
+            # PostgreSQL answers COMMIT of an aborted transaction with a rollback, not an error: say so instead of pretending.
+            self._rollback(connection)
+            kind = type(failure) if failure is not None else StoreError
+            raise kind(
+                f"{failure or 'an earlier statement failed'}; the transaction was aborted by it and nothing was committed"
+            ) from failure
+        try:
+            connection.execute(COMMIT)
+        except psycopg.Error as error:
+            raise _mapped(error, self.where, broken=connection.broken, committing=True) from error
+
+    # ---- the interface
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        local = self._local
+        if getattr(local, "tx", None) is not None:
+            raise RuntimeError("PostgresStore transactions do not nest (one per thread at a time)")
+        pool = self._pool
+        if pool is None:
+            raise StoreError(f"store {self!r} is closed")
+        connection = self._begin(pool)
+        tx = _PostgresTransaction(connection, self.where)
+        local.tx = tx
+        try:
+            try:
+                yield tx
+            except BaseException:
+                self._rollback(connection)
+                raise
+            self._commit(connection, tx)
+        finally:
+            tx.end()
+            local.tx = None
+            self._release(pool, connection)
+
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        """The committed history; inside this thread's open transaction, that transaction's view (its own appends included)."""
+        open_tx = getattr(self._local, "tx", None)
+        if open_tx is not None:
+            return open_tx.events(task_id, after_seq)
+        with self.transaction() as tx:
+            return tx.events(task_id, after_seq)  # type: ignore[attr-defined]
+
+    # Reads outside contracts take no row lock: a monitor's read neither waits for a contract nor holds one up.
+    def get_task(self, task_id: str) -> Task | None:
+        with self.transaction() as tx:
+            return tx._one(TASKS, SELECT_TASK, (task_id,))  # type: ignore[attr-defined]
+
+    def get_attempt(self, attempt_id: str) -> Attempt | None:
+        with self.transaction() as tx:
+            return tx._one(ATTEMPTS, SELECT_ATTEMPT, (attempt_id,))  # type: ignore[attr-defined]
+
+    def get_attempts(self, task_id: str) -> list[Attempt]:
+        with self.transaction() as tx:
+            return tx._all(ATTEMPTS, SELECT_ATTEMPTS_OF_TASK, (task_id,))  # type: ignore[attr-defined]
+
+    def get_intent(self, key: str) -> Intent | None:
+        with self.transaction() as tx:
+            return tx._one(INTENTS, SELECT_INTENT, (key,))  # type: ignore[attr-defined]
+
+    def get_intents(self, attempt_id: str) -> list[Intent]:
+        with self.transaction() as tx:
+            return tx._all(INTENTS, SELECT_INTENTS_OF_ATTEMPT, (attempt_id,))  # type: ignore[attr-defined]
+
+    def drop_schema(self) -> None:
+        """Drop the store's schema and everything in it (for tests); the store is closed first."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            raise StoreError(f"store {self!r} is closed")
+        try:
+            with pool.connection() as connection:
+                connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema)))
+        finally:
+            pool.close()
+
+    def close(self) -> None:
+        """Close the pool and its connections; safe to call twice."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
