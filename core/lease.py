@@ -26,7 +26,6 @@ from .results import Accepted, Claim, Refused, Renewal, Result, new_claim, new_r
 from .store import Transaction
 from .validate import fence_arguments, flag, text
 
-
 CLAIM_CANDIDATES = 8
 """How many admitted Attempts `claim_next` asks the store for at once; the first in the worker's workspace is claimed."""
 
@@ -253,18 +252,33 @@ class Leases:
 
     # ------------------------------------------------------------ reaper
 
-    @contract
     def reap(self) -> list[tuple[str, str]]:
-        """Expired leases make their Attempts Suspect; unanswered cancellations time out into Reconciling."""
+        """Expired leases make their Attempts Suspect; unanswered cancellations time out into Reconciling.
+
+        The scan reads and writes nothing it must lock; each Attempt it finds
+        due is then moved in a transaction of its own, which reads it again.
+        One transaction for the whole sweep would hold every Attempt it had
+        moved while waiting for the next one, which a worker may be renewing:
+        on a store that runs transactions side by side, that is a deadlock
+        waiting to happen on every sweep that finds two leases due.
+        """
         context = self._context
-        moved = []
-        with context as tx:
+        with context.store.transaction() as tx:
             now = context.clock.now()
-            for attempt in tx.attempts_in(LEASED):
-                result = self._reap_one(tx, attempt, now)
-                if result is not None and result.accepted:
-                    moved.append((attempt.attempt_id, result.state))
+            due = [attempt.attempt_id for attempt in tx.attempts_in(LEASED) if _reapable(attempt, now)]
+        moved = []
+        for attempt_id in due:
+            result = self._reap_attempt(attempt_id)
+            if result is not None and result.accepted:
+                moved.append((attempt_id, result.state))
         return moved
+
+    @contract
+    def _reap_attempt(self, attempt_id: str) -> Refused | Accepted | None:
+        context = self._context
+        with context as tx:
+            attempt = tx.attempt(attempt_id)
+            return None if attempt is None else self._reap_one(tx, attempt, context.clock.now())
 
     def _reap_one(self, tx: Transaction, attempt: Attempt, now: float) -> Refused | Accepted | None:
         context = self._context
@@ -275,6 +289,13 @@ class Leases:
             holds = {"lease_issued": attempt.token_digest is not None, "cancel_deadline_passed": True}
             return context.fire(tx, attempt, "cancel_timed_out", "reaper", holds, detail="executor did not acknowledge", ended_at=now)
         return None
+
+
+def _reapable(attempt: Attempt, now: float) -> bool:
+    """Whether the reaper has a move for this Attempt now: its lease ran out, or its cancellation went unanswered."""
+    if attempt.state in EXPIRABLE:
+        return attempt.expires_at is not None and attempt.expires_at <= now
+    return attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now
 
 
 def _manifest(task: Task, attempt: Attempt) -> Manifest:
