@@ -542,6 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .check_store import add_parser as add_check_store_parser
 
     add_check_store_parser(commands)
+    from .runtime import add_parsers as add_runtime_parsers
+
+    add_runtime_parsers(commands)
     return parser
 
 

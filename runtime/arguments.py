@@ -1,0 +1,35 @@
+"""The runtime commands' arguments, apart from the code that runs them.
+
+`shiftchange` builds its whole parser before it runs any command, and must
+not import the core to do so (a broken spec is reported as one line by
+`spec check`, and importing the core compiles the spec). So the arguments
+are declared here, importing nothing of shiftchange; the handlers import
+the runtime when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["process_arguments", "provider_arguments", "store_argument"]
+
+
+def store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL", required=True, help="sqlite:///path or postgresql://... (memory: cannot be shared)")
+
+
+def process_arguments(parser: argparse.ArgumentParser, kind: str) -> None:
+    """A worker's or an orchestrator's: the shared store, the provider, the configuration, an id."""
+    store_argument(parser)
+    parser.add_argument("--provider", metavar="URL", required=True, help="the code host's URL (as `shiftchange provider` prints it)")
+    parser.add_argument("--config", metavar="FILE", help="a runtime configuration (JSON, as RuntimeConfig.to_json writes it)")
+    parser.add_argument("--id", metavar="NAME", default=None, help=f"this {kind}'s id (default {kind}-<pid>)")
+
+
+def provider_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ledger", metavar="FILE", required=True, help="the JSON-lines ledger (created, or reloaded and appended to)")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", metavar="N", type=int, default=0, help="the port (default 0: any free port)")
+    parser.add_argument("--no-idempotency", action="store_true", help="ignore operation keys: every request lands a new effect")
+    parser.add_argument("--url-file", metavar="F", help="write the bound URL to this file (atomically) once serving")
+    parser.add_argument("--log-requests", action="store_true", help="log each request on stderr")

@@ -1,0 +1,176 @@
+"""`shiftchange orchestrator`: the control plane as a process, on real cadences, over a store other processes share.
+
+The same duties as the simulator's control plane (`sim/control.py`), but it
+learns what is due from the store's records, not from a listener on its own
+transactions: other processes (workers, other orchestrators) write most of
+what happens, and a process killed and restarted remembers nothing. Each
+duty is a scan of the states that ask for it, so a restarted orchestrator
+picks up exactly where the store says things are:
+
+- admission, every `admission_interval_s`, only while this process holds
+  the admission leader lease (`runtime/leadership.py`), each step fenced by
+  that lease inside its own transaction and preceded by a refresh of the
+  admission state from the store (workers end Attempts in other processes);
+- the reaper, every `reap_interval_s` (any number of orchestrators may reap:
+  the contract is safe under races);
+- every `loop_interval_s`: reconcile what is Suspect or Reconciling, verify
+  what has been Verifying for `ci_s`, decide the next step of every task in
+  progress with no active Attempt (and retry it when the loop says so), and
+  approve what has waited in review for `review_s`.
+
+A store or provider that does not answer (a cut connection, a restarting
+server) costs one round of that duty; it is logged and the next round asks
+again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from shiftchange.core import InputError, Orchestrator, Plan, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
+from shiftchange.core.machine import ACTIVE
+from shiftchange.core.stores import open_store
+
+from .clock import WallClock
+from .codehost import HttpProvider
+from .config import RuntimeConfig, load_config
+from .leadership import FencedStore, Leadership, NotLeader
+
+__all__ = ["ADMISSION_LEASE", "ControlProcess"]
+
+log = logging.getLogger("shiftchange.orchestrator")
+
+ADMISSION_LEASE = "admission"
+
+
+class ControlProcess:
+    """One orchestrator process: the duties on their cadences, one after another on one thread."""
+
+    def __init__(self, store_url: str, provider_url: str, config: RuntimeConfig, holder: str) -> None:
+        self.config = config
+        self.clock = WallClock()
+        self.stopping = threading.Event()
+        self.store = open_store(store_url)  # first: a bad store URL is the first thing said
+        provider = HttpProvider(provider_url)
+        reliability = ReliabilityConfig()
+        self.orchestrator = Orchestrator(self.store, self.clock, provider, config.core, reliability)
+        self.leadership = Leadership(self.store, ADMISSION_LEASE, holder, config.leader_lease_s, self.clock)
+        self._admission: Orchestrator | None = None
+        self._fenced = FencedStore(self.store, self.leadership)
+        self._provider = provider
+        self._reliability = reliability
+        self._review_seen: dict[str, float] = {}
+        self._retry_refused: dict[str, str] = {}
+        """Task id -> the Attempt after which its retry was refused: decided once, not again every round."""
+        self.counts = {"admission_steps": 0, "admitted": 0, "reaped": 0, "reconciled": 0, "verified": 0, "decided": 0, "approved": 0}
+
+    def close(self) -> None:
+        self.store.close()
+
+    def run(self) -> None:
+        config = self.config
+        now = self.clock.now()
+        due = {"admission": now, "reap": now, "loop": now}
+        cadence = {"admission": config.admission_interval_s, "reap": config.reap_interval_s, "loop": config.loop_interval_s}
+        duties = {"admission": self.admission_step, "reap": self.reap_step, "loop": self.loop_step}
+        while not self.stopping.is_set():
+            for name, duty in duties.items():
+                if self.stopping.is_set() or self.clock.now() < due[name]:
+                    continue
+                try:
+                    duty()
+                except (StoreError, ProviderTimeout, ProviderRefused) as error:
+                    log.warning("%s: no answer this round: %s", name, error)
+                due[name] = self.clock.now() + cadence[name]
+            self.stopping.wait(max(0.0, min(due.values()) - self.clock.now()))
+
+    # ------------------------------------------------------------- duties
+
+    def admission_step(self) -> None:
+        if not self.leadership.hold():
+            self._admission = None  # a later leadership starts from the store again
+            return
+        try:
+            if self._admission is None:
+                self._admission = Orchestrator(self._fenced, self.clock, self._provider, self.config.core, self._reliability)
+                log.info("leading admission (generation %s)", self.leadership.generation)
+            else:
+                self._admission.refresh()
+            results = self._admission.run_admission()
+        except NotLeader as error:
+            log.info("admission skipped: %s", error)
+            self._admission = None
+            return
+        self.counts["admission_steps"] += 1
+        self.counts["admitted"] += sum(1 for result in results.values() if result.accepted and result.state == "admitted")
+
+    def reap_step(self) -> None:
+        self.counts["reaped"] += len(self.orchestrator.reap())
+
+    def loop_step(self) -> None:
+        orchestrator, store, now = self.orchestrator, self.store, self.clock.now()
+        with store.transaction() as tx:
+            recovering = [a.attempt_id for a in tx.attempts_in(("suspect", "reconciling"))]
+            verifying = [a for a in tx.attempts_in(("verifying",))]
+            active_tasks = {a.task_id for a in tx.attempts_in(ACTIVE)}
+            in_progress = [task.task_id for task in tx.tasks_in(("in_progress",))]
+            in_review = [task.task_id for task in tx.tasks_in(("review",))]
+        for attempt_id in recovering:
+            orchestrator.reconcile_attempt(attempt_id)
+            self.counts["reconciled"] += 1
+        for attempt in verifying:
+            if attempt.ended_at is None or attempt.ended_at + self.config.ci_s <= now:
+                orchestrator.verify_attempt(attempt.attempt_id)
+                self.counts["verified"] += 1
+        for task_id in in_progress:
+            if task_id not in active_tasks:
+                self._decide(task_id)
+        for task_id in in_review:
+            seen = self._review_seen.setdefault(task_id, now)
+            if seen + self.config.review_s <= now:
+                orchestrator.approve(task_id)
+                self._review_seen.pop(task_id, None)
+                self.counts["approved"] += 1
+
+    def _decide(self, task_id: str) -> None:
+        attempts = self.store.get_attempts(task_id)
+        if not attempts or attempts[-1].state in ACTIVE:
+            return  # it has an Attempt to run after all (dispatched since the scan)
+        latest = attempts[-1]
+        if self._retry_refused.get(task_id) == latest.attempt_id:
+            return
+        decision = self.orchestrator.decide(task_id)
+        self.counts["decided"] += 1
+        kind = getattr(decision, "kind", None)
+        if kind not in ("retry", "correct"):
+            return
+        hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
+        result = self.orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
+        if not result.accepted:
+            self._retry_refused[task_id] = latest.attempt_id
+            log.warning("retry of %s refused: %s", task_id, result.reason)
+
+
+# ---------------------------------------------------------------- the command
+
+
+def run_orchestrator(args: argparse.Namespace) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config = load_config(args.config)
+    if args.store.strip() == "memory:":
+        raise InputError("an orchestrator process needs a store other processes can share: sqlite:///path or postgresql://...")
+    holder = args.id or f"orchestrator-{os.getpid()}"
+    control = ControlProcess(args.store, args.provider, config, holder)
+    signal.signal(signal.SIGTERM, lambda *_: control.stopping.set())
+    log.info("orchestrator %s started", holder)
+    try:
+        control.run()
+    finally:
+        control.close()
+    log.info("orchestrator %s stopped: %s", holder, control.counts)
+    return 0

@@ -1,0 +1,124 @@
+"""The runtime's pieces apart from a chaos run: the admission leader lease, its fence, the configuration, the commands' refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shiftchange.core import InputError, LedgerProvider, ManualClock, MemoryStore, Orchestrator, Plan
+from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.runtime.config import RuntimeConfig, load_config
+from shiftchange.runtime.leadership import FencedStore, Leadership, NotLeader
+from shiftchange.runtime.worker import worker_store_url
+
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    made = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "leader.sqlite")
+    yield made
+    made.close()
+
+
+def test_one_leader_at_a_time_and_a_stale_one_is_fenced_out(store):
+    """Goal: exactly one process leads admission; when its lease runs out another takes it, and the first is refused inside its tx."""
+    clock = ManualClock(100.0)
+    first = Leadership(store, "admission", "orchestrator-a", 3.0, clock)
+    second = Leadership(store, "admission", "orchestrator-b", 3.0, clock)
+    assert first.hold() and not second.hold()
+    clock.advance(2.0)
+    assert first.hold(), "the holder renews before expiry"
+    clock.advance(2.5)
+    assert not second.hold(), "renewed at 102 for 3 s: still held at 104.5"
+    clock.advance(1.0)  # 105.5: expired (the first was paused and did not renew)
+    assert second.hold() and second.generation == first.generation + 1
+    with pytest.raises(NotLeader), store.transaction() as tx:
+        first.check(tx)
+    assert not first.hold(), "the woken first leader finds the lease taken and does not lead"
+    with store.transaction() as tx:
+        second.check(tx)
+
+
+def test_a_fenced_admission_step_of_a_deposed_leader_records_nothing(store):
+    """Goal: the admission step runs inside the leader's fence; a deposed leader's step is refused whole, no event, no admission."""
+    clock = ManualClock(0.0)
+    provider = LedgerProvider(clock=clock)
+    plain = Orchestrator(store, clock, provider)
+    plain.create_task("t1", "objective", "repo")
+    plain.accept_task("t1")
+    plain.dispatch("t1", Plan("hypothesis 1 for t1"))
+    old = Leadership(store, "admission", "old", 3.0, clock)
+    assert old.hold()
+    fenced = Orchestrator(FencedStore(store, old), clock, provider)
+    clock.advance(4.0)
+    assert Leadership(store, "admission", "new", 3.0, clock).hold()
+    before = len(store.events())
+    with pytest.raises(NotLeader):
+        fenced.run_admission()
+    assert len(store.events()) == before
+    assert store.get_attempts("t1")[-1].state == "queued"
+
+
+def test_refresh_lets_admission_see_attempts_other_processes_ended(tmp_path):
+    """Goal: an orchestrator's bulkhead counts what the store holds, once refreshed, not only the moves it saw itself."""
+    from shiftchange.core import AdmissionConfig, ReliabilityConfig
+
+    path = tmp_path / "shared.sqlite"
+    clock = ManualClock(0.0)
+    reliability = ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=1))
+    with SQLiteStore(path) as mine, SQLiteStore(path) as theirs:
+        admitting = Orchestrator(mine, clock, LedgerProvider(clock=clock), reliability=reliability)
+        elsewhere = Orchestrator(theirs, clock, LedgerProvider(clock=clock), reliability=reliability)
+        for task_id in ("t1", "t2"):
+            admitting.create_task(task_id, "objective", "repo")
+            admitting.accept_task(task_id)
+            admitting.dispatch(task_id, Plan(f"hypothesis 1 for {task_id}"))
+        admitting.run_admission()
+        claim = elsewhere.claim_attempt("t1", "w1", "repo")
+        lease = claim.lease
+        elsewhere.start_attempt(lease.attempt_id, lease.generation, lease.token)
+        elsewhere.report_failure(lease.attempt_id, lease.generation, lease.token, "executor", "executor:crashed")
+        elsewhere.reconcile_attempt(lease.attempt_id)
+        assert elsewhere.store.get_attempt(lease.attempt_id).state == "failed"
+        stale = admitting.run_admission()
+        assert all(result.state != "admitted" for result in stale.values())
+        assert mine.get_attempts("t2")[-1].state == "queued", "without a refresh the slot still looks taken"
+        admitting.refresh()
+        results = admitting.run_admission()
+        assert [r.state for r in results.values()] == ["admitted"]
+
+
+def test_the_runtime_configuration_round_trips_and_refuses_unknown_settings(tmp_path):
+    config = RuntimeConfig(tool_call_s=0.5)
+    path = tmp_path / "config.json"
+    path.write_text(config.to_json())
+    assert load_config(path) == config
+    path.write_text(json.dumps({"tool_call_seconds": 1}))
+    with pytest.raises(InputError, match="unknown runtime setting"):
+        load_config(path)
+    with pytest.raises(InputError, match="leader_lease_s"):
+        RuntimeConfig(leader_lease_s=0.1, admission_interval_s=0.3)
+
+
+def test_a_worker_names_itself_to_postgresql_only():
+    assert worker_store_url("postgresql://u@h/db", "w3") == "postgresql://u@h/db?application_name=shiftchange-worker:w3"
+    assert worker_store_url("postgresql://u@h/db?schema=s", "w3").endswith("?schema=s&application_name=shiftchange-worker:w3")
+    assert worker_store_url("sqlite:///run.db", "w3") == "sqlite:///run.db"
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["worker", "--store", "memory:", "--provider", "http://127.0.0.1:9"], "store other processes can share"),
+        (["orchestrator", "--store", "nosuch://x", "--provider", "http://127.0.0.1:9"], "store"),
+        (["db", "migrate", "--store", "nosuch://x"], "store"),
+    ],
+)
+def test_runtime_commands_refuse_bad_input_in_one_line(argv, words):
+    done = subprocess.run([sys.executable, "-m", "shiftchange", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr
