@@ -13,10 +13,12 @@ stderr). Nothing from the kit is imported until the command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_parser", "run_check_store"]
@@ -30,7 +32,12 @@ STORE_METHODS = ("transaction", "events", "close", "get_task", "get_attempt", "g
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add `check-store` to the `shiftchange` commands; its handler returns the exit status."""
     check = commands.add_parser("check-store", help="run the conformance kit against your store factory (MODULE:FACTORY)")
-    check.add_argument("target", metavar="MODULE:FACTORY", help="a callable that returns a fresh, empty Store on every call")
+    check.add_argument(
+        "target",
+        metavar="MODULE:FACTORY|URL",
+        help="a callable that returns a fresh, empty Store on every call; or a store URL: memory:, sqlite:///DIR (fresh files in"
+        " that directory) or postgresql://... (a fresh schema per store, dropped afterwards)",
+    )
     check.add_argument("--stateful", action="store_true", help="also run the Hypothesis stateful machine over the reference core")
     check.add_argument("--examples", metavar="N", type=_whole, default=EXAMPLES_DEFAULT, help="stateful examples (default %(default)s)")
     check.add_argument("--seed", metavar="N", type=_whole, default=0, help="the stateful run's seed (default %(default)s)")
@@ -50,9 +57,19 @@ def _whole(text: str) -> int:
 
 def run_check_store(args: argparse.Namespace) -> int:
     """Load the factory the target names, run the suites, print a line per check and a summary; returns the exit status."""
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK
+    if _is_url(args.target):
+        make_store, cleanup = url_factory(args.target)
+    else:
+        make_store, cleanup = load_factory(args.target), None
+    try:
+        return _run(args, make_store)
+    finally:
+        if cleanup is not None:
+            cleanup()
 
-    make_store = load_factory(args.target)
+
+def _run(args: argparse.Namespace, make_store: Callable[[], Any]) -> int:
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK
     from shiftchange.testing import check_contracts, check_store, reference_orchestrator
 
     reports = (
@@ -73,6 +90,58 @@ def run_check_store(args: argparse.Namespace) -> int:
         passed, failed = passed + ok, failed + (not ok)
     print(f"{args.target}: {passed} of {passed + failed} checks pass" + (f"; {failed} fail" if failed else ""))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _is_url(target: str) -> bool:
+    return target == "memory:" or "://" in target
+
+
+def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """Fresh, empty stores of the kind `url` names, and what removes them afterwards.
+
+    The kit needs a new store for every check, so a URL names a place for
+    them: `sqlite:///DIR` an existing directory (a new file per store),
+    `postgresql://...` a server (a new schema `check_<hex>` per store).
+    """
+    import shutil
+    import tempfile
+    import uuid
+
+    from shiftchange.cli.main import BadInput
+    from shiftchange.core import CoreError, MemoryStore
+    from shiftchange.core.stores import describe, open_store
+
+    scheme = url.partition(":")[0].lower()
+    if url == "memory:":
+        return MemoryStore, lambda: None
+    if scheme == "sqlite":
+        directory = Path(url.removeprefix("sqlite:///"))
+        if not url.startswith("sqlite:///") or not directory.is_dir():
+            raise BadInput(f"check-store {url}: an SQLite URL names a directory to make fresh store files in, and {directory} is not one")
+        holder = Path(tempfile.mkdtemp(prefix="check-store-", dir=directory))
+        made = iter(range(1, 1_000_000))
+        return (lambda: open_store(f"sqlite:///{holder / f'store-{next(made)}.sqlite'}")), lambda: shutil.rmtree(holder, True)
+    if scheme not in ("postgresql", "postgres"):
+        raise BadInput(f"check-store {describe(url)}: not MODULE:FACTORY nor a store URL (memory:, sqlite:///DIR, postgresql://...)")
+    if "schema=" in url:
+        raise BadInput(f"check-store {describe(url)}: the kit makes a fresh schema per store; leave schema= out of the URL")
+    schemas: list[str] = []
+
+    def make() -> Any:
+        schemas.append(f"check_{uuid.uuid4().hex[:12]}")
+        return open_store(url, schema=schemas[-1])
+
+    def cleanup() -> None:
+        for schema in schemas:  # the kit closes its stores: open each schema again to drop it
+            with contextlib.suppress(CoreError):
+                open_store(url, schema=schema, migrate=False).drop_schema()
+
+    try:
+        make().close()
+    except CoreError as error:
+        cleanup()
+        raise BadInput(f"check-store: {error}") from None
+    return make, cleanup
 
 
 def load_factory(target: str) -> Callable[[], Any]:

@@ -96,18 +96,25 @@ def _timeline(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the core compiles the packaged spec when it is imported, and
     # `spec check` must still report a broken spec as one line rather than fail on import.
     from shiftchange.core import CoreError
-    from shiftchange.core.sqlite_store import SQLiteStore
+    from shiftchange.core.stores import open_store
     from shiftchange.core.timeline import build_timeline, render_timeline
 
-    path = Path(args.store)
-    # SQLite creates a database for a path that does not exist, and the store lays its schema into an
-    # empty file; a command that only reads must change neither, so both are refused before opening.
-    if not path.is_file():
-        raise BadInput(f"no store at {path}")
-    if path.stat().st_size == 0:
-        raise BadInput(f"{path} is empty, not a shiftchange store")
+    target = args.store
+    if target.startswith(("postgresql://", "postgres://")):
+        opened = {"migrate": False}  # a command that only reads creates no schema
+    elif target == "memory:":
+        raise BadInput("memory: holds no history another process wrote: name a SQLite file or a PostgreSQL URL")
+    else:
+        path = Path(target.removeprefix("sqlite:///"))
+        # SQLite creates a database for a path that does not exist, and the store lays its schema into an
+        # empty file; a command that only reads must change neither, so both are refused before opening.
+        if not path.is_file():
+            raise BadInput(f"no store at {path}")
+        if path.stat().st_size == 0:
+            raise BadInput(f"{path} is empty, not a shiftchange store")
+        target, opened = f"sqlite:///{path}", {}
     try:
-        with SQLiteStore(path) as store:
+        with open_store(target, **opened) as store:
             text = render_timeline(build_timeline(store, args.task_id))
     except CoreError as error:
         raise BadInput(str(error)) from error
@@ -488,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.set_defaults(handler=_spec_review)
     add_spec_diff_parser(spec_commands)
 
-    timeline = commands.add_parser("timeline", help="print a task's recovery timeline from a SQLite store")
+    timeline = commands.add_parser("timeline", help="print a task's recovery timeline from a store (a SQLite file or a store URL)")
     timeline.add_argument("--store", metavar="PATH", required=True, help="a SQLite store file; it is only read")
     timeline.add_argument("task_id", metavar="TASK_ID")
     timeline.set_defaults(handler=_timeline)

@@ -344,6 +344,9 @@ SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = %s ORDER BY number")
 LOCK_ATTEMPTS_OF_TASK = SELECT_ATTEMPTS_OF_TASK + " " + ROW_LOCK
 SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY attempt_id")
 LOCK_CLAIMABLE = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED")
+# One state, as a claim asks: `state = %s` lets the planner read attempts_claim_order in order and stop after `limit`
+# rows (0.06 ms with 3,000 admitted), where `= ANY` sorts every admitted Attempt first (1.5 ms).
+LOCK_CLAIMABLE_ONE = ATTEMPTS.select("WHERE state = %s ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED")
 COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = %s"
 INSERT_ATTEMPT = ATTEMPTS.insert()
 
@@ -599,6 +602,8 @@ class _PostgresTransaction(Transaction):
         wanted = list(dict.fromkeys(states))
         if not wanted or limit == 0:
             return []
+        if len(wanted) == 1:
+            return self._all(ATTEMPTS, LOCK_CLAIMABLE_ONE, (wanted[0], limit))
         return self._all(ATTEMPTS, LOCK_CLAIMABLE, (wanted, limit))
 
     def intent(self, key: str) -> Intent | None:

@@ -178,3 +178,29 @@ def test_the_store_and_contract_suites_need_neither_pytest_nor_hypothesis():
     done = subprocess.run([sys.executable, "-c", KIT_WITHOUT], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "needs Hypothesis: pip install 'shiftchange[testing]'" in done.stdout
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_store_url_is_a_target_too(kind, tmp_path, capsys):
+    """`check-store URL`: the kit over fresh stores of the kind the URL names (a new SQLite file per store, in that directory)."""
+    url = "memory:" if kind == "memory" else f"sqlite:///{tmp_path}"
+    assert main(["check-store", url]) == 0, capsys.readouterr().out
+    assert "101 of 101 checks pass" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == [], "the files the kit made are removed"
+
+
+def test_check_store_passes_postgres_store_by_url_and_drops_its_schemas(postgres_url, capsys):
+    """Done when: `shiftchange check-store` passes PostgresStore, unchanged; every schema it made is dropped after."""
+    import psycopg
+
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "options=-csynchronous_commit%3Doff"
+    assert main(["check-store", url, "--stateful", "--examples", "5"]) == 0, capsys.readouterr().out
+    assert "102 of 102 checks pass" in capsys.readouterr().out
+    with psycopg.connect(postgres_url) as connection:
+        (left,) = connection.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'check\\_%'").fetchone()
+    assert left == 0
+
+
+def test_a_sqlite_url_must_name_a_directory(tmp_path, capsys):
+    assert main(["check-store", f"sqlite:///{tmp_path / 'missing'}"]) == 2
+    assert "is not one" in capsys.readouterr().err

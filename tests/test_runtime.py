@@ -15,7 +15,6 @@ from shiftchange.runtime.leadership import FencedStore, Leadership, NotLeader
 from shiftchange.runtime.worker import worker_store_url
 
 
-
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request, tmp_path):
     made = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "leader.sqlite")
@@ -122,3 +121,62 @@ def test_runtime_commands_refuse_bad_input_in_one_line(argv, words):
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr
+
+
+def _claim_until_empty(url: str, worker_id: str, found) -> None:
+    """One racing process: claim_next until nothing is left; report each Attempt it was granted and its generation."""
+    from shiftchange.core import Orchestrator
+    from shiftchange.core.stores import open_store
+    from shiftchange.runtime.clock import WallClock
+
+    store = open_store(url)
+    orchestrator = Orchestrator(store, WallClock(), LedgerProvider())
+    claims, refusals = [], 0
+    while True:
+        claim = orchestrator.claim_next(worker_id, "repo", True)
+        if claim is None:
+            break
+        if not claim.accepted:
+            refusals += 1
+            continue
+        claims.append((claim.lease.attempt_id, claim.lease.generation))
+    store.close()
+    found.put((worker_id, claims, refusals))
+
+
+def test_many_processes_racing_claim_next_each_take_different_attempts(postgres_url):
+    """Goal: eight processes pulling from one PostgreSQL store claim every admitted Attempt exactly once, without a refusal."""
+    import multiprocessing
+    import uuid
+
+    from shiftchange.core import AdmissionConfig, CoreConfig, ReliabilityConfig
+    from shiftchange.core.stores import open_store
+    from shiftchange.runtime.clock import WallClock
+
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + f"schema=race_{uuid.uuid4().hex[:8]}"
+    store = open_store(url)
+    try:
+        reliability = ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=500, queue_depth_max=500))
+        setup = Orchestrator(store, WallClock(), LedgerProvider(), CoreConfig(admitted_max=500), reliability)
+        for number in range(200):
+            setup.create_task(f"t{number}", "objective", "repo")
+            setup.accept_task(f"t{number}")
+            setup.dispatch(f"t{number}", Plan(f"hypothesis 1 for t{number}"))
+        assert sum(result.state == "admitted" for result in setup.run_admission().values()) == 200
+        context = multiprocessing.get_context("spawn")
+        found = context.Queue()
+        racers = [context.Process(target=_claim_until_empty, args=(url, f"w{number}", found)) for number in range(8)]
+        for racer in racers:
+            racer.start()
+        reports = [found.get(timeout=120) for _ in racers]
+        for racer in racers:
+            racer.join(timeout=30)
+        claimed = [attempt for _worker, claims, _refused in reports for attempt, _generation in claims]
+        assert sorted(claimed) == sorted(a.attempt_id for t in range(200) for a in store.get_attempts(f"t{t}"))
+        assert len(set(claimed)) == 200, "no Attempt was claimed twice"
+        assert sum(refused for _worker, _claims, refused in reports) == 0, "SKIP LOCKED: racers skip, they are not refused"
+        assert sum(1 for _worker, claims, _refused in reports if claims) >= 2, "the work was shared"
+        accepted = [e for e in store.events() if e.kind == "claim" and e.accepted]
+        assert len(accepted) == 200 and {e.generation for e in accepted} == {1}
+    finally:
+        store.drop_schema()

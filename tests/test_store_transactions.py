@@ -333,3 +333,58 @@ def test_forget_refuses_a_task_with_an_active_attempt_and_an_unknown_one():
     assert store.get_attempt("task-1#1").state == "running"
     with pytest.raises(NotFound):
         store.forget("task-9")
+
+
+class _Racing(MemoryStore):
+    """A memory store that runs transactions 'side by side': the next `losses` transactions lose their race at commit."""
+
+    races = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.losses = 0
+
+    def transaction(self):
+        from contextlib import contextmanager
+
+        from shiftchange.core import StoreRetryable
+
+        inner = super().transaction()
+
+        @contextmanager
+        def racing():
+            with inner as tx:
+                yield tx
+                if self.losses:
+                    self.losses -= 1
+                    raise StoreRetryable("deadlock detected (staged)")
+
+        return racing()
+
+
+def test_a_contract_that_loses_its_race_runs_again_and_its_event_says_so():
+    """Goal: a lost race (deadlock, serialization failure) reruns the whole contract; the event records how many times."""
+    from shiftchange.core import CoreConfig, LedgerProvider, ManualClock, Orchestrator
+
+    store = _Racing()
+    clock = ManualClock(0.0)
+    orchestrator = Orchestrator(store, clock, LedgerProvider(clock=clock), CoreConfig(store_retries_max=3))
+    store.losses = 2
+    orchestrator.create_task("t1", "objective", "repo")
+    (created,) = [e for e in store.events() if e.kind == "create"]
+    assert created.retries == 2
+    orchestrator.accept_task("t1")
+    assert [e.retries for e in store.events() if e.kind == "accept"] == [0]
+
+
+def test_a_contract_that_keeps_losing_raises_store_contention_and_records_nothing():
+    from shiftchange.core import CoreConfig, LedgerProvider, ManualClock, Orchestrator, StoreContention
+
+    store = _Racing()
+    clock = ManualClock(0.0)
+    orchestrator = Orchestrator(store, clock, LedgerProvider(clock=clock), CoreConfig(store_retries_max=3))
+    store.losses = 4
+    with pytest.raises(StoreContention, match="4 times in a row") as raised:
+        orchestrator.create_task("t1", "objective", "repo")
+    assert raised.value.retries == 3
+    assert store.events() == [] and store.get_task("t1") is None
