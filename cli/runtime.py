@@ -1,4 +1,4 @@
-"""The runtime's commands: `worker`, `orchestrator`, `provider`, `chaos` and `db migrate`, each a real OS process's entry.
+"""The runtime's commands: `worker`, `orchestrator`, `provider`, `chaos` and `db migrate`.
 
 They live in `shiftchange.runtime`; this module only adds them to the
 `shiftchange` command and turns the core's typed errors (a bad store URL,
@@ -66,6 +66,7 @@ def _migrate(args: argparse.Namespace) -> int:
 def add_parsers(commands: Any) -> None:
     """Add the runtime's commands to the `shiftchange` subcommands (the arguments only: nothing is imported yet)."""
     from shiftchange.runtime.arguments import process_arguments, provider_arguments, store_argument
+    from shiftchange.runtime.chaos import add_parser as add_chaos_parser
 
     worker = commands.add_parser("worker", help="run one worker process against a shared store until SIGTERM")
     process_arguments(worker, "worker")
@@ -78,6 +79,7 @@ def add_parsers(commands: Any) -> None:
     provider = commands.add_parser("provider", help="serve the code host and model provider over HTTP, with a ledger on disk")
     provider_arguments(provider)
     provider.set_defaults(handler=_typed(_provider))
+    add_chaos_parser(commands)  # its handler says bad input in one line itself
     db = commands.add_parser("db", help="manage a store's schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     migrate = db_commands.add_parser("migrate", help="create or bring a store's schema up to date (opening a store does it too)")

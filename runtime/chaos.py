@@ -1,0 +1,1290 @@
+"""`shiftchange chaos --store URL`: real processes under real faults, judged by the simulator's own checkers.
+
+The harness starts the provider (`shiftchange provider`), one orchestrator
+and N workers as OS processes over one shared store, submits a workload at a
+steady rate for the run's duration, and meanwhile, on a seeded schedule:
+
+- SIGKILLs a worker and restarts it after a short delay, under the same id
+  (its history stays attributable; the new process remembers nothing);
+- SIGSTOPs a worker for two to three leases, then SIGCONTs it: it wakes
+  believing it owns its Attempt, and the fences must refuse it;
+- SIGKILLs the orchestrator and restarts it;
+- terminates a worker's PostgreSQL sessions (`pg_terminate_backend`, found
+  by their `application_name`; not applicable on SQLite);
+- tells the provider to drop its next response (the effect lands, the
+  caller hears nothing).
+
+Only a fault actually delivered is counted: a pause of a worker that is
+already down is skipped, and said so. When the duration ends, the faults
+stop (every paused worker is continued, every killed process restarted),
+submission stops, and the processes run on until every submitted task is at
+rest (terminal, or truthfully blocked, escalated or quarantined) or the
+drain limit passes. Then every process gets SIGTERM, and SIGKILL if it does
+not exit in time.
+
+Judgement. The store's history (this run's tasks only: a store may hold
+earlier runs) and the provider's ledger on disk are judged by
+`shiftchange.testing.judge`, the checkers `sim run` uses, with the final
+read of every task. The report adds the figures: tasks done, at rest and
+lost; duplicate effects (the checker's count, and independently the ledger's
+code-host effects sharing an operation and identity); stale writes refused
+(late refusals) and accepted (`fenced_writes` violations); faults delivered;
+time to detect (from a kill or pause of a worker holding a lease to that
+Attempt's `expire`) and to recover (to the next accepted claim of a later
+Attempt of the task), p50 and max; events written and transactions retried,
+per second. As in `sim run`, an unknown verdict is not a pass; the run
+passes (exit 0) only when every invariant holds and no task was lost.
+
+Every process writes its stdout and stderr to its own log in the run
+directory (`logs/NAME.log`, appended to across restarts, each start marked);
+the directory also holds `config.json` (the `RuntimeConfig` every process
+reads), the provider's `ledger.jsonl` and `report.json`. It is kept.
+
+This module imports only the standard library at load time: `shiftchange`
+builds its whole parser before it runs any command, and must not compile the
+spec to do so. The runtime and the checkers are imported when a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import random
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from shiftchange.core import Event
+    from shiftchange.runtime.config import RuntimeConfig
+
+__all__ = [
+    "FAULT_KINDS",
+    "ChaosError",
+    "ChaosFaults",
+    "ChaosReport",
+    "Fault",
+    "add_parser",
+    "ledger_entries",
+    "plan_faults",
+    "render_text",
+    "run_chaos",
+    "run_chaos_command",
+]
+
+RATE_PER_WORKER_PER_S = 0.2
+"""The default submission rate per worker. An Attempt holds its worker about 3.3 s from claim to completion with the runtime's
+defaults (two 1.5 s tool calls, a commit, the provider calls), so 0.2 tasks/s per worker keeps the workers some two thirds busy
+and leaves headroom for the retries every kill and pause causes, and for the capacity a paused or restarting worker takes away."""
+DRAIN_DEFAULT_S = 120.0
+STOP_GRACE_S = 10.0
+"""How long a process has to exit after SIGTERM before it is SIGKILLed (and counted a straggler)."""
+PROVIDER_START_S = 30.0
+TICK_S = 0.05
+PROGRESS_EVERY_S = 10.0
+SUBMIT_TRIES = 5
+WORKERS_MAX = 256
+SCHEMA_VERSION = 1
+"""The version of the `--json` report and of report.json: it changes whenever a field changes meaning."""
+
+KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP = "kill", "pause", "orchestrator_kill", "conn_kill", "drop"
+FAULT_KINDS = (KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP)
+_FAULT_NOUNS = {
+    KILL: "worker kills",
+    PAUSE: "pauses",
+    ORCHESTRATOR_KILL: "orchestrator kills",
+    CONN_KILL: "connection kills",
+    DROP: "dropped responses",
+}
+_LABELS = {"ok": "PASS", "violated": "FAIL"}
+_EXAMPLE_INDENT = " " * 11
+_ORCHESTRATOR = "orchestrator"
+_PROVIDER = "provider"
+
+
+class ChaosError(Exception):
+    """The harness could not run (a process would not start, the store could not be read): one line, exit status 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosFaults:
+    """The fault cadences (mean seconds between two faults of a kind; 0 turns the kind off) and their sizes."""
+
+    kill_every_s: float = 20.0
+    pause_every_s: float = 30.0
+    orchestrator_kill_every_s: float = 60.0
+    conn_kill_every_s: float = 30.0
+    drop_every_s: float = 10.0
+    restart_after_s: tuple[float, float] = (0.5, 2.0)
+    """A killed process is started again after a delay drawn from this range (seconds)."""
+    pause_leases: tuple[float, float] = (2.0, 3.0)
+    """A pause lasts this many lease TTLs (drawn from the range): always past the lease, so the Attempt expires under it."""
+
+    def __post_init__(self) -> None:
+        for name in ("kill_every_s", "pause_every_s", "orchestrator_kill_every_s", "conn_kill_every_s", "drop_every_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be seconds >= 0 (0 turns it off), not {value!r}")
+        for name, low in (("restart_after_s", 0.0), ("pause_leases", 1.0)):
+            pair = getattr(self, name)
+            if len(pair) != 2 or not (low <= pair[0] <= pair[1]) or not math.isfinite(pair[1]):
+                raise ValueError(f"{name} must be a range (low, high) with {low:g} <= low <= high, not {pair!r}")
+
+    def every_s(self, kind: str) -> float:
+        return float(getattr(self, f"{kind}_every_s"))
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One fault of the schedule: when (seconds into the run), what, at which worker (an index), for how long."""
+
+    at_s: float
+    kind: str
+    target: int
+    """The worker index the schedule drew (the next live one is taken if it is down); unused for the orchestrator and drops."""
+    hold_s: float
+    """A kill's restart delay, or a pause's length; 0 for the others."""
+
+
+@dataclass(slots=True)
+class Delivered:
+    """A fault as it was delivered: when (wall clock), what, to whom, and what it did."""
+
+    at: float
+    kind: str
+    target: str
+    hold_s: float
+    detail: str = ""
+    attempt_id: str | None = None
+    """For a kill or pause of a worker: the Attempt it held a lease on at that instant, if any (read from the history)."""
+    detect_s: float | None = None
+    recover_s: float | None = None
+
+
+@dataclass(slots=True)
+class ChaosReport:
+    """What a chaos run found: the verdicts, the figures, the faults delivered, and whether it passed."""
+
+    store: str
+    """The store URL with any password masked."""
+    task_prefix: str
+    """Every task this run submitted has an id starting with it (a store may hold other runs' tasks)."""
+    run_dir: str
+    workers: int
+    duration_s: float
+    seed: int
+    rate_per_s: float
+    idempotency: bool
+    faults: ChaosFaults
+    config: dict[str, Any]
+    verdicts: dict[str, Any]
+    """Invariant name -> `Verdict` (status ok, violated or unknown; violations; example lines)."""
+    metrics: dict[str, Any]
+    delivered: list[Delivered] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(verdict.status == "ok" for verdict in self.verdicts.values()) and self.metrics["tasks_lost"] == 0
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON object, shaped like `sim run --json`'s: invariants, metrics, ok; plus what identifies the run."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "chaos",
+            "store": self.store,
+            "task_prefix": self.task_prefix,
+            "run_dir": self.run_dir,
+            "workers": self.workers,
+            "duration_s": self.duration_s,
+            "seed": self.seed,
+            "rate_per_s": self.rate_per_s,
+            "idempotency": self.idempotency,
+            "faults": asdict(self.faults),
+            "config": self.config,
+            "invariants": {
+                name: {
+                    "ok": verdict.status == "ok",
+                    "status": verdict.status,
+                    "violations": verdict.violations,
+                    "example": list(verdict.example),
+                }
+                for name, verdict in self.verdicts.items()
+            },
+            "metrics": self.metrics,
+            "delivered": [asdict(item) for item in self.delivered],
+            "ok": self.ok,
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+# ------------------------------------------------------------------ the schedule
+
+
+def plan_faults(duration_s: float, faults: ChaosFaults, workers: int, seed: int, lease_ttl_s: float, postgres: bool) -> list[Fault]:
+    """The seeded fault schedule over the run: each kind on its own stream, gaps drawn from 0.5 to 1.5 times its cadence.
+
+    Each kind draws from a stream of its own (seeded by the seed and the kind's
+    name), so changing one cadence leaves the other kinds' schedules as they were.
+    Connection kills are planned only on PostgreSQL, and a pause only if it ends
+    before the duration does (the drain continues every paused worker).
+    """
+    planned: list[Fault] = []
+    for kind in FAULT_KINDS:
+        every_s = faults.every_s(kind)
+        if every_s <= 0 or (kind == CONN_KILL and not postgres):
+            continue
+        rng = random.Random(f"shiftchange-chaos:{seed}:{kind}")
+        at_s = every_s * rng.uniform(0.5, 1.5)
+        while at_s < duration_s:
+            target = rng.randrange(workers)
+            if kind in (KILL, ORCHESTRATOR_KILL):
+                hold_s = rng.uniform(*faults.restart_after_s)
+            elif kind == PAUSE:
+                hold_s = lease_ttl_s * rng.uniform(*faults.pause_leases)
+            else:
+                hold_s = 0.0
+            if kind != PAUSE or at_s + hold_s < duration_s:  # a pause the drain would cut short never outlives the lease
+                planned.append(Fault(round(at_s, 3), kind, target, round(hold_s, 3)))
+            at_s += every_s * rng.uniform(0.5, 1.5)
+    planned.sort(key=lambda fault: (fault.at_s, FAULT_KINDS.index(fault.kind)))
+    return planned
+
+
+# ------------------------------------------------------------------ processes
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a preexec hook that has the kernel SIGKILL the child when the harness dies, so no process outlives a killed harness."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
+class _Child:
+    """One OS process of the run (the provider, the orchestrator, a worker): how to start it, its log, its state."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, preexec: Callable[[], None] | None) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.preexec = preexec
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.paused_until: float | None = None
+        self.restart_at: float | None = None
+        self.exits: list[int] = []
+        """Exit statuses of incarnations that ended while the harness was not stopping or killing them."""
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_until is not None
+
+    def start(self) -> None:
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== shiftchange chaos: start {self.starts} of {self.name} at {time.time():.3f}: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches the harness only; the harness stops its children itself
+                preexec_fn=self.preexec,
+            )
+        self.restart_at = None
+        self.paused_until = None
+
+    def signal(self, number: int) -> bool:
+        """Send a signal to the running process; False if there is none (it exited meanwhile)."""
+        if not self.running:
+            return False
+        try:
+            self.process.send_signal(number)  # type: ignore[union-attr]
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill(self) -> bool:
+        """SIGKILL the process and reap it; False if it was not running."""
+        if not self.signal(signal.SIGKILL):
+            return False
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5.0)  # type: ignore[union-attr]
+        self.process = None
+        self.paused_until = None
+        return True
+
+    def tail(self, lines: int = 5) -> list[str]:
+        try:
+            text = self.log_path.read_bytes()[-8192:].decode(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def _python(*words: str) -> list[str]:
+    return [sys.executable, "-m", *words]
+
+
+# ------------------------------------------------------------------ store URLs
+
+
+def _masked(url: str) -> str:
+    """The URL with any password replaced by ***, for printing."""
+    from shiftchange.core.stores import describe
+
+    return describe(url)
+
+
+def _kind_of(url: str) -> str:
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql"
+    if url.startswith("sqlite:///"):
+        return "sqlite"
+    if url.strip() == "memory:":
+        raise ValueError("chaos needs a store its processes can share: sqlite:///path or postgresql://... (memory: is one process's)")
+    raise ValueError(f"store URL {_masked(url)!r}: sqlite:///path or postgresql://USER@HOST/DB")
+
+
+def _admin_conninfo(url: str) -> str:
+    """A libpq URL for the harness's own session: the store URL without the store's own query settings, named shiftchange-chaos."""
+    parts = urlsplit(url)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key not in ("schema", "application_name")]
+    query.append(("application_name", "shiftchange-chaos"))
+    return urlunsplit(parts._replace(scheme="postgresql", query=urlencode(query)))
+
+
+# ------------------------------------------------------------------ the run
+
+
+class _Run:
+    """One chaos run's state: its processes, its store session, its schedule and what was delivered."""
+
+    def __init__(
+        self,
+        store_url: str,
+        workers: int,
+        duration_s: float,
+        seed: int,
+        rate_per_s: float,
+        run_dir: Path,
+        faults: ChaosFaults,
+        idempotency: bool,
+        config: RuntimeConfig,
+        drain_s: float,
+        progress: Callable[[str], None] | None,
+    ) -> None:
+        self.store_url = store_url
+        self.kind = _kind_of(store_url)
+        self.workers = workers
+        self.duration_s = duration_s
+        self.seed = seed
+        self.rate_per_s = rate_per_s
+        self.run_dir = run_dir
+        self.faults = faults
+        self.idempotency = idempotency
+        self.config = config
+        self.drain_s = drain_s
+        self.progress = progress
+        self.logs = run_dir / "logs"
+        self.ledger_path = run_dir / "ledger.jsonl"
+        self.config_path = run_dir / "config.json"
+        self.url_file = run_dir / "provider.url"
+        self.prefix = f"chaos-{secrets.token_hex(3)}-"
+        """This run's task ids start with it: the history of a store holding earlier runs is judged for this run's tasks only."""
+        self.preexec = _die_with_parent()
+        self.children: dict[str, _Child] = {}
+        self.workers_by_index: list[_Child] = []
+        self.store: Any = None
+        self.orchestrator: Any = None
+        self.provider: Any = None
+        self.provider_url = ""
+        self.admin: Any = None
+        self.admin_error = ""
+        self.task_ids: list[str] = []
+        self.pending: set[str] = set()
+        """Submitted tasks not yet seen at rest."""
+        self.submit_failures: list[str] = []
+        self.delivered: list[Delivered] = []
+        self.skipped: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
+        self.backends_terminated = 0
+        self.unexpected: list[dict[str, Any]] = []
+        self.stragglers: list[str] = []
+        self.unclean: list[dict[str, Any]] = []
+        self.provider_counters: dict[str, Any] = {}
+        self.stopping = False
+        self.began = 0.0
+        self.load_ended = 0.0
+        self.drain_ended = 0.0
+        self.drained = False
+        self.at_rest: frozenset[str] = frozenset()
+
+    # -------------------------------------------------------------- set-up
+
+    def prepare(self) -> None:
+        from shiftchange.core import CoreError
+        from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
+        from shiftchange.core.stores import open_store
+
+        self.at_rest = TASK_TERMINAL | TASK_RESTING
+        if self.ledger_path.exists():
+            raise ChaosError(f"{self.run_dir} already holds a run (its ledger.jsonl exists): give chaos a fresh --run-dir")
+        try:
+            self.logs.mkdir(parents=True, exist_ok=True)
+            self.config_path.write_text(self.config.to_json() + "\n", encoding="utf-8")
+            self.url_file.unlink(missing_ok=True)  # a URL left by an earlier, aborted run would be read as this provider's
+        except OSError as error:
+            raise ChaosError(f"cannot write the run into {self.run_dir}: {error.strerror or error}") from None
+        try:
+            self.store = open_store(self.store_url)
+        except CoreError as error:
+            raise ChaosError(f"cannot open the store {_masked(self.store_url)}: {error}") from None
+        if self.kind == "postgresql":
+            try:
+                import psycopg
+
+                self.admin = psycopg.connect(_admin_conninfo(self.store_url), autocommit=True, connect_timeout=10)
+            except Exception as error:  # the connection kills are skipped, and the report says why
+                self.admin_error = f"{type(error).__name__}: {error}"
+
+    def start_processes(self) -> None:
+        from shiftchange.core import Orchestrator
+        from shiftchange.runtime.clock import WallClock
+        from shiftchange.runtime.codehost import HttpProvider
+
+        provider_argv = _python(
+            "shiftchange", "provider", "--ledger", str(self.ledger_path), "--port", "0", "--url-file", str(self.url_file)
+        )
+        if not self.idempotency:
+            provider_argv.append("--no-idempotency")
+        provider = self._child(_PROVIDER, provider_argv)
+        provider.start()
+        self.provider_url = self._await_provider(provider)
+        port = str(urlsplit(self.provider_url).port)
+        provider.argv[provider.argv.index("--port") + 1] = port  # a restarted provider keeps its URL (and reloads its ledger)
+        self.provider = HttpProvider(self.provider_url)
+        self.orchestrator = Orchestrator(self.store, WallClock(), self.provider, self.config.core)
+        common = ["--store", self.store_url, "--provider", self.provider_url, "--config", str(self.config_path)]
+        self._child(_ORCHESTRATOR, _python("shiftchange", "orchestrator", *common, "--id", _ORCHESTRATOR)).start()
+        for index in range(self.workers):
+            name = f"worker-{index + 1}"
+            child = self._child(name, _python("shiftchange", "worker", *common, "--id", name))
+            self.workers_by_index.append(child)
+            child.start()
+
+    def _child(self, name: str, argv: list[str]) -> _Child:
+        child = self.children[name] = _Child(name, argv, self.logs / f"{name}.log", self.preexec)
+        return child
+
+    def _await_provider(self, provider: _Child) -> str:
+        deadline = time.monotonic() + PROVIDER_START_S
+        while time.monotonic() < deadline:
+            if self.url_file.exists():
+                url = self.url_file.read_text(encoding="utf-8").strip()
+                if url:
+                    return url
+            if not provider.running:
+                break
+            time.sleep(0.05)
+        tail = " | ".join(provider.tail(3)) or "no output"
+        raise ChaosError(f"the provider did not start (see {provider.log_path}): {tail}")
+
+    # -------------------------------------------------------------- the load
+
+    def play(self) -> None:
+        schedule = plan_faults(
+            self.duration_s, self.faults, self.workers, self.seed, self.config.core.lease_ttl_s, self.kind == "postgresql"
+        )
+        self.began = time.time()
+        next_fault = 0
+        next_progress = self.began + PROGRESS_EVERY_S
+        self._say(
+            f"chaos: {self.workers} workers on {_masked(self.store_url)}, {self.duration_s:g} s at {self.rate_per_s:g} tasks/s,"
+            f" {len(schedule)} faults planned; run dir {self.run_dir}"
+        )
+        while True:
+            now = time.time()
+            elapsed_s = now - self.began
+            if elapsed_s >= self.duration_s:
+                break
+            self._tend(now)
+            while next_fault < len(schedule) and schedule[next_fault].at_s <= elapsed_s:
+                self._deliver(schedule[next_fault], time.time())
+                next_fault += 1
+            due = min(math.floor(elapsed_s * self.rate_per_s) + 1, math.ceil(self.duration_s * self.rate_per_s))
+            submitted_now = 0
+            while len(self.task_ids) < due and submitted_now < 10:
+                self._submit(f"{self.prefix}{len(self.task_ids) + 1:06d}")
+                submitted_now += 1
+            if now >= next_progress:
+                self._check_pending()
+                self._say(self._progress_line(elapsed_s))
+                next_progress = now + PROGRESS_EVERY_S
+            time.sleep(TICK_S)
+        self.load_ended = time.time()
+
+    def drain(self) -> None:
+        """Faults off; everything running again; wait until every submitted task is at rest or the drain limit passes."""
+        now = time.time()
+        for child in self.children.values():
+            if child.paused:
+                self._resume(child)
+            if child.restart_at is not None:
+                child.restart_at = now
+        with contextlib.suppress(Exception):
+            self.provider.set_faults(clear=True)
+        self._say(f"chaos: load ended with {len(self.task_ids)} tasks submitted; draining (at most {self.drain_s:g} s)")
+        deadline = now + self.drain_s
+        next_check = 0.0
+        while True:
+            now = time.time()
+            self._tend(now)
+            if now >= next_check:
+                self._check_pending()
+                if not self.pending:
+                    self.drained = True
+                    break
+                next_check = now + 1.0
+            if now >= deadline:
+                break
+            time.sleep(TICK_S * 4)
+        self.drain_ended = time.time()
+        self._say(
+            f"chaos: drained in {self.drain_ended - self.load_ended:.1f} s"
+            if self.drained
+            else f"chaos: drain limit reached with {len(self.pending)} tasks not at rest"
+        )
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    def _progress_line(self, elapsed_s: float) -> str:
+        counts = {kind: 0 for kind in FAULT_KINDS}
+        for item in self.delivered:
+            counts[item.kind] += 1
+        kinds = [kind for kind in FAULT_KINDS if kind != CONN_KILL or self.kind == "postgresql"]
+        faults = ", ".join(f"{counts[kind]} {_FAULT_NOUNS[kind]}" for kind in kinds)
+        at_rest = len(self.task_ids) - len(self.pending)
+        return f"chaos: t={elapsed_s:.0f}/{self.duration_s:g} s, {len(self.task_ids)} submitted, {at_rest} at rest; {faults}"
+
+    def _submit(self, task_id: str) -> None:
+        """Create, accept and dispatch one task; after a store error, finish whatever of it did not land."""
+        from shiftchange.core import Plan, StoreError
+        from shiftchange.runtime.workload import first_hypothesis, submit
+
+        last = ""
+        for attempt in range(SUBMIT_TRIES):
+            try:
+                task = None if attempt == 0 else self.store.get_task(task_id)
+                if task is None:
+                    submit(self.orchestrator, task_id, self.config)
+                elif task.state == "inbox":
+                    self.orchestrator.accept_task(task_id)
+                    self.orchestrator.dispatch(task_id, Plan(first_hypothesis(task_id)))
+                elif task.state == "ready" and not self.store.get_attempts(task_id):
+                    self.orchestrator.dispatch(task_id, Plan(first_hypothesis(task_id)))
+                self.task_ids.append(task_id)
+                self.pending.add(task_id)
+                return
+            except StoreError as error:
+                last = f"{type(error).__name__}: {error}"
+                time.sleep(0.2)
+        self.submit_failures.append(f"{task_id}: {last}")
+        with contextlib.suppress(StoreError):
+            if self.store.get_task(task_id) is not None:  # created, but not seen through: it is judged like the rest
+                self.task_ids.append(task_id)
+                self.pending.add(task_id)
+
+    def _check_pending(self) -> None:
+        from shiftchange.core import StoreError
+
+        for task_id in sorted(self.pending):
+            try:
+                task = self.store.get_task(task_id)
+            except StoreError:
+                return  # asked again at the next check
+            if task is not None and task.state in self.at_rest:
+                self.pending.discard(task_id)
+
+    # -------------------------------------------------------------- processes
+
+    def _tend(self, now: float) -> None:
+        """Notice processes that exited on their own (restart them), start those whose restart is due, continue paused ones."""
+        for child in self.children.values():
+            if child.process is not None and child.process.poll() is not None:
+                status = child.process.returncode
+                child.exits.append(status)
+                self.unexpected.append({"process": child.name, "status": status, "at": round(now, 3), "log": child.tail(3)})
+                child.process = None
+                child.paused_until = None
+                child.restart_at = now + 1.0
+                self._say(f"chaos: {child.name} exited on its own with status {status}; restarting it (see {child.log_path})")
+            if child.process is None and child.restart_at is not None and child.restart_at <= now:
+                child.start()
+            if child.paused_until is not None and child.paused_until <= now:
+                self._resume(child)
+
+    def _resume(self, child: _Child) -> None:
+        child.signal(signal.SIGCONT)
+        child.paused_until = None
+
+    def _worker_for(self, target: int, eligible: Callable[[_Child], bool]) -> _Child | None:
+        """The drawn worker if it can take the fault, else the next one that can (round robin), else None."""
+        count = len(self.workers_by_index)
+        for step in range(count):
+            child = self.workers_by_index[(target + step) % count]
+            if eligible(child):
+                return child
+        return None
+
+    def _deliver(self, fault: Fault, now: float) -> None:
+        kind = fault.kind
+        delivered: Delivered | None = None
+        if kind == KILL:
+            child = self._worker_for(fault.target, lambda c: c.running and not c.paused)
+            if child is not None and child.kill():
+                child.restart_at = now + fault.hold_s
+                delivered = Delivered(now, kind, child.name, fault.hold_s, f"restart after {fault.hold_s:g} s")
+        elif kind == PAUSE:
+            child = self._worker_for(fault.target, lambda c: c.running and not c.paused)
+            if child is not None and child.signal(signal.SIGSTOP):
+                child.paused_until = now + fault.hold_s
+                delivered = Delivered(now, kind, child.name, fault.hold_s, f"SIGSTOP for {fault.hold_s:g} s")
+        elif kind == ORCHESTRATOR_KILL:
+            child = self.children[_ORCHESTRATOR]
+            if child.kill():
+                child.restart_at = now + fault.hold_s
+                delivered = Delivered(now, kind, child.name, fault.hold_s, f"restart after {fault.hold_s:g} s")
+        elif kind == CONN_KILL:
+            child = self._worker_for(fault.target, lambda c: c.running)
+            if child is not None:
+                terminated = self._terminate_backends(child.name)
+                if terminated:
+                    self.backends_terminated += terminated
+                    delivered = Delivered(now, kind, child.name, 0.0, f"{terminated} session(s) terminated")
+        elif kind == DROP:
+            try:
+                self.provider.set_faults(drop_responses=1)
+                delivered = Delivered(now, kind, _PROVIDER, 0.0, "the next response dropped")
+            except Exception as error:
+                self._say(f"chaos: could not ask the provider to drop a response: {type(error).__name__}: {error}")
+        if delivered is None:
+            self.skipped[kind] += 1
+        else:
+            self.delivered.append(delivered)
+
+    def _terminate_backends(self, worker_id: str) -> int:
+        if self.admin is None:
+            return 0
+        try:
+            rows = self.admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()",
+                (f"shiftchange-worker:{worker_id}",),
+            ).fetchall()
+        except Exception as error:
+            self.admin_error = f"{type(error).__name__}: {error}"
+            return 0
+        return sum(1 for (done,) in rows if done)
+
+    def stop_all(self) -> None:
+        """SIGCONT what is paused, SIGTERM the workers and the orchestrator, then the provider; SIGKILL whatever outlives the grace."""
+        self.stopping = True
+        for child in self.children.values():
+            child.restart_at = None
+            if child.paused:
+                self._resume(child)
+        if self.provider is not None:
+            with contextlib.suppress(Exception):
+                self.provider_counters = self.provider.faults()["counters"]
+        for group in (
+            [c for c in self.children.values() if c.name != _PROVIDER],
+            [c for c in self.children.values() if c.name == _PROVIDER],
+        ):
+            for child in group:
+                child.signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE_S
+            for child in group:
+                if child.process is None:
+                    continue
+                try:
+                    status = child.process.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.stragglers.append(child.name)
+                    child.kill()
+                    continue
+                if status != 0:
+                    self.unclean.append({"process": child.name, "status": status, "log": child.tail(3)})
+                child.process = None
+
+    def close(self) -> None:
+        for closing in (self.admin, self.store):
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    closing.close()
+
+    # -------------------------------------------------------------- judgement
+
+    def judge(self) -> ChaosReport:
+        from shiftchange.core import StoreError
+        from shiftchange.runtime.codehost import read_ledger
+        from shiftchange.testing import context_for, judge
+
+        try:
+            mine = set(self.task_ids)
+            events = [event for event in self.store.events() if event.task_id.startswith(self.prefix)]
+            records = read_ledger(self.ledger_path) if self.ledger_path.exists() else []
+            ledger = ledger_entries(records, self.store, self.prefix)
+            verdicts = judge(events, ledger, self.store, context=context_for(self.config.core))
+            tasks = {task_id: self.store.get_task(task_id) for task_id in sorted(mine)}
+        except (StoreError, OSError, ValueError) as error:
+            raise ChaosError(f"cannot read the run back for judgement: {type(error).__name__}: {error}") from None
+        self._measure(events)
+        metrics = self._metrics(events, ledger, verdicts, tasks, getattr(records, "torn", 0))
+        return ChaosReport(
+            store=_masked(self.store_url),
+            task_prefix=self.prefix,
+            run_dir=str(self.run_dir),
+            workers=self.workers,
+            duration_s=self.duration_s,
+            seed=self.seed,
+            rate_per_s=self.rate_per_s,
+            idempotency=self.idempotency,
+            faults=self.faults,
+            config=json.loads(self.config.to_json()),
+            verdicts=verdicts,
+            metrics=metrics,
+            delivered=self.delivered,
+        )
+
+    def _measure(self, events: list[Event]) -> None:
+        """Time to detect and to recover for each kill or pause of a worker that held a lease at that instant."""
+        from shiftchange.core.machine import LEASED
+
+        accepted = sorted((event for event in events if event.accepted), key=lambda event: (event.at, event.seq))
+        claims: dict[str, list[Event]] = {}
+        by_attempt: dict[str, list[Event]] = {}
+        by_task_claims: dict[str, list[Event]] = {}
+        for event in accepted:
+            if event.attempt_id is not None:
+                by_attempt.setdefault(event.attempt_id, []).append(event)
+            if event.kind == "claim" and event.attempt_id is not None:
+                claims.setdefault(event.worker_id or "", []).append(event)
+                by_task_claims.setdefault(event.task_id, []).append(event)
+        for item in self.delivered:
+            if item.kind not in (KILL, PAUSE):
+                continue
+            held = None
+            for claim in claims.get(item.target, ()):
+                if claim.at >= item.at:
+                    break
+                held = claim
+            if held is None:
+                continue
+            ended = any(
+                event.seq > held.seq and event.at < item.at and event.to_state is not None and event.to_state not in LEASED
+                for event in by_attempt.get(held.attempt_id or "", ())
+            )
+            if ended:
+                continue
+            item.attempt_id = held.attempt_id
+            expired = next(
+                (e for e in by_attempt.get(held.attempt_id or "", ()) if e.kind == "expire" and e.at >= item.at),
+                None,
+            )
+            if expired is not None:
+                item.detect_s = round(expired.at - item.at, 3)
+            again = next(
+                (e for e in by_task_claims.get(held.task_id, ()) if e.at >= item.at and e.attempt_id != held.attempt_id),
+                None,
+            )
+            if again is not None:
+                item.recover_s = round(again.at - item.at, 3)
+
+    def _metrics(
+        self, events: list[Event], ledger: list[Any], verdicts: Mapping[str, Any], tasks: Mapping[str, Any], torn: int
+    ) -> dict[str, Any]:
+        states: dict[str, int] = {}
+        lost: list[str] = []
+        for task_id, task in tasks.items():
+            state = task.state if task is not None else "missing"
+            states[state] = states.get(state, 0) + 1
+            if task is None or task.state not in self.at_rest:
+                lost.append(f"{task_id} ({state})")
+        identities: dict[tuple[str, str], set[str]] = {}
+        for entry in ledger:
+            if entry.dependency == "code_host":
+                identities.setdefault((entry.operation, entry.identity), set()).add(entry.provider_id)
+        counts = dict.fromkeys(FAULT_KINDS, 0)
+        for item in self.delivered:
+            counts[item.kind] += 1
+        held = [item for item in self.delivered if item.attempt_id is not None]
+        detect = [item.detect_s for item in held if item.detect_s is not None]
+        recover = [item.recover_s for item in held if item.recover_s is not None]
+        span_s = max(1e-9, (self.drain_ended or time.time()) - self.began)
+        load_s = max(1e-9, (self.load_ended or time.time()) - self.began)
+        done = states.get("done", 0)
+        retries = sum(getattr(event, "retries", 0) for event in events)
+        effect_verdict = verdicts.get("one_effect_per_operation")
+        fence_verdict = verdicts.get("fenced_writes")
+        postgres = self.kind == "postgresql"
+        return {
+            "tasks_submitted": len(tasks),
+            "tasks_done": done,
+            "tasks_at_rest_otherwise": {state: n for state, n in sorted(states.items()) if state != "done" and state in self.at_rest},
+            "tasks_lost": len(lost),
+            "lost": lost[:20],
+            "final_states": dict(sorted(states.items())),
+            "submit_failures": self.submit_failures[:20],
+            "duplicate_effects": effect_verdict.violations if effect_verdict is not None else None,
+            "duplicate_effects_ledger": sum(len(ids) - 1 for ids in identities.values()),
+            "stale_writes_refused": sum(1 for event in events if not event.accepted and event.late),
+            "stale_writes_accepted": fence_verdict.violations if fence_verdict is not None else None,
+            "worker_kills": counts[KILL],
+            "pauses": counts[PAUSE],
+            "orchestrator_kills": counts[ORCHESTRATOR_KILL],
+            "connection_kills": counts[CONN_KILL] if postgres else None,
+            "connection_kills_note": None if postgres else "n/a on SQLite",
+            "backends_terminated": self.backends_terminated if postgres else None,
+            "connection_kill_error": self.admin_error or None,
+            "drops_asked": counts[DROP],
+            "dropped_responses": self.provider_counters.get("dropped_responses"),
+            "faults_skipped": {kind: n for kind, n in self.skipped.items() if n},
+            "faults_holding": len(held),
+            "detect_count": len(detect),
+            "detect_s_p50": _round(statistics.median(detect)) if detect else None,
+            "detect_s_max": _round(max(detect)) if detect else None,
+            "recover_count": len(recover),
+            "recover_s_p50": _round(statistics.median(recover)) if recover else None,
+            "recover_s_max": _round(max(recover)) if recover else None,
+            "events": len(events),
+            "events_per_s": _round(len(events) / span_s),
+            "transactions_retried": retries,
+            "transactions_retried_per_s": _round(retries / span_s),
+            "effects": len(ledger),
+            "effects_per_s": _round(len(ledger) / span_s),
+            "ledger_torn_lines": torn,
+            "provider_counters": self.provider_counters,
+            "tasks_done_per_s": _round(done / span_s),
+            "tasks_submitted_per_s": _round(len(tasks) / load_s),
+            "load_s": _round(load_s),
+            "drain_s": _round((self.drain_ended or time.time()) - (self.load_ended or time.time())),
+            "drained": self.drained,
+            "process_starts": {child.name: child.starts for child in self.children.values()},
+            "unexpected_exits": self.unexpected[:50],
+            "unexpected_exit_count": len(self.unexpected),
+            "unclean_exits": self.unclean,
+            "stragglers_killed": self.stragglers,
+        }
+
+
+def ledger_entries(records: Iterable[Mapping[str, Any]], store: Any, prefix: str = "") -> list[Any]:
+    """The checkers' `LedgerEntry`s for the provider's ledger records (`read_ledger`), keeping those of tasks whose id starts with `prefix`.
+
+    A record that names no task is named by the intent its key was minted for
+    (as `shiftchange.testing.ledger_from` does); one with no intent either is
+    kept, and the audit judges it.
+    """
+    from shiftchange.testing import LedgerEntry
+
+    entries = []
+    for record in records:
+        task_id = str(record.get("task_id") or "")
+        if not task_id:
+            intent = store.get_intent(str(record["key"]))
+            task_id = intent.task_id if intent is not None else ""
+        if task_id and not task_id.startswith(prefix):
+            continue
+        entries.append(
+            LedgerEntry(
+                float(record["at"]),
+                str(record["provider_id"]),
+                str(record["key"]),
+                str(record["operation"]),
+                str(record["identity"]),
+                task_id,
+                str(record.get("dependency") or "code_host"),
+                str(record.get("worker_id") or ""),
+                bool(record.get("via_gateway", True)),
+            )
+        )
+    return entries
+
+
+def _round(value: float) -> float:
+    return round(value, 3)
+
+
+# ------------------------------------------------------------------ the entry point
+
+
+def run_chaos(
+    store_url: str,
+    *,
+    workers: int = 8,
+    duration_s: float = 600.0,
+    seed: int = 0,
+    rate_per_s: float | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    faults: ChaosFaults | None = None,
+    idempotency: bool = True,
+    config: RuntimeConfig | None = None,
+    drain_s: float = DRAIN_DEFAULT_S,
+    progress: Callable[[str], None] | None = None,
+) -> ChaosReport:
+    """Run the processes under the faults for `duration_s`, drain, stop them, and judge the run; every child is stopped on any exit.
+
+    `rate_per_s` defaults to `RATE_PER_WORKER_PER_S` per worker. Bad arguments
+    raise ValueError; a run that cannot be set up or read back raises
+    ChaosError; KeyboardInterrupt stops every child and propagates.
+    """
+    from shiftchange.runtime.config import RuntimeConfig
+
+    _kind_of(store_url)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= WORKERS_MAX:
+        raise ValueError(f"workers must be a whole number from 1 to {WORKERS_MAX}, not {workers!r}")
+    for name, value in (("duration_s", duration_s), ("drain_s", drain_s)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{name} must be positive seconds, not {value!r}")
+    rate = RATE_PER_WORKER_PER_S * workers if rate_per_s is None else rate_per_s
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"rate_per_s must be positive tasks per second, not {rate!r}")
+    faults = ChaosFaults() if faults is None else faults
+    config = RuntimeConfig() if config is None else config
+    directory = Path(tempfile.mkdtemp(prefix="shiftchange-chaos-")) if run_dir is None else Path(run_dir)
+    run = _Run(store_url, workers, float(duration_s), seed, float(rate), directory, faults, idempotency, config, float(drain_s), progress)
+    began = time.perf_counter()
+    try:
+        run.prepare()
+        run.start_processes()
+        run.play()
+        run.drain()
+        run.stop_all()
+        report = run.judge()
+    finally:
+        if not run.stopping:
+            run.stop_all()
+        run.close()
+    report.wall_s = time.perf_counter() - began
+    with contextlib.suppress(OSError):
+        (directory / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+# ------------------------------------------------------------------ the report
+
+
+def render_text(report: ChaosReport) -> str:
+    """The report a person reads: what ran, each invariant's verdict (as `sim run` prints them), then the figures."""
+    m = report.metrics
+    lines = [
+        f"shiftchange chaos: {report.store}, {report.workers} workers, {report.duration_s:g} s at {report.rate_per_s:g} tasks/s,"
+        f" seed {report.seed}, provider idempotency {'on' if report.idempotency else 'off'}; drain {m['drain_s']:.1f} s,"
+        f" {report.wall_s:.1f} s wall",
+        f"run dir: {report.run_dir} (config.json, ledger.jsonl, report.json, logs/)",
+        "",
+        "invariants",
+        *_invariant_rows(report.verdicts),
+        _tally(report.verdicts),
+        "",
+        "figures",
+        *_figure_rows(report),
+    ]
+    if m["tasks_lost"]:
+        lines += ["", f"lost: {m['tasks_lost']} tasks not at rest after the drain, e.g. {', '.join(m['lost'][:5])}"]
+    verdict = "PASS: every invariant holds and no task was lost" if report.ok else "FAIL: see above; the processes' logs are in the run dir"
+    lines += ["", verdict]
+    return "\n".join(lines) + "\n"
+
+
+def _invariant_rows(verdicts: Mapping[str, Any]) -> list[str]:
+    width = max((len(name) for name in verdicts), default=0)
+    rows = []
+    for name, verdict in verdicts.items():
+        label = _LABELS.get(verdict.status, "UNKNOWN")
+        if verdict.status == "ok":
+            count = "0 violations"
+        elif verdict.status == "violated":
+            count = f"{verdict.violations:,} violation{'' if verdict.violations == 1 else 's'}"
+        else:
+            count = "could not tell"
+        rows.append(f"  {label:<7}  {name:<{width}}  {count}")
+        rows += [f"{_EXAMPLE_INDENT}{line}" for line in verdict.example]
+    return rows
+
+
+def _tally(verdicts: Mapping[str, Any]) -> str:
+    statuses = [verdict.status for verdict in verdicts.values()]
+    held, violated = statuses.count("ok"), statuses.count("violated")
+    unknown = len(statuses) - held - violated
+    if held == len(statuses):
+        return f"all {held} invariants hold"
+    parts = [f"{violated} violated"] if violated else []
+    parts += [f"{unknown} unknown (not checked to the end, so not a pass)"] if unknown else []
+    return f"{held} of {len(statuses)} invariants hold; {', '.join(parts)}"
+
+
+def _seconds(p50: float | None, top: float | None, count: int, of: int, what: str) -> str:
+    if not count:
+        return f"none measured ({of} faults hit a worker holding a lease; {what})"
+    return f"p50 {p50:.1f} s, max {top:.1f} s over {count} of {of} faults that hit a worker holding a lease"
+
+
+def _figure_rows(report: ChaosReport) -> list[str]:
+    m = report.metrics
+    rest = ", ".join(f"{state} {n}" for state, n in m["tasks_at_rest_otherwise"].items())
+    skipped = m["faults_skipped"]
+
+    def faults(kind: str, count: int | None, extra: str = "") -> str:
+        missed = skipped.get(kind, 0)
+        note = f" ({missed} skipped: no process to take it)" if missed else ""
+        return f"{count:,}{extra}{note}"
+
+    if m["connection_kills"] is None:
+        connections = "n/a on SQLite"
+    else:
+        connections = faults(CONN_KILL, m["connection_kills"], f" ({m['backends_terminated']:,} sessions terminated)")
+        if m["connection_kill_error"]:
+            connections += f"; {m['connection_kill_error']}"
+    dropped = m["dropped_responses"]
+    restarted = m["process_starts"].get(_PROVIDER, 1) > 1
+    counted = (f", {dropped:,} dropped" + (" since the provider's last start" if restarted else "")) if dropped is not None else ""
+    drops = faults(DROP, m["drops_asked"], " asked" + (counted or ", the provider's count unread"))
+    pauses = [item.hold_s for item in report.delivered if item.kind == PAUSE]
+    pause_extra = f" of {min(pauses):.1f}-{max(pauses):.1f} s (lease {report.config['core']['lease_ttl_s']:g} s)" if pauses else ""
+    duplicate = m["duplicate_effects"]
+    stale = m["stale_writes_accepted"]
+    processes = f"{m['unexpected_exit_count']} unexpected exits, {len(m['unclean_exits'])} unclean exits on SIGTERM"
+    processes += f", {len(m['stragglers_killed'])} SIGKILLed at shutdown"
+    rows = [
+        (
+            "tasks",
+            f"{m['tasks_submitted']:,} submitted: {m['tasks_done']:,} done, "
+            f"{sum(m['tasks_at_rest_otherwise'].values()):,} at rest otherwise{f' ({rest})' if rest else ''}, {m['tasks_lost']:,} lost",
+        ),
+        (
+            "duplicate effects",
+            f"{'?' if duplicate is None else duplicate:} by one_effect_per_operation; {m['duplicate_effects_ledger']:,} in the ledger"
+            " (code-host effects sharing an operation and identity)",
+        ),
+        ("stale writes", f"{m['stale_writes_refused']:,} refused (late); {'?' if stale is None else stale} accepted (fenced_writes)"),
+        ("worker kills", faults(KILL, m["worker_kills"])),
+        ("pauses", faults(PAUSE, m["pauses"], pause_extra)),
+        ("orchestrator kills", faults(ORCHESTRATOR_KILL, m["orchestrator_kills"])),
+        ("connection kills", connections),
+        ("dropped responses", drops),
+        ("time to detect", _seconds(m["detect_s_p50"], m["detect_s_max"], m["detect_count"], m["faults_holding"], "no expiry seen")),
+        ("time to recover", _seconds(m["recover_s_p50"], m["recover_s_max"], m["recover_count"], m["faults_holding"], "none reclaimed")),
+        (
+            "events",
+            f"{m['events']:,} written ({m['events_per_s']:,.1f}/s); {m['transactions_retried']:,} transactions retried"
+            f" ({m['transactions_retried_per_s']:,.2f}/s)",
+        ),
+        ("effects", f"{m['effects']:,} landed at the provider ({m['effects_per_s']:,.1f}/s)"),
+        ("throughput", f"{m['tasks_done_per_s']:.2f} tasks done/s (submitted {m['tasks_submitted_per_s']:.2f}/s)"),
+        ("processes", processes),
+    ]
+    if m["submit_failures"]:
+        rows.append(("submissions failed", f"{len(m['submit_failures'])}, e.g. {m['submit_failures'][0]}"))
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label:<{width}}  {value}" for label, value in rows]
+
+
+# ------------------------------------------------------------------ the command
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add `chaos` to the `shiftchange` commands (nothing of the runtime is imported); its handler returns the exit status."""
+    defaults = ChaosFaults()
+    chaos = commands.add_parser("chaos", help="run the real processes under kills, pauses and dropped responses, and judge the run")
+    chaos.add_argument("--store", metavar="URL", required=True, help="sqlite:///path or postgresql://... (a schema with ?schema=NAME)")
+    chaos.add_argument("--workers", metavar="N", type=_workers, default=8, help="worker processes (default %(default)s)")
+    chaos.add_argument("--duration", metavar="S", type=_positive, default=600.0, help="seconds of load and faults (default %(default)g)")
+    chaos.add_argument("--seed", metavar="N", type=_whole, default=0, help="the fault schedule's seed (default %(default)s)")
+    chaos.add_argument(
+        "--rate",
+        metavar="TASKS_PER_S",
+        type=_positive,
+        default=None,
+        help=f"tasks submitted per second (default {RATE_PER_WORKER_PER_S:g} per worker: {RATE_PER_WORKER_PER_S * 8:g} with 8)",
+    )
+    chaos.add_argument("--drain", metavar="S", type=_positive, default=DRAIN_DEFAULT_S, help="the drain limit (default %(default)g s)")
+    chaos.add_argument("--no-idempotency", action="store_true", help="the provider ignores operation keys")
+    chaos.add_argument("--run-dir", metavar="DIR", help="where the config, ledger, logs and report go (default: a fresh temp dir)")
+    for flag, kind, what in (
+        ("--kill-every", KILL, "SIGKILL a worker and restart it"),
+        ("--pause-every", PAUSE, "SIGSTOP a worker past its lease, then SIGCONT"),
+        ("--orchestrator-kill-every", ORCHESTRATOR_KILL, "SIGKILL the orchestrator and restart it"),
+        ("--conn-kill-every", CONN_KILL, "terminate a worker's PostgreSQL sessions"),
+        ("--drop-every", DROP, "drop the provider's next response"),
+    ):
+        chaos.add_argument(
+            flag,
+            metavar="S",
+            type=_non_negative,
+            default=defaults.every_s(kind),
+            help=f"{what} about every S s (default %(default)g; 0: never)",
+        )
+    chaos.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    chaos.set_defaults(handler=run_chaos_command)
+    return chaos
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {text!r}")
+    return value
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
+def _workers(text: str) -> int:
+    value = _whole(text)
+    if not 1 <= value <= WORKERS_MAX:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {WORKERS_MAX}, not {value}")
+    return value
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While the run lasts, SIGTERM to the harness stops it as Ctrl-C does (every child stopped), not abruptly."""
+
+    def interrupt(_number: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stderr_line(stream: IO[str]) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    return say
+
+
+def run_chaos_command(args: argparse.Namespace) -> int:
+    """`shiftchange chaos`: 0 when every invariant holds and no task was lost, 1 otherwise, 2 on bad input, 130 on Ctrl-C."""
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+
+    if args.run_dir is not None:
+        directory = Path(args.run_dir)
+        existing = next(parent for parent in (directory.absolute(), *directory.absolute().parents) if parent.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise BadInput(f"cannot write the run into {directory}: {existing} is not a writable folder")
+    try:
+        faults = ChaosFaults(
+            kill_every_s=args.kill_every,
+            pause_every_s=args.pause_every,
+            orchestrator_kill_every_s=args.orchestrator_kill_every,
+            conn_kill_every_s=args.conn_kill_every,
+            drop_every_s=args.drop_every,
+        )
+        _kind_of(args.store)
+    except ValueError as error:
+        raise BadInput(str(error)) from None
+    run_dir = args.run_dir if args.run_dir is not None else tempfile.mkdtemp(prefix="shiftchange-chaos-")
+    try:
+        with _sigterm_interrupts():
+            report = run_chaos(
+                args.store,
+                workers=args.workers,
+                duration_s=args.duration,
+                seed=args.seed,
+                rate_per_s=args.rate,
+                run_dir=run_dir,
+                faults=faults,
+                idempotency=not args.no_idempotency,
+                drain_s=args.drain,
+                progress=_stderr_line(sys.stderr),
+            )
+    except KeyboardInterrupt:
+        print(f"shiftchange chaos: interrupted; every process it started was stopped; logs kept in {run_dir}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ValueError, ChaosError) as error:
+        raise BadInput(str(error)) from None
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(render_text(report), end="", flush=True)
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _main(argv: Iterable[str] | None = None) -> int:
+    """`python -m shiftchange.runtime.chaos ...`, for when the `shiftchange` command has no `chaos` yet."""
+    from shiftchange.cli.main import EXIT_BAD_INPUT, BadInput, UsageError, _Parser
+
+    parser = _Parser(prog="shiftchange")
+    add_parser(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
+    try:
+        args = parser.parse_args(["chaos", *(sys.argv[1:] if argv is None else argv)])
+        return args.handler(args)
+    except (UsageError, BadInput) as error:
+        print(f"shiftchange: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
