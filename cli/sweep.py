@@ -183,7 +183,7 @@ def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:
 
 def _metric_columns() -> list[str]:
     """The columns a row's metrics and verdicts have (final_states.* and provider_calls.* vary with the run)."""
-    from shiftchange.sim.checkers import INVARIANTS
+    from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.sim.metrics import Metrics
 
     summary = Metrics(1.0).summary(0.0, {})

@@ -1,4 +1,4 @@
-"""The SimPy world that attacks the core: workload, workers, network, providers, nemesis, control plane, checkers.
+"""The SimPy world that attacks the core: workload, workers, network, providers, nemesis, control plane.
 
 Public surface: `play` runs one world from (config, seed) and judges it into
 an `Outcome` (`World` does the same and keeps its roles for a study to read);
@@ -11,15 +11,17 @@ running; `recovery` judges whether goodput comes back after a placed
 provider fault (`goodput_recovers`, set on by `SimConfig.recovery`);
 `contention` is Brooker's backoff experiment (clients racing for one
 record), apart from the world; `ANTIPATTERNS` are the chapter's failure modes as switches;
-`all_checkers` and `INVARIANTS` are the checkers; `shrink` minimises a
+`all_checkers` and `INVARIANTS` are the checkers (from `shiftchange.checkers`); `shrink` minimises a
 violating run. Modules are named for the role
 they hold (Jepsen's habit): what arrives, who acts, what breaks, what must hold.
 """
 
+from shiftchange.checkers.history import CheckContext, Fault, History, Landed, Retired, Verdict, describe
+from shiftchange.checkers.rules import INVARIANTS, all_checkers
+
 from . import contention, recovery, settings
 from .antipatterns import ANTIPATTERNS, AntiPattern, antipattern
 from .artifacts import play_with_artifacts
-from .checkers import INVARIANTS, all_checkers
 from .config import (
     ControlConfig,
     FaultSpec,
@@ -32,7 +34,6 @@ from .config import (
     WorkerConfig,
     WorkloadConfig,
 )
-from .history import CheckContext, Fault, History, Landed, Retired, Verdict, describe
 from .scenarios import SCENARIOS, Scenario, scenario_config
 from .shrink import Shrunk, shrink
 from .world import Outcome, World, play

@@ -22,10 +22,10 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from shiftchange.checkers.history import Fault, Landed, Retired
 from shiftchange.core import Event, InputError
 
 from .config import SimConfig
-from .history import Fault, Landed, Retired
 from .plot import plot_series, write_series
 from .report import faults_played, to_json
 from .world import Outcome, play

@@ -27,11 +27,11 @@ from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
+from shiftchange.checkers.history import Retired
 from shiftchange.core import Event, Plan
 from shiftchange.core.machine import ATTEMPT_TERMINAL, TASK_RESTING, TASK_TERMINAL
 
 from .config import ControlConfig
-from .history import Retired
 from .worker import Offer
 
 AT_REST = TASK_TERMINAL | TASK_RESTING

@@ -50,11 +50,10 @@ import math
 from array import array
 from typing import Any
 
+from shiftchange.checkers.history import Landed, Retired
 from shiftchange.core import Event
 from shiftchange.core.machine import ATTEMPT_TERMINAL as _TERMINAL
 from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
-
-from .history import Landed, Retired
 
 _AT_REST = TASK_TERMINAL | TASK_RESTING
 RENEWAL_OUTCOMES = ("sent", "unanswered", "accepted", "refused")

@@ -22,8 +22,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shiftchange.checkers.history import Fault
+
 from .config import FaultSpec, NemesisConfig, WorkloadConfig
-from .history import Fault
 
 
 @dataclass(frozen=True, slots=True)

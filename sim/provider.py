@@ -56,10 +56,10 @@ import zlib
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
+from shiftchange.checkers.history import Landed
 from shiftchange.core import Effect, ProviderRefused, ProviderTimeout, RateLimitConfig, TokenBucket
 
 from .config import ProviderConfig
-from .history import Landed
 from .windows import Windows
 
 

@@ -25,10 +25,9 @@ import math
 from collections.abc import Callable, Generator
 from typing import Any
 
+from shiftchange.checkers.history import Landed, Retired
 from shiftchange.core import Event
 from shiftchange.core.machine import LEASED, TASK_RESTING, TASK_TERMINAL
-
-from .history import Landed, Retired
 
 RETIRED_STATES = (*sorted(TASK_TERMINAL | TASK_RESTING), "lost")
 """The final states a retired task is counted under; a task still live when the run ended counts as lost."""

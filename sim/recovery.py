@@ -37,8 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Fault, Verdict
+
 from .config import RecoveryConfig
-from .history import OK, UNKNOWN, VIOLATED, Fault, Verdict
 
 NAME = "goodput_recovers"
 TRIGGERS = ("outage", "slowdown", "capacity_drop", "lost_responses", "revoked_credentials")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from shiftchange.checkers.history import OK, VIOLATED
+
 from .antipatterns import antipattern
 from .config import SimConfig
-from .history import OK, VIOLATED
 from .scenarios import SCENARIOS, scenario_config
 from .settings import PLACED_PATH, diff, format_value
 

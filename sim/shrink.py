@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shiftchange.checkers.history import Fault, Retired, describe
+
 from .config import SimConfig
-from .history import Fault, Retired, describe
 from .world import Outcome, play
 
 TIMELINE_LINES_MAX = 60

@@ -20,13 +20,13 @@ from typing import Any
 
 import simpy
 
+from shiftchange.checkers.history import UNKNOWN, CheckContext, Fault, History, Verdict
+from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import InputError, MemoryStore, Orchestrator, Seams
 
 from . import recovery
-from .checkers import all_checkers
 from .config import PROVIDERS, SimConfig
 from .control import ControlContext, ControlPlane
-from .history import UNKNOWN, CheckContext, Fault, History, Verdict
 from .metrics import Metrics
 from .nemesis import Targets, draw_schedule, unleash
 from .network import Transport

@@ -1,7 +1,7 @@
 """`judge(events, ledger)`: the invariant checkers over any store's history and a provider's ledger.
 
 DESIGN's fourth principle is that one checker judges a simulated run and a
-real one. The checkers (`shiftchange.sim.checkers`) are folds over one
+real one. The checkers (`shiftchange.checkers.rules`) are folds over one
 history of core `Event`s, effects that landed, and the final records of each
 task; the simulator feeds them as it runs. This module feeds them the same
 entries from anywhere else: a deployment's store (its `events()`, and its
@@ -29,9 +29,9 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, CheckContext, Landed, Retired, Verdict
+from shiftchange.checkers.rules import INVARIANTS, all_checkers
 from shiftchange.core import CoreConfig, Effect, Event, InputError, ReliabilityConfig, Store
-from shiftchange.sim.checkers import INVARIANTS, all_checkers
-from shiftchange.sim.history import OK, UNKNOWN, VIOLATED, CheckContext, Landed, Retired, Verdict
 
 __all__ = [
     "INVARIANTS",

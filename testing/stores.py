@@ -200,6 +200,7 @@ def event_fields(task_id: str = "task-1", **overrides: Any) -> dict[str, Any]:
         late=True,
         expires_at=44.0,
         operation_key="create-pr:task-1:" + "b" * 40,
+        retries=2,
     )
     values.update(overrides)
     return values

@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 
+from shiftchange.checkers.history import Landed
 from shiftchange.core import Event, InputError, LedgerProvider, MemoryStore
 from shiftchange.sim.antipatterns import antipattern
-from shiftchange.sim.history import Landed
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
 from shiftchange.testing import INVARIANTS, Judge, LedgerEntry, context_for, judge, ledger_from, reference_orchestrator

@@ -161,7 +161,7 @@ def test_a_fresh_schema_is_migrated_and_recorded_and_migrating_again_does_nothin
     assert migrate(make_postgres_store.url, store.schema) == []
     assert make_postgres_store(schema=store.schema).migrated == []
     recorded = relations(make_postgres_store.url, store.schema)["schema_migrations"]
-    assert recorded == [(1, "schema")]
+    assert recorded == [(1, "schema"), (2, "claim_order")]
 
 
 def _open_or_migrate(url: str, schema: str, how: str, barrier, results) -> None:
@@ -196,7 +196,7 @@ def test_processes_opening_one_new_schema_at_once_migrate_it_once(make_postgres_
         child.join(30)
     everything = ("ok", list(range(1, SCHEMA_VERSION + 1)))
     assert (outcomes.count(everything), outcomes.count(("ok", []))) == (1, len(ways) - 1), outcomes
-    assert relations(make_postgres_store.url, schema)["schema_migrations"] == [(1, "schema")]
+    assert relations(make_postgres_store.url, schema)["schema_migrations"] == [(1, "schema"), (2, "claim_order")]
 
 
 def test_a_schema_of_a_newer_version_is_refused_and_left_as_it_was(make_postgres_store):

@@ -180,3 +180,16 @@ def test_many_processes_racing_claim_next_each_take_different_attempts(postgres_
         assert len(accepted) == 200 and {e.generation for e in accepted} == {1}
     finally:
         store.drop_schema()
+
+
+def test_the_runtime_and_the_kit_never_import_the_simulator():
+    """Goal (DESIGN, layers): the checkers belong to no world; judging a real run must not load SimPy or `shiftchange.sim`."""
+    probe = (
+        "import sys\n"
+        "import shiftchange.runtime.chaos, shiftchange.runtime.worker, shiftchange.runtime.control, shiftchange.testing\n"
+        "import shiftchange.checkers.rules\n"
+        "print(sorted(name for name in sys.modules if name == 'simpy' or name.startswith('shiftchange.sim')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import pytest
 
+from shiftchange.checkers.history import Retired
 from shiftchange.core import Event, Task
 from shiftchange.core.records import Budget
 from shiftchange.sim import antipattern, scenario_config, settings
-from shiftchange.sim.history import Retired
 from shiftchange.sim.metrics import Metrics
 from shiftchange.sim.world import World
 

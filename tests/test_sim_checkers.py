@@ -17,6 +17,8 @@ import copy
 
 import pytest
 
+from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, CheckContext, Fault, History, Landed, Retired, Verdict
+from shiftchange.checkers.rules import INVARIANTS, all_checkers
 from shiftchange.core import (
     Attempt,
     Budget,
@@ -34,8 +36,6 @@ from shiftchange.core import (
     Task,
 )
 from shiftchange.core.machine import SPEC
-from shiftchange.sim.checkers import INVARIANTS, all_checkers
-from shiftchange.sim.history import OK, UNKNOWN, VIOLATED, CheckContext, Fault, History, Landed, Retired, Verdict
 
 CONTEXT = CheckContext(lease_ttl_s=30.0, attempt_spend_max_usd=5.0, reason_length_min=10)
 WORKSPACE = "repo-a"

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 import simpy
 
+from shiftchange.checkers.history import Fault
 from shiftchange.core import InputError, ProviderRefused, ProviderTimeout
 from shiftchange.sim import World, recovery, scenario_config
 from shiftchange.sim.config import ProviderConfig, RecoveryConfig
-from shiftchange.sim.history import Fault
 from shiftchange.sim.provider import SimProvider
 
 

@@ -18,9 +18,10 @@ from dataclasses import replace
 import pytest
 from test_sim_checkers import RealRun, story
 
+from shiftchange.checkers import history
+from shiftchange.checkers import rules as checkers
+from shiftchange.checkers.history import OK, VIOLATED
 from shiftchange.core import Plan, policy
-from shiftchange.sim import checkers, history
-from shiftchange.sim.history import OK, VIOLATED
 
 RECORD_TYPES = {"Attempt", "Event", "Intent", "Task"}
 

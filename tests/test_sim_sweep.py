@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.cli.main import main
 from shiftchange.core import InputError
 from shiftchange.sim import sweep as sweep_module
-from shiftchange.sim.checkers import INVARIANTS
 from shiftchange.sim.sweep import IDENTITY, sweep
 
 SMALL = {"scenario": "baseline", "tasks": 15, "grid": {"workers.workers": [8, 16]}, "seeds": range(2)}

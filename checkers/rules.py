@@ -657,7 +657,7 @@ _CONTINUES = {
 if set(_CONTINUES) != set(RESPONSES):
     raise RuntimeError(
         f"classified_retry knows the responses {sorted(_CONTINUES)} but the spec defines {sorted(RESPONSES)}:"
-        " say in sim/checkers.py `_CONTINUES` whether each new response permits an automatic retry"
+        " say in checkers/rules.py `_CONTINUES` whether each new response permits an automatic retry"
     )
 
 _FAILURE_ENDINGS = frozenset({"failed", "quarantined"})
