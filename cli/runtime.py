@@ -66,7 +66,6 @@ def _migrate(args: argparse.Namespace) -> int:
 def add_parsers(commands: Any) -> None:
     """Add the runtime's commands to the `shiftchange` subcommands (the arguments only: nothing is imported yet)."""
     from shiftchange.runtime.arguments import process_arguments, provider_arguments, store_argument
-    from shiftchange.runtime.chaos import add_parser as add_chaos_parser
 
     worker = commands.add_parser("worker", help="run one worker process against a shared store until SIGTERM")
     process_arguments(worker, "worker")
@@ -79,6 +78,8 @@ def add_parsers(commands: Any) -> None:
     provider = commands.add_parser("provider", help="serve the code host and model provider over HTTP, with a ledger on disk")
     provider_arguments(provider)
     provider.set_defaults(handler=_typed(_provider))
+    from .chaos import add_parser as add_chaos_parser
+
     add_chaos_parser(commands)  # its handler says bad input in one line itself
     db = commands.add_parser("db", help="manage a store's schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")

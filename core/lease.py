@@ -67,21 +67,17 @@ class Leases:
         transaction commits (an unknown task records nothing).
         """
         text(task_id, "task_id", 200)
-        text(worker_id, "worker_id", 200)
-        text(workspace, "workspace", 200)
-        if healthy is not None:
-            flag(healthy, "healthy")
+        _claimer(worker_id, workspace, healthy)
         context = self._context
         with context as tx:
             task = context.task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
-            if healthy is not None:
-                context.after_commit(partial(self._probes.__setitem__, worker_id, (context.clock.now(), healthy)))
             if not attempts:
+                self._probed(worker_id, healthy)
                 return context.refuse(
                     tx, "worker", "claim", task.task_id, None, None, Refused("no attempt to claim", "not_found"), worker_id=worker_id
                 )
-            return self._lease(tx, task, attempts, worker_id, workspace, self._healthy(worker_id) if healthy is None else healthy)
+            return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
 
     @contract
     def claim_next(self, worker_id: Any, workspace: Any, healthy: Any) -> Refused | Claim | None:
@@ -95,10 +91,7 @@ class Leases:
         it returns None and records nothing, so an idle worker's polling
         leaves no trace in the history.
         """
-        text(worker_id, "worker_id", 200)
-        text(workspace, "workspace", 200)
-        if healthy is not None:
-            flag(healthy, "healthy")
+        _claimer(worker_id, workspace, healthy)
         context = self._context
         with context as tx:
             for candidate in tx.claimable(("admitted",), CLAIM_CANDIDATES):
@@ -108,10 +101,16 @@ class Leases:
                 attempts = tx.attempts_of(task.task_id)
                 if attempts[-1].attempt_id != candidate.attempt_id:
                     continue
-                if healthy is not None:
-                    context.after_commit(partial(self._probes.__setitem__, worker_id, (context.clock.now(), healthy)))
-                return self._lease(tx, task, attempts, worker_id, workspace, self._healthy(worker_id) if healthy is None else healthy)
+                return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
         return None
+
+    def _probed(self, worker_id: str, healthy: bool | None) -> bool:
+        """Whether the claimer counts as healthy: the probe taken with the claim (kept if the claim commits), or its last one."""
+        if healthy is None:
+            return self._healthy(worker_id)
+        context = self._context
+        context.after_commit(partial(self._probes.__setitem__, worker_id, (context.clock.now(), healthy)))
+        return healthy
 
     def _lease(
         self, tx: Transaction, task: Task, attempts: list[Attempt], worker_id: str, workspace: str, healthy: bool
@@ -289,6 +288,14 @@ class Leases:
             holds = {"lease_issued": attempt.token_digest is not None, "cancel_deadline_passed": True}
             return context.fire(tx, attempt, "cancel_timed_out", "reaper", holds, detail="executor did not acknowledge", ended_at=now)
         return None
+
+
+def _claimer(worker_id: Any, workspace: Any, healthy: Any) -> None:
+    """The claimer's arguments, checked before anything is read."""
+    text(worker_id, "worker_id", 200)
+    text(workspace, "workspace", 200)
+    if healthy is not None:
+        flag(healthy, "healthy")
 
 
 def _reapable(attempt: Attempt, now: float) -> bool:
