@@ -1,8 +1,24 @@
-"""The real runtime: the reference core run by OS processes against real providers over HTTP.
+"""The real runtime: the reference core run by OS processes on a wall clock, against a real provider over HTTP.
 
-`codehost` is the provider side: a small HTTP server on loopback that hosts
-the simulator's two dependencies (`code_host`, `model_provider`), lands every
-effect in a JSON-lines ledger on disk before it answers, and has fault
-switches a chaos harness turns on and off; and `HttpProvider`, the client
-adapter workers and the orchestrator use to reach it.
+Above `core`, beside `sim`: the core stays sans-I/O, and everything that
+needs a clock, a process or a socket lives here.
+
+- `worker`: `shiftchange worker`, one process that pulls Attempts from a
+  shared store, heartbeats from its own thread, acts only through granted
+  keys and stops the moment a renewal is refused;
+- `control`: `shiftchange orchestrator`, admission (one leader, by a fenced
+  lease in the store: `leadership`), the reaper, reconciliation,
+  verification, the loop decision and review, each a scan of the store's
+  states on its own cadence, so a restarted process loses nothing;
+- `codehost`: `shiftchange provider`, a small HTTP server on loopback for the
+  simulator's two dependencies (`code_host`, `model_provider`) that lands
+  every effect in a JSON-lines ledger on disk before it answers, with fault
+  switches; and `HttpProvider`, the client adapter the processes use;
+- `chaos`: `shiftchange chaos`, all of them as OS processes under kills,
+  pauses, cut connections and dropped responses, judged by the checkers;
+- `config`, `clock`, `workload`, `arguments`: the settings every process
+  reads, the shared wall clock, the task submitted, the commands' arguments.
+
+Nothing here imports the simulator: a real run is judged by
+`shiftchange.testing.judge` over `shiftchange.checkers`.
 """

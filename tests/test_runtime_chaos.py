@@ -250,3 +250,19 @@ def test_ten_minutes_with_eight_workers_holds_every_invariant(kind, request, tmp
     metrics = report.metrics
     assert metrics["worker_kills"] >= 10 and metrics["pauses"] >= 5 and metrics["orchestrator_kills"] >= 3
     assert kind == "sqlite" or metrics["connection_kills"] >= 5
+
+
+def test_without_idempotency_keys_dropped_responses_still_land_once(tmp_path):
+    """Goal: a provider that ignores operation keys, dropping a response every few seconds: reconciliation by identity keeps
+    every effect single, and the ledger (not only the checker) shows no pull request twice."""
+    run_dir = tmp_path / "run"
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    command = [*CHAOS, "--store", store, "--workers", "2", "--duration", "20", "--seed", "3", "--run-dir", str(run_dir), "--json"]
+    faults = ["--drop-every", "2", "--kill-every", "6", "--pause-every", "0", "--orchestrator-kill-every", "0", "--conn-kill-every", "0"]
+    done = subprocess.run([*command, "--no-idempotency", *faults, *BUSY], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}"
+    report = json.loads(done.stdout)
+    _assert_every_invariant_holds(report)
+    metrics = report["metrics"]
+    assert report["idempotency"] is False and metrics["dropped_responses"] >= 3
+    assert metrics["duplicate_effects_ledger"] == 0 and metrics["tasks_lost"] == 0
