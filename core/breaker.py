@@ -107,6 +107,11 @@ class Breaker:
         self._last_refusal = None
         return True
 
+    def release_probe(self) -> None:
+        """A half-open probe `allow` let through was never made (its grant rolled back): another call may take its place."""
+        if self._state == HALF_OPEN and self._probes_let_through > 0:
+            self._probes_let_through -= 1
+
     def record_success(self, now_s: float) -> None:
         """A call succeeded: the failure count resets, and a half-open breaker closes."""
         self._advance(now_s)
@@ -164,6 +169,9 @@ class NoBreaker:
     def allow(self, now_s: float) -> bool:
         return True
 
+    def release_probe(self) -> None:
+        pass
+
     def record_success(self, now_s: float) -> None:
         pass
 
@@ -186,6 +194,9 @@ class Breakers:
     def allow(self, dependency: str, now_s: float) -> bool:
         """Whether a call to the dependency may start now; on False, `last_refusal` says why."""
         return self.breaker(dependency).allow(now_s)
+
+    def release_probe(self, dependency: str) -> None:
+        self.breaker(dependency).release_probe()
 
     def record_success(self, dependency: str, now_s: float) -> None:
         self.breaker(dependency).record_success(now_s)

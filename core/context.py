@@ -39,6 +39,7 @@ class Context:
     __slots__ = (
         "_open",
         "_pending",
+        "_undo",
         "attempt_machine",
         "clock",
         "config",
@@ -68,6 +69,7 @@ class Context:
         self.moved: Callable[[str, str, str], None] | None = None
         """Told (attempt id, from state, to state) of every accepted move, inside the transaction (the admission gate)."""
         self._pending: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], None]] = []
         self._open: Any = None
         self.racing: bool = getattr(store, "races", True)
         """The store may run transactions side by side and raise StoreRetryable: contracts are then run again (`contract`)."""
@@ -80,6 +82,7 @@ class Context:
         if self._open is not None:
             raise RuntimeError("contracts do not nest: one contract is one transaction")
         self._pending.clear()
+        self._undo.clear()
         opened = self.store.transaction()
         tx = opened.__enter__()
         self._open = opened
@@ -92,9 +95,14 @@ class Context:
             opened.__exit__(kind, error, trace)
         except BaseException:
             pending.clear()
+            self._rolled_back()
             raise
-        if kind is not None or not pending:  # most contracts imply no bookkeeping: no copy on the hot path
+        if kind is not None:
             pending.clear()
+            self._rolled_back()
+            return
+        self._undo.clear()
+        if not pending:  # most contracts imply no bookkeeping: no copy on the hot path
             return
         steps = tuple(pending)
         pending.clear()
@@ -104,6 +112,22 @@ class Context:
     def after_commit(self, step: Callable[[], None]) -> None:
         """Apply `step` to this process's bookkeeping if, and only if, the open transaction commits."""
         self._pending.append(step)
+
+    def on_rollback(self, step: Callable[[], None]) -> None:
+        """Undo, with `step`, bookkeeping the open transaction had to spend before it knew it would commit.
+
+        A rate token or a half-open probe must be taken when the call is
+        judged (two grants must not share one), so it is spent inside the
+        transaction; if that transaction then rolls back, or loses its race and
+        runs again, the token or probe is given back, never lost for good.
+        """
+        self._undo.append(step)
+
+    def _rolled_back(self) -> None:
+        steps = self._undo[::-1]
+        self._undo.clear()
+        for step in steps:
+            step()
 
     # ---------------------------------------------------------------- reads
 

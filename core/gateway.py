@@ -200,6 +200,7 @@ class ToolGateway:
                 ask.holds.update(verdicts)
                 return chosen, cost_usd, _denial(chosen, verdicts)
             if self.breakers.allow(chosen, ask.now):
+                self._context.on_rollback(partial(self.breakers.release_probe, chosen))
                 ask.holds.update(verdicts)
                 return chosen, cost_usd, ""
             why = self._circuit_refusal(chosen)
@@ -235,7 +236,8 @@ class ToolGateway:
         context = self._context
         now, intent, call, minted = ask.now, ask.intent, ask.call, ask.minted
         if not ask.replaying:
-            self.limiter.try_acquire(chosen, now)
+            if self.limiter.try_acquire(chosen, now):
+                context.on_rollback(partial(self.limiter.refund, chosen))
             context.after_commit(partial(self.retry_budgets.granted, chosen, ask.retrying))
         deadline = now + call.call_deadline_s
         replay = None

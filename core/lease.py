@@ -26,9 +26,6 @@ from .results import Accepted, Claim, Refused, Renewal, Result, new_claim, new_r
 from .store import Transaction
 from .validate import fence_arguments, flag, text
 
-CLAIM_CANDIDATES = 8
-"""How many admitted Attempts `claim_next` asks the store for at once; the first in the worker's workspace is claimed."""
-
 
 class Leases:
     """Claims and the fenced writes of a lease holder, and the reaper of expired leases."""
@@ -84,23 +81,20 @@ class Leases:
         """Claim the longest-admitted Attempt of a task in `workspace`, or None when there is none to take.
 
         The pull form of `claim` for workers that share a store instead of
-        being handed offers: the store picks candidates it can lock at once
-        (`Transaction.claimable`, FOR UPDATE SKIP LOCKED on a server), so
-        workers claiming side by side take different Attempts instead of
-        queueing on one. Nothing to claim is not a call about any record:
+        being handed offers: the store picks the oldest admitted Attempt of
+        the workspace that it can lock at once (`Transaction.claimable`, FOR
+        UPDATE SKIP LOCKED on a server), so workers claiming side by side take
+        different Attempts instead of queueing on one. The claim itself is
+        `claim`'s: an Attempt that is admitted is its task's latest. Nothing to claim is not a call about any record:
         it returns None and records nothing, so an idle worker's polling
         leaves no trace in the history.
         """
         _claimer(worker_id, workspace, healthy)
         context = self._context
         with context as tx:
-            for candidate in tx.claimable(("admitted",), CLAIM_CANDIDATES):
+            for candidate in tx.claimable(("admitted",), 1, workspace):
                 task = tx.task(candidate.task_id)
-                if task is None or task.workspace != workspace:
-                    continue
-                attempts = tx.attempts_of(task.task_id)
-                if attempts[-1].attempt_id != candidate.attempt_id:
-                    continue
+                attempts = tx.attempts_of(candidate.task_id)
                 return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
         return None
 

@@ -343,10 +343,16 @@ LOCK_ATTEMPT = SELECT_ATTEMPT + " " + ROW_LOCK
 SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = %s ORDER BY number")
 LOCK_ATTEMPTS_OF_TASK = SELECT_ATTEMPTS_OF_TASK + " " + ROW_LOCK
 SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY attempt_id")
-LOCK_CLAIMABLE = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED")
+_CLAIM_ORDER = " ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED"
+# A worker serves one workspace: the filter is in the query (one primary-key probe of tasks per candidate, in claim
+# order), so Attempts of other workspaces are neither returned nor locked, and never starve this worker's queue.
+_IN_WORKSPACE = " AND EXISTS (SELECT 1 FROM tasks WHERE tasks.task_id = attempts.task_id AND tasks.workspace = %s)"
+LOCK_CLAIMABLE = ATTEMPTS.select("WHERE state = ANY(%s)" + _CLAIM_ORDER)
+LOCK_CLAIMABLE_IN = ATTEMPTS.select("WHERE state = ANY(%s)" + _IN_WORKSPACE + _CLAIM_ORDER)
 # One state, as a claim asks: `state = %s` lets the planner read attempts_claim_order in order and stop after `limit`
 # rows (0.06 ms with 3,000 admitted), where `= ANY` sorts every admitted Attempt first (1.5 ms).
-LOCK_CLAIMABLE_ONE = ATTEMPTS.select("WHERE state = %s ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED")
+LOCK_CLAIMABLE_ONE = ATTEMPTS.select("WHERE state = %s" + _CLAIM_ORDER)
+LOCK_CLAIMABLE_ONE_IN = ATTEMPTS.select("WHERE state = %s" + _IN_WORKSPACE + _CLAIM_ORDER)
 COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = %s"
 INSERT_ATTEMPT = ATTEMPTS.insert()
 
@@ -596,15 +602,16 @@ class _PostgresTransaction(Transaction):
             return []
         return self._all(ATTEMPTS, SELECT_ATTEMPTS_IN_STATES, (wanted,))
 
-    def claimable(self, states: Iterable[str], limit: int) -> list[Attempt]:
-        """Up to `limit` Attempts in `states`, oldest first, locked; rows another transaction holds are skipped, not waited for."""
+    def claimable(self, states: Iterable[str], limit: int, workspace: str | None = None) -> list[Attempt]:
+        """Up to `limit` Attempts in `states` (of `workspace`'s tasks), oldest first, locked; rows others hold are skipped."""
         _check_limit(limit)
         wanted = list(dict.fromkeys(states))
         if not wanted or limit == 0:
             return []
-        if len(wanted) == 1:
-            return self._all(ATTEMPTS, LOCK_CLAIMABLE_ONE, (wanted[0], limit))
-        return self._all(ATTEMPTS, LOCK_CLAIMABLE, (wanted, limit))
+        state: Any = wanted[0] if len(wanted) == 1 else wanted
+        if workspace is None:
+            return self._all(ATTEMPTS, LOCK_CLAIMABLE_ONE if len(wanted) == 1 else LOCK_CLAIMABLE, (state, limit))
+        return self._all(ATTEMPTS, LOCK_CLAIMABLE_ONE_IN if len(wanted) == 1 else LOCK_CLAIMABLE_IN, (state, workspace, limit))
 
     def intent(self, key: str) -> Intent | None:
         return self._one(INTENTS, LOCK_INTENT, (key,))
@@ -737,6 +744,14 @@ class PostgresStore(Store):
     `pool_max` connections; one transaction holds one of them for its block.
     Opening waits at most `connect_timeout_s` for the server, and raises
     StoreUnavailable naming the host and database if it cannot be reached.
+
+    Two bounds keep one frozen process from freezing every other one. A
+    transaction waits at most `lock_timeout_s` for a row another holds (then
+    StoreRetryable: the contract runs again, a bounded number of times); and
+    the server ends a session that sits inside a transaction, waiting for its
+    client, for `idle_in_transaction_timeout_s` (a process SIGSTOPped or cut
+    off mid-contract), which rolls that transaction back and frees its locks,
+    the history's counter among them. Keep the second well under a lease.
     """
 
     def __init__(
@@ -748,6 +763,8 @@ class PostgresStore(Store):
         pool_max: int = 8,
         connect_timeout_s: float = 10.0,
         migrate: bool = True,
+        lock_timeout_s: float = 2.0,
+        idle_in_transaction_timeout_s: float = 3.0,
     ) -> None:
         _require_psycopg()
         self.schema = check_schema_name(schema)
@@ -756,8 +773,14 @@ class PostgresStore(Store):
                 raise InputError(f"{name} must be an integer >= 1, not {value!r}")
         if pool_min > pool_max:
             raise InputError(f"pool_min ({pool_min}) must not exceed pool_max ({pool_max})")
-        if isinstance(connect_timeout_s, bool) or not isinstance(connect_timeout_s, int | float) or not connect_timeout_s > 0:
-            raise InputError(f"connect_timeout_s must be a number of seconds > 0, not {connect_timeout_s!r}")
+        for name, value in (
+            ("connect_timeout_s", connect_timeout_s),
+            ("lock_timeout_s", lock_timeout_s),
+            ("idle_in_transaction_timeout_s", idle_in_transaction_timeout_s),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise InputError(f"{name} must be a number of seconds > 0, not {value!r}")
+        self.lock_timeout_s, self.idle_in_transaction_timeout_s = float(lock_timeout_s), float(idle_in_transaction_timeout_s)
         self.where = _where(conninfo)
         """host:port/database, for messages."""
         self.pool_min, self.pool_max, self.connect_timeout_s = pool_min, pool_max, float(connect_timeout_s)
@@ -784,9 +807,13 @@ class PostgresStore(Store):
         self._pool = pool
 
     def _configure(self, connection: Any) -> None:
-        """Every pooled connection: the NUL-escaping text adapters, and the schema as its search_path."""
+        """Every pooled connection: the NUL-escaping text adapters, the schema as its search_path, and the two lock bounds."""
         _adapt_text(connection)
         connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        # Whole milliseconds, from numbers checked above: SET takes no parameters.
+        connection.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{math.ceil(self.lock_timeout_s * 1000)}ms")))
+        timeout = sql.Literal(f"{math.ceil(self.idle_in_transaction_timeout_s * 1000)}ms")
+        connection.execute(sql.SQL("SET idle_in_transaction_session_timeout = {}").format(timeout))
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where}, schema={self.schema!r})"

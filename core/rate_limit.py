@@ -62,6 +62,10 @@ class TokenBucket:
         self._tokens -= tokens
         return True
 
+    def refund(self, tokens: float = 1) -> None:
+        """Give back tokens taken for a call that was never made (its grant rolled back), up to the burst."""
+        self._tokens = min(self._burst, self._tokens + tokens)
+
     def _refill(self, now_s: float) -> None:
         now_s = _check_time(now_s)
         if now_s < self._last_s:
@@ -88,6 +92,9 @@ class RateLimiter:
     def try_acquire(self, dependency: str, now_s: float, tokens: float = 1) -> bool:
         """Take `tokens` from the dependency's bucket; False is a denial in the domain DENIAL_DOMAIN."""
         return self._bucket(dependency).try_acquire(now_s, tokens)
+
+    def refund(self, dependency: str, tokens: float = 1) -> None:
+        self._bucket(dependency).refund(tokens)
 
     def _bucket(self, dependency: str) -> TokenBucket:
         bucket = self._buckets.get(dependency)

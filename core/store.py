@@ -80,17 +80,21 @@ class Transaction(ABC):
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
         """Every Attempt currently in one of `states` (the reaper's scan), in attempt-id order."""
 
-    def claimable(self, states: Iterable[str], limit: int) -> list[Attempt]:
+    def claimable(self, states: Iterable[str], limit: int, workspace: str | None = None) -> list[Attempt]:
         """Up to `limit` Attempts in one of `states`, oldest first (by created_at, then attempt id): the claim queue.
 
-        A store that serializes its transactions answers from `attempts_in`. A
-        server store locks the rows it returns and skips rows other
-        transactions hold (`FOR UPDATE SKIP LOCKED`), so concurrent claimers
-        each get different Attempts instead of queueing behind the same one.
+        With `workspace`, only Attempts of tasks in that workspace (a worker
+        serves one). A store that serializes its transactions answers from
+        `attempts_in`. A server store locks the rows it returns and skips rows
+        other transactions hold (`FOR UPDATE SKIP LOCKED`), so concurrent
+        claimers each get different Attempts instead of queueing behind the same one.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InputError(f"limit must be an integer >= 0, not {limit!r}")
-        return sorted(self.attempts_in(states), key=lambda a: (a.created_at, a.attempt_id))[:limit]
+        found = sorted(self.attempts_in(states), key=lambda a: (a.created_at, a.attempt_id))
+        if workspace is not None:
+            found = [attempt for attempt in found if getattr(self.task(attempt.task_id), "workspace", None) == workspace]
+        return found[:limit]
 
     @abstractmethod
     def intent(self, key: str) -> Intent | None: ...

@@ -58,8 +58,6 @@ class RuntimeConfig:
     """How long after an Attempt enters Verifying the orchestrator first asks the provider's CI for its verdict."""
     review_s: float = 0.2
     """How long after a task reaches review the reviewer approves it."""
-    store_timeout_s: float = 10.0
-    """How long a process waits for the store at start before it gives up (exit status 2)."""
     budget: Budget = field(default_factory=lambda: Budget(attempts_max=8, elapsed_max_s=600.0, cost_max_usd=10.0, tokens_max=1_000_000))
 
     def __post_init__(self) -> None:

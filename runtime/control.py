@@ -31,8 +31,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from shiftchange.core import InputError, Orchestrator, Plan, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
+from shiftchange.core import CoreError, InputError, Orchestrator, Plan, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
 from shiftchange.core.machine import ACTIVE
 from shiftchange.core.stores import open_store
 
@@ -46,6 +48,8 @@ __all__ = ["ADMISSION_LEASE", "ControlProcess"]
 log = logging.getLogger("shiftchange.orchestrator")
 
 ADMISSION_LEASE = "admission"
+REFRESH_S = 30.0
+"""How often a process rebuilds its own orchestrator's admission state from the store (the leader refreshes every step)."""
 
 
 class ControlProcess:
@@ -65,6 +69,7 @@ class ControlProcess:
         self._provider = provider
         self._reliability = reliability
         self._review_seen: dict[str, float] = {}
+        self._refreshed_at = self.clock.now()
         self._retry_refused: dict[str, str] = {}
         """Task id -> the Attempt after which its retry was refused: decided once, not again every round."""
         self.counts = {"admission_steps": 0, "admitted": 0, "reaped": 0, "reconciled": 0, "verified": 0, "decided": 0, "approved": 0}
@@ -86,6 +91,8 @@ class ControlProcess:
                     duty()
                 except (StoreError, ProviderTimeout, ProviderRefused) as error:
                     log.warning("%s: no answer this round: %s", name, error)
+                except CoreError as error:  # a defect, not a fault: said loudly, but it costs a round, not the process
+                    log.error("%s: %s: %s", name, type(error).__name__, error)
                 due[name] = self.clock.now() + cadence[name]
             self.stopping.wait(max(0.0, min(due.values()) - self.clock.now()))
 
@@ -121,21 +128,39 @@ class ControlProcess:
             in_progress = [task.task_id for task in tx.tasks_in(("in_progress",))]
             in_review = [task.task_id for task in tx.tasks_in(("review",))]
         for attempt_id in recovering:
-            orchestrator.reconcile_attempt(attempt_id)
-            self.counts["reconciled"] += 1
+            if self._each("reconcile", orchestrator.reconcile_attempt, attempt_id):
+                self.counts["reconciled"] += 1
         for attempt in verifying:
-            if attempt.ended_at is None or attempt.ended_at + self.config.ci_s <= now:
-                orchestrator.verify_attempt(attempt.attempt_id)
+            due = attempt.ended_at is None or attempt.ended_at + self.config.ci_s <= now
+            if due and self._each("verify", orchestrator.verify_attempt, attempt.attempt_id):
                 self.counts["verified"] += 1
         for task_id in in_progress:
             if task_id not in active_tasks:
-                self._decide(task_id)
+                self._each("decide", self._decide, task_id)
+        # What this process remembers about tasks is only about tasks still where it saw them: bounded by the live set.
+        self._retry_refused = {task_id: seen for task_id, seen in self._retry_refused.items() if task_id in in_progress}
+        self._review_seen = {task_id: self._review_seen.get(task_id, now) for task_id in in_review}
         for task_id in in_review:
-            seen = self._review_seen.setdefault(task_id, now)
-            if seen + self.config.review_s <= now:
-                orchestrator.approve(task_id)
+            due = self._review_seen[task_id] + self.config.review_s <= now
+            if due and self._each("approve", orchestrator.approve, task_id):
                 self._review_seen.pop(task_id, None)
                 self.counts["approved"] += 1
+        if now >= self._refreshed_at + REFRESH_S:
+            # This process's own admission state grows with every retry it queues and it never admits; start it afresh.
+            self._refreshed_at = now
+            orchestrator.refresh()
+
+    def _each(self, duty: str, contract: Callable[[str], Any], item: str) -> bool:
+        """One item of a duty; one that cannot be done this round costs itself, not the rest of the round."""
+        try:
+            contract(item)
+        except (StoreError, ProviderTimeout, ProviderRefused) as error:
+            log.warning("%s %s: no answer this round: %s", duty, item, error)
+            return False
+        except CoreError as error:
+            log.error("%s %s: %s: %s", duty, item, type(error).__name__, error)
+            return False
+        return True
 
     def _decide(self, task_id: str) -> None:
         attempts = self.store.get_attempts(task_id)

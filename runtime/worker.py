@@ -32,6 +32,7 @@ step; it exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import logging
 import os
@@ -45,6 +46,7 @@ from typing import Any
 
 from shiftchange.core import (
     Backoff,
+    CoreError,
     InputError,
     Orchestrator,
     ProviderRefused,
@@ -52,7 +54,7 @@ from shiftchange.core import (
     ReliabilityConfig,
     StoreError,
 )
-from shiftchange.core.stores import open_store
+from shiftchange.core.stores import describe, open_store
 
 from .clock import WallClock
 from .codehost import HttpProvider
@@ -96,6 +98,9 @@ def ask(contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except (StoreError, ProviderTimeout, ProviderRefused) as error:
         log.warning("no answer to %s: %s", getattr(contract, "__name__", "call"), error)
         return UNANSWERED
+    except CoreError as error:  # a defect, not a fault: said loudly, but it costs one call, not the process
+        log.error("%s raised %s: %s", getattr(contract, "__name__", "call"), type(error).__name__, error)
+        return UNANSWERED
 
 
 class Beat:
@@ -108,6 +113,16 @@ class Beat:
         self.lost = threading.Event()
         """A renewal was refused: the lease is gone; stop all work."""
         self.cancel_requested = threading.Event()
+        self.interrupted = threading.Event()
+        """Set with `lost`, with `cancel_requested` and when the worker is told to stop: what ends local work early."""
+
+    def lose(self) -> None:
+        self.lost.set()
+        self.interrupted.set()
+
+    def cancel(self) -> None:
+        self.cancel_requested.set()
+        self.interrupted.set()
 
 
 class Heartbeat(threading.Thread):
@@ -138,9 +153,19 @@ class Heartbeat(threading.Thread):
                     self.wake.wait(0.5)
                     self.wake.clear()
                     continue
-                if orchestrator is None:
-                    orchestrator = self.worker.new_orchestrator()
-                self._beat(orchestrator, beat)
+                try:
+                    if orchestrator is None:
+                        orchestrator = self.worker.new_orchestrator()
+                    self._beat(orchestrator, beat)
+                except Exception as error:  # the thread must outlive anything one renewal meets
+                    # Without renewals this Attempt's lease will run out: stop its work now rather than be fenced later.
+                    log.error("heartbeat of %s failed (%s: %s): stopping that Attempt", beat.fence[0], type(error).__name__, error)
+                    beat.lose()
+                    if orchestrator is not None:
+                        with contextlib.suppress(Exception):
+                            orchestrator.store.close()
+                    orchestrator = None
+                    self.closed.wait(self.worker.config.idle_poll_s)
         finally:
             if orchestrator is not None:
                 orchestrator.store.close()
@@ -163,10 +188,10 @@ class Heartbeat(threading.Thread):
                 continue
             if not renewal.accepted:
                 log.info("renewal of %s refused (%s): stopping", beat.fence[0], renewal.code)
-                beat.lost.set()
+                beat.lose()
                 return
             if renewal.cancel_requested:
-                beat.cancel_requested.set()
+                beat.cancel()
 
 
 class Worker:
@@ -212,7 +237,11 @@ class Worker:
                 self.stopping.wait(config.idle_poll_s)
                 continue
             self.counts["claims"] += 1
-            self._attempt(claim)
+            try:
+                self._attempt(claim)
+            except Exception:  # a defect in one Attempt's work: said with its traceback; the worker takes the next
+                log.exception("attempt %s ended by an unexpected error", claim.lease.attempt_id)
+                self.counts["stopped"] += 1
 
     def _attempt(self, claim: Any) -> None:
         lease = claim.lease
@@ -262,11 +291,20 @@ class Worker:
         return ask(contract, *args, **kwargs)
 
     def _sleep(self, seconds: float) -> None:
-        """Local work: sleep, but wake at once if the lease is lost or the worker is told to stop."""
+        """Local work: sleep, but wake at once if the lease is lost, cancellation is asked, or the worker is told to stop."""
         beat = self.beat
-        if beat is not None and beat.lost.wait(seconds):
-            raise Stop("a renewal was refused during local work: the lease is gone")
+        if beat is not None:
+            beat.interrupted.wait(seconds)
+        else:
+            self.stopping.wait(seconds)
         self._checkpoint_step()
+
+    def stop(self) -> None:
+        """SIGTERM: stop at the next step, and end any local work now."""
+        self.stopping.set()
+        beat = self.beat
+        if beat is not None:
+            beat.interrupted.set()
 
     # ------------------------------------------------------------ workflow
 
@@ -354,7 +392,9 @@ class Worker:
                 signature = f"{refusal.domain}:{refusal.detail}"
                 self._call(orchestrator.report_call_failure, *fence, grant.key, signature)
                 self._fail(fence, refusal.domain, signature)
-            self._call(orchestrator.record_receipt, *fence, grant.key, effect.provider_id)
+            # Unchecked: the effect has landed, so its receipt is worth recording even if the worker was just told to stop;
+            # the fence, not this process, decides whether it still counts.
+            self._call(orchestrator.record_receipt, *fence, grant.key, effect.provider_id, check=False)
             return effect.provider_id
         self._fail(fence, *failure)
         return ""  # unreachable: _fail raises Stop
@@ -394,8 +434,8 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.store.strip() == "memory:":
         raise InputError("a worker needs a store other processes can share: sqlite:///path or postgresql://...")
     worker = Worker(args.store, args.provider, config, worker_id)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())
-    log.info("worker %s started on %s", worker_id, args.store.split("@")[-1])
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    log.info("worker %s started on %s", worker_id, describe(args.store))
     try:
         worker.run()
     finally:

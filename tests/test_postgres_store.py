@@ -769,3 +769,42 @@ def test_postgresql_urls_open_a_postgres_store_in_the_schema_they_name(make_post
 def test_describe_hides_every_password(url, shown):
     """Goal: describe() prints a URL with its password (in the authority, the query or a key=value string) replaced by ***."""
     assert describe(url) == shown
+
+
+def test_a_frozen_transaction_loses_its_locks_and_a_waiter_is_told_to_run_again(make_postgres_store):
+    """Goal: one process frozen inside a contract (SIGSTOP, a cut network) does not freeze the others.
+
+    A waiter gives up after lock_timeout_s with StoreRetryable (the contract runs again); the server ends the frozen
+    session after idle_in_transaction_timeout_s, its transaction rolls back, and the waiter's next try gets the row.
+    """
+    import threading
+    import time
+
+    from shiftchange.core import LedgerProvider, ManualClock, Orchestrator, StoreRetryable, StoreUnavailable
+
+    store = make_postgres_store(lock_timeout_s=0.3, idle_in_transaction_timeout_s=1.0)
+    Orchestrator(store, ManualClock(), LedgerProvider()).create_task("t1", "objective", "repo")
+    holding, frozen_outcome = threading.Event(), []
+
+    def freeze() -> None:
+        try:
+            with store.transaction() as tx:
+                tx.update_task(tx.task("t1"), scope="frozen")
+                holding.set()
+                time.sleep(2.0)  # longer than the idle timeout: the server ends this session
+        except Exception as error:
+            frozen_outcome.append(error)
+
+    frozen = threading.Thread(target=freeze)
+    frozen.start()
+    assert holding.wait(10)
+    began = time.monotonic()
+    with pytest.raises(StoreRetryable), store.transaction() as tx:
+        tx.task("t1")
+    assert time.monotonic() - began < 1.0, "the waiter gave up at its lock timeout, not at the frozen one's pleasure"
+    time.sleep(1.2)
+    with store.transaction() as tx:
+        assert tx.task("t1").scope == "", "the frozen transaction was rolled back, and its lock is free"
+    frozen.join(10)
+    assert len(frozen_outcome) == 1 and isinstance(frozen_outcome[0], StoreUnavailable)
+    assert store.get_task("t1").scope == ""

@@ -193,3 +193,35 @@ def test_the_runtime_and_the_kit_never_import_the_simulator():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def any_store(request, tmp_path):
+    if request.param == "postgresql":
+        made = request.getfixturevalue("make_postgres_store")()
+    else:
+        made = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "claims.sqlite")
+    yield made
+    made.close()
+
+
+def test_claim_next_takes_its_own_workspace_behind_older_work_of_others(any_store):
+    """Goal: a worker of one workspace is never starved by older admitted work of other workspaces queued ahead of it."""
+    from shiftchange.core import AdmissionConfig, ReliabilityConfig
+
+    clock = ManualClock(0.0)
+    reliability = ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=50))
+    orchestrator = Orchestrator(any_store, clock, LedgerProvider(clock=clock), reliability=reliability)
+    for number in range(12):
+        workspace = "repo" if number == 11 else "other"
+        orchestrator.create_task(f"t{number}", "objective", workspace)
+        orchestrator.accept_task(f"t{number}")
+        orchestrator.dispatch(f"t{number}", Plan(f"hypothesis 1 for t{number}"))
+        clock.advance(1.0)
+    orchestrator.run_admission()
+    claim = orchestrator.claim_next("w1", "repo", True)
+    assert claim is not None and claim.accepted and claim.lease.task_id == "t11"
+    assert orchestrator.claim_next("w1", "repo", True) is None, "nothing else in repo: None, and nothing recorded"
+    assert [e.kind for e in any_store.events() if e.worker_id == "w1"] == ["claim"]
+    other = orchestrator.claim_next("w2", "other", True)
+    assert other.lease.task_id == "t0", "oldest first"

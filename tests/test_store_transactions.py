@@ -336,7 +336,7 @@ def test_forget_refuses_a_task_with_an_active_attempt_and_an_unknown_one():
 
 
 class _Racing(MemoryStore):
-    """A memory store that runs transactions 'side by side': the next `losses` transactions lose their race at commit."""
+    """A memory store that runs transactions 'side by side': the next `losses` transactions that wrote lose their race at commit."""
 
     races = True
 
@@ -354,8 +354,9 @@ class _Racing(MemoryStore):
         @contextmanager
         def racing():
             with inner as tx:
+                before = self._next_seq
                 yield tx
-                if self.losses:
+                if self.losses and self._next_seq != before:
                     self.losses -= 1
                     raise StoreRetryable("deadlock detected (staged)")
 
@@ -388,3 +389,27 @@ def test_a_contract_that_keeps_losing_raises_store_contention_and_records_nothin
         orchestrator.create_task("t1", "objective", "repo")
     assert raised.value.retries == 3
     assert store.events() == [] and store.get_task("t1") is None
+
+
+def test_a_rate_token_spent_by_a_grant_that_lost_its_race_is_given_back():
+    """Goal: a rerun after a lost race is judged as the first run was: the token its rolled-back grant took comes back.
+
+    With a burst of one, a lost token would refuse the rerun ("rate_allows") and the call would wait for a refill.
+    """
+    from shiftchange.core import CoreConfig, LedgerProvider, ManualClock, Orchestrator, Plan, RateLimitConfig, ReliabilityConfig
+
+    store = _Racing()
+    clock = ManualClock(0.0)
+    reliability = ReliabilityConfig(rate_limits={"code_host": RateLimitConfig(rate_per_s=0.001, burst=1)})
+    orchestrator = Orchestrator(store, clock, LedgerProvider(clock=clock), CoreConfig(store_retries_max=3), reliability)
+    orchestrator.create_task("t1", "objective", "repo")
+    orchestrator.accept_task("t1")
+    orchestrator.dispatch("t1", Plan("hypothesis 1 for t1"))
+    orchestrator.run_admission()
+    lease = orchestrator.claim_attempt("t1", "w1", "repo").lease
+    orchestrator.start_attempt(lease.attempt_id, lease.generation, lease.token)
+    store.losses = 1
+    grant = orchestrator.grant_tool(lease.attempt_id, lease.generation, lease.token, "create-pr", "sha-1")
+    assert grant.accepted, grant
+    (granted,) = [e for e in store.events() if e.kind == "grant_tool"]
+    assert granted.accepted and granted.retries == 1
