@@ -105,6 +105,28 @@ class Verdict:
         return self.status == OK
 
 
+_LABELS = {OK: "PASS", VIOLATED: "FAIL"}
+"""Anything else a checker answers is printed UNKNOWN."""
+_EXAMPLE_INDENT = " " * 11
+
+
+def invariant_rows(verdicts: dict[str, Verdict]) -> list[str]:
+    """The invariant table as `sim run` and `chaos` print it: PASS, FAIL or UNKNOWN, the name, the count, then the example."""
+    width = max((len(name) for name in verdicts), default=0)
+    rows = []
+    for name, verdict in verdicts.items():
+        label = _LABELS.get(verdict.status, "UNKNOWN")
+        if verdict.status == OK:
+            count = "0 violations"
+        elif verdict.status == VIOLATED:
+            count = f"{verdict.violations:,} violation{'' if verdict.violations == 1 else 's'}"
+        else:
+            count = "could not tell"
+        rows.append(f"  {label:<7}  {name:<{width}}  {count}")
+        rows += [f"{_EXAMPLE_INDENT}{line}" for line in verdict.example]
+    return rows
+
+
 @dataclass(frozen=True, slots=True)
 class CheckContext:
     """What a checker may know besides the history: the configured limits the invariants are stated against."""

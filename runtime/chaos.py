@@ -105,8 +105,6 @@ _FAULT_NOUNS = {
     CONN_KILL: "connection kills",
     DROP: "dropped responses",
 }
-_LABELS = {"ok": "PASS", "violated": "FAIL"}
-_EXAMPLE_INDENT = " " * 11
 _ORCHESTRATOR = "orchestrator"
 _PROVIDER = "provider"
 
@@ -1024,19 +1022,9 @@ def render_text(report: ChaosReport) -> str:
 
 
 def _invariant_rows(verdicts: Mapping[str, Any]) -> list[str]:
-    width = max((len(name) for name in verdicts), default=0)
-    rows = []
-    for name, verdict in verdicts.items():
-        label = _LABELS.get(verdict.status, "UNKNOWN")
-        if verdict.status == "ok":
-            count = "0 violations"
-        elif verdict.status == "violated":
-            count = f"{verdict.violations:,} violation{'' if verdict.violations == 1 else 's'}"
-        else:
-            count = "could not tell"
-        rows.append(f"  {label:<7}  {name:<{width}}  {count}")
-        rows += [f"{_EXAMPLE_INDENT}{line}" for line in verdict.example]
-    return rows
+    from shiftchange.checkers.history import invariant_rows
+
+    return invariant_rows(dict(verdicts))
 
 
 def _tally(verdicts: Mapping[str, Any]) -> str:

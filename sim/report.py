@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from shiftchange.checkers.history import OK, VIOLATED
+from shiftchange.checkers.history import OK, VIOLATED, invariant_rows
 
 from .antipatterns import antipattern
 from .config import SimConfig
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from .world import Outcome
 
 __all__ = ["faults_played", "render_minimal", "render_text", "replay_command", "to_json"]
-
-_LABELS = {OK: "PASS", VIOLATED: "FAIL"}
-"""Anything else a checker answers is printed UNKNOWN."""
-_EXAMPLE_INDENT = " " * 11
 
 
 def faults_played(outcome: Outcome) -> int:
@@ -133,19 +129,7 @@ def _header(outcome: Outcome, elapsed_s: float) -> str:
 
 
 def _invariant_rows(outcome: Outcome) -> list[str]:
-    width = max((len(name) for name in outcome.verdicts), default=0)
-    rows = []
-    for name, verdict in outcome.verdicts.items():
-        label = _LABELS.get(verdict.status, "UNKNOWN")
-        if verdict.status == OK:
-            count = "0 violations"
-        elif verdict.status == VIOLATED:
-            count = f"{verdict.violations:,} violation{'' if verdict.violations == 1 else 's'}"
-        else:
-            count = "could not tell"
-        rows.append(f"  {label:<7}  {name:<{width}}  {count}")
-        rows += [f"{_EXAMPLE_INDENT}{line}" for line in verdict.example]
-    return rows
+    return invariant_rows(outcome.verdicts)
 
 
 def _tally(outcome: Outcome) -> str:
