@@ -123,8 +123,8 @@ def test_runtime_commands_refuse_bad_input_in_one_line(argv, words):
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr
 
 
-def _claim_until_empty(url: str, worker_id: str, found) -> None:
-    """One racing process: claim_next until nothing is left; report each Attempt it was granted and its generation."""
+def _claim_until_empty(url: str, worker_id: str, ready, found) -> None:
+    """One racing process: once every racer is ready, claim_next until nothing is left; report what it was granted."""
     from shiftchange.core import Orchestrator
     from shiftchange.core.stores import open_store
     from shiftchange.runtime.clock import WallClock
@@ -132,6 +132,7 @@ def _claim_until_empty(url: str, worker_id: str, found) -> None:
     store = open_store(url)
     orchestrator = Orchestrator(store, WallClock(), LedgerProvider())
     claims, refusals = [], 0
+    ready.wait(60)  # start together: a racer that had finished importing first could otherwise take everything alone
     while True:
         claim = orchestrator.claim_next(worker_id, "repo", True)
         if claim is None:
@@ -164,8 +165,8 @@ def test_many_processes_racing_claim_next_each_take_different_attempts(postgres_
             setup.dispatch(f"t{number}", Plan(f"hypothesis 1 for t{number}"))
         assert sum(result.state == "admitted" for result in setup.run_admission().values()) == 200
         context = multiprocessing.get_context("spawn")
-        found = context.Queue()
-        racers = [context.Process(target=_claim_until_empty, args=(url, f"w{number}", found)) for number in range(8)]
+        found, ready = context.Queue(), context.Barrier(8)
+        racers = [context.Process(target=_claim_until_empty, args=(url, f"w{number}", ready, found)) for number in range(8)]
         for racer in racers:
             racer.start()
         reports = [found.get(timeout=120) for _ in racers]
