@@ -127,6 +127,18 @@ def invariant_rows(verdicts: dict[str, Verdict]) -> list[str]:
     return rows
 
 
+def tally(verdicts: dict[str, Verdict]) -> str:
+    """The line under the invariant table: all hold, or how many of them do and what became of the rest."""
+    statuses = [verdict.status for verdict in verdicts.values()]
+    held, violated = statuses.count(OK), statuses.count(VIOLATED)
+    unknown = len(statuses) - held - violated
+    if held == len(statuses):
+        return f"all {held} invariants hold"
+    parts = [f"{violated} violated"] if violated else []
+    parts += [f"{unknown} unknown (not checked to the end, so not a pass)"] if unknown else []
+    return f"{held} of {len(statuses)} invariants hold; {', '.join(parts)}"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckContext:
     """What a checker may know besides the history: the configured limits the invariants are stated against."""

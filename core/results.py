@@ -37,6 +37,8 @@ REFUSAL_CODES: dict[str, str] = {
 
 LATE_CODES = frozenset({"stale_fence", "expired_lease", "not_leased"})
 """The codes of a refused call whose lease once was real but no longer gives it authority."""
+FENCE_CODES = frozenset({"stale_fence", "forged", "unfenced"})
+"""The codes of a call the fence refused before the table was asked: its `state` says nothing of what the table would do."""
 
 GUARD_CODES: tuple[tuple[str, str], ...] = (
     ("lease_current", "expired_lease"),

@@ -1000,6 +1000,8 @@ def run_chaos(
 
 def render_text(report: ChaosReport) -> str:
     """The report a person reads: what ran, each invariant's verdict (as `sim run` prints them), then the figures."""
+    from shiftchange.checkers.history import invariant_rows, tally
+
     m = report.metrics
     lines = [
         f"shiftchange chaos: {report.store}, {report.workers} workers, {report.duration_s:g} s at {report.rate_per_s:g} tasks/s,"
@@ -1008,8 +1010,8 @@ def render_text(report: ChaosReport) -> str:
         f"run dir: {report.run_dir} (config.json, ledger.jsonl, report.json, logs/)",
         "",
         "invariants",
-        *_invariant_rows(report.verdicts),
-        _tally(report.verdicts),
+        *invariant_rows(dict(report.verdicts)),
+        tally(dict(report.verdicts)),
         "",
         "figures",
         *_figure_rows(report),
@@ -1019,23 +1021,6 @@ def render_text(report: ChaosReport) -> str:
     verdict = "PASS: every invariant holds and no task was lost" if report.ok else "FAIL: see above; the processes' logs are in the run dir"
     lines += ["", verdict]
     return "\n".join(lines) + "\n"
-
-
-def _invariant_rows(verdicts: Mapping[str, Any]) -> list[str]:
-    from shiftchange.checkers.history import invariant_rows
-
-    return invariant_rows(dict(verdicts))
-
-
-def _tally(verdicts: Mapping[str, Any]) -> str:
-    statuses = [verdict.status for verdict in verdicts.values()]
-    held, violated = statuses.count("ok"), statuses.count("violated")
-    unknown = len(statuses) - held - violated
-    if held == len(statuses):
-        return f"all {held} invariants hold"
-    parts = [f"{violated} violated"] if violated else []
-    parts += [f"{unknown} unknown (not checked to the end, so not a pass)"] if unknown else []
-    return f"{held} of {len(statuses)} invariants hold; {', '.join(parts)}"
 
 
 def _seconds(p50: float | None, top: float | None, count: int, of: int, what: str) -> str:

@@ -41,8 +41,6 @@ class Leadership:
         self.ttl_s = ttl_s
         self.clock = clock
         self.generation: int | None = None
-        self.acquired = 0
-        """How many times this process took the lease (not counting renewals)."""
 
     def hold(self) -> bool:
         """Renew the lease if this process holds it, take it if it is free or expired; True when this process leads now."""
@@ -56,7 +54,6 @@ class Leadership:
                 generation = 1 if current is None else current.generation + 1
                 tx.put_leader(self.name, self.holder, generation, now + self.ttl_s)
                 self.generation = generation
-                self.acquired += 1
                 return True
             self.generation = None
             return False

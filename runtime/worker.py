@@ -54,6 +54,7 @@ from shiftchange.core import (
     ReliabilityConfig,
     StoreError,
 )
+from shiftchange.core.results import FENCE_CODES
 from shiftchange.core.stores import describe, open_store
 
 from .clock import WallClock
@@ -64,7 +65,6 @@ __all__ = ["Worker", "head_sha"]
 
 log = logging.getLogger("shiftchange.worker")
 
-_FENCE_CODES = frozenset({"stale_fence", "forged", "unfenced"})
 UNANSWERED = object()
 """What a contract call returns when the store did not answer (the call may or may not have been recorded)."""
 
@@ -269,7 +269,7 @@ class Worker:
             if started is UNANSWERED:
                 return False  # the store is away: leave the Attempt to its lease
             if not started.accepted:
-                return started.state == "running" and started.code not in _FENCE_CODES
+                return started.state == "running" and started.code not in FENCE_CODES
         return started.accepted
 
     def _checkpoint_step(self) -> None:
@@ -415,7 +415,7 @@ class Worker:
             self._fail(fence, "capacity", "budget:spend ceiling reached")
         if "timeout_budget_left" in failed:
             self._fail(fence, "executor", "executor:timeout budget exhausted")
-        if answer.state == "cancelling" and answer.code not in _FENCE_CODES:
+        if answer.state == "cancelling" and answer.code not in FENCE_CODES:
             self._call(self.orchestrator.acknowledge_cancel, *fence, check=False)
         raise Stop(answer.reason)  # the lease is gone or the Attempt left running: stop without another word
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from shiftchange.checkers.history import OK, VIOLATED, invariant_rows
+from shiftchange.checkers.history import invariant_rows, tally
 
 from .antipatterns import antipattern
 from .config import SimConfig
@@ -100,7 +100,7 @@ def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
 
 def render_text(outcome: Outcome, replay: str, elapsed_s: float) -> str:
     """The report a person reads: what ran, each invariant's verdict, what was measured, and how to replay a failure."""
-    lines = [_header(outcome, elapsed_s), "", "invariants", *_invariant_rows(outcome), _tally(outcome)]
+    lines = [_header(outcome, elapsed_s), "", "invariants", *invariant_rows(outcome.verdicts), tally(outcome.verdicts)]
     lines += ["", "metrics", *_metric_rows(outcome)]
     if not outcome.ok:
         lines += ["", f"replay: {replay}"]
@@ -126,21 +126,6 @@ def _header(outcome: Outcome, elapsed_s: float) -> str:
         f"shiftchange sim run: scenario {scenario}{settings}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}; "
         f"{faults_played(outcome):,} faults injected, {outcome.events_processed:,} SimPy events, {elapsed_s:.1f} s wall"
     )
-
-
-def _invariant_rows(outcome: Outcome) -> list[str]:
-    return invariant_rows(outcome.verdicts)
-
-
-def _tally(outcome: Outcome) -> str:
-    statuses = [verdict.status for verdict in outcome.verdicts.values()]
-    held, violated = statuses.count(OK), statuses.count(VIOLATED)
-    unknown = len(statuses) - held - violated
-    if held == len(statuses):
-        return f"all {held} invariants hold"
-    parts = [f"{violated} violated"] if violated else []
-    parts += [f"{unknown} unknown (not checked to the end, so not a pass)"] if unknown else []
-    return f"{held} of {len(statuses)} invariants hold; {', '.join(parts)}"
 
 
 def _metric_rows(outcome: Outcome) -> list[str]:

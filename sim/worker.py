@@ -59,6 +59,7 @@ from typing import Any, Protocol
 from simpy import Interrupt
 
 from shiftchange.core import Accepted, Backoff, BackoffConfig, ProviderRefused, ProviderTimeout
+from shiftchange.core.results import FENCE_CODES
 
 from .config import WorkerConfig, WorkloadConfig
 
@@ -136,13 +137,9 @@ def answer_held_back(answer: Any) -> bool:
     return answer.domain == "provider"
 
 
-_FENCE_CODES = frozenset({"stale_fence", "forged", "unfenced"})
-"""Refusal codes of a call the fence refused before the table was asked."""
-
-
 def _table_refused_in(answer: Any, state: str) -> bool:
     """A refusal the table gave while the worker's fence held and the Attempt was in `state`."""
-    return answer.state == state and answer.code not in _FENCE_CODES
+    return answer.state == state and answer.code not in FENCE_CODES
 
 
 def head_sha(task_id: str, hypothesis: str) -> str:

@@ -161,6 +161,25 @@ def test_every_code_the_core_writes_is_in_the_vocabulary(store):
     assert all(event.code is None and not event.late for event in world.store.events() if event.accepted)
 
 
+def test_fence_codes_are_exactly_what_the_reference_fence_answers():
+    """Workers read a refusal's `state` only when the table, not the fence, refused: FENCE_CODES must name every fence answer."""
+    from dataclasses import replace
+
+    from shiftchange.core import Attempt
+    from shiftchange.core.fence import LeaseFence, token_digest
+    from shiftchange.core.results import FENCE_CODES
+
+    leased = Attempt("t1#1", "t1", 1, "running", 0.0, "h", generation=2, token_digest=token_digest("right"), expires_at=9.0)
+    fence = LeaseFence()
+    answers = {
+        fence.check(replace(leased, token_digest=None), 2, "right")[0],
+        fence.check(leased, 1, "right")[0],
+        fence.check(leased, 2, "wrong")[0],
+    }
+    assert fence.check(leased, 2, "right") is None
+    assert answers == FENCE_CODES and REFUSAL_CODES.keys() >= FENCE_CODES
+
+
 # --------------------------------------------------------- SQLite schema
 
 
