@@ -92,10 +92,14 @@ class Leases:
         _claimer(worker_id, workspace, healthy)
         context = self._context
         with context as tx:
-            for candidate in tx.claimable(("admitted",), 1, workspace):
-                task = tx.task(candidate.task_id)
-                attempts = tx.attempts_of(candidate.task_id)
-                return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
+            # The oldest admitted Attempt first, unfiltered: the one index read every store does in order, and the answer
+            # whenever one workspace is served. Only when it belongs to another workspace is the queue asked for this one.
+            for candidates in (tx.claimable(("admitted",), 1), tx.claimable(("admitted",), 1, workspace)):
+                for candidate in candidates:
+                    task = tx.task(candidate.task_id)
+                    if task.workspace == workspace:
+                        attempts = tx.attempts_of(candidate.task_id)
+                        return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
         return None
 
     def _probed(self, worker_id: str, healthy: bool | None) -> bool:
