@@ -94,8 +94,8 @@ class Leases:
         with context as tx:
             # The oldest admitted Attempt first, unfiltered: the one index read every store does in order, and the answer
             # whenever one workspace is served. Only when it belongs to another workspace is the queue asked for this one.
-            for candidates in (tx.claimable(("admitted",), 1), tx.claimable(("admitted",), 1, workspace)):
-                for candidate in candidates:
+            for scope in (None, workspace):  # asked one after the other: the second only if the first was another's
+                for candidate in tx.claimable(("admitted",), 1, scope):
                     task = tx.task(candidate.task_id)
                     if task.workspace == workspace:
                         attempts = tx.attempts_of(candidate.task_id)
