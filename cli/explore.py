@@ -1,0 +1,221 @@
+"""`shiftchange explore`: every interleaving of a small configuration, checked against every invariant.
+
+Exit status: 0 when the search completed with no violation, 1 on a violation
+(with its shortest counterexample and the command that replays it), 2 on bad
+arguments, 3 when a depth or state bound stopped the search before it
+completed (no violation among the states it visited, which proves nothing
+about the rest), 130 when interrupted. `--replay STEPS` plays one path and
+exits 1 if it violates an invariant, 0 if not.
+
+The arguments are declared here importing nothing of the core: `shiftchange`
+builds its whole parser before any command runs. The explorer is imported
+when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+__all__ = ["EXIT_INCOMPLETE", "add_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+_COUNTS = (
+    ("workers", "N", "workers, interchangeable (1-4, default 2)"),
+    ("tasks", "N", "tasks (1-3, default 1)"),
+    ("crashes", "N", "worker crashes the nemesis may place (0-4, default 0)"),
+    ("pauses", "N", "stop-the-world pauses of a worker (0-4, default 0)"),
+    ("lost-responses", "N", "provider answers lost after the effect landed (0-4, default 0)"),
+    ("duplicates", "N", "worker requests delivered a second time, later (0-4, default 0)"),
+    ("cancels", "N", "operator cancellations of a task (0-2, default 0)"),
+    ("ci-failures", "N", "effects whose CI verdict fails, with one signature (0-4, default 0)"),
+    ("retries", "N", "automatic retries per task: the budget allows N+1 Attempts (0-4, default 1)"),
+)
+
+
+def _whole(text: str) -> int:
+    if not text.strip().isdigit() or not text.strip().isascii():
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}")
+    return int(text)
+
+
+def _bound(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a bound must be at least 1, not {value}")
+    return value
+
+
+def _operations(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(","))
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    explore = commands.add_parser(
+        "explore",
+        help="enumerate every interleaving of a small configuration over the real core, against every invariant",
+        description="Breadth-first by default, so the first violation is a shortest one. Exit 0: completed, no violation;"
+        " 1: a violation (or a replayed path that violates); 2: bad arguments; 3: a bound stopped the search first.",
+    )
+    for name, metavar, text in _COUNTS:
+        explore.add_argument(f"--{name}", metavar=metavar, type=_whole, default=None, help=text)
+    explore.add_argument(
+        "--operations", metavar="A,B", type=_operations, default=None, help="the workflow's side effects, in order (default create-pr)"
+    )
+    explore.add_argument("--no-idempotency", action="store_true", default=None, help="the code host ignores operation keys")
+    explore.add_argument(
+        "--antipattern",
+        metavar="NAME",
+        help="explore the core broken this way; the flags not given come from the configuration that exposes it",
+    )
+    explore.add_argument("--antipatterns", action="store_true", help="list which anti-patterns exploration exposes, and which not and why")
+    explore.add_argument("--depth", metavar="N", type=_bound, help="do not expand states at this depth (needed with --dfs)")
+    explore.add_argument("--states", metavar="N", type=_bound, help="stop after this many distinct states")
+    explore.add_argument("--dfs", action="store_true", help="depth-first (with --depth): less memory, no shortest counterexample")
+    explore.add_argument("--no-symmetry", action="store_true", help="count a state and its image under renamed workers apart")
+    explore.add_argument("--replay", metavar="STEPS", help="play one path (comma-separated steps, as a counterexample prints them)")
+    explore.add_argument("--coverage", metavar="FILE", help="write which transition rows the search fired (for spec review --coverage)")
+    explore.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    explore.set_defaults(handler=run_explore)
+    return explore
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from shiftchange.sim.explore import ExploreConfig, exposing_config
+
+    given = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name, _m, _t in _COUNTS}
+    given["operations"] = args.operations
+    given["idempotent_provider"] = None if args.no_idempotency is None else False
+    given = {name: value for name, value in given.items() if value is not None}
+    if args.antipattern is not None:
+        return exposing_config(args.antipattern, **given)
+    return ExploreConfig(**given)
+
+
+def run_explore(args: argparse.Namespace) -> int:
+    from shiftchange.sim.explore import ExploreError
+
+    from .main import BadInput
+
+    if args.antipatterns:
+        return _list_antipatterns()
+    try:
+        config = _config(args)
+        if args.replay is not None:
+            return _replay(args, config)
+        if args.coverage is not None:
+            from shiftchange.spec.coverage import CoverageError, check_writable
+
+            try:
+                check_writable(args.coverage)
+            except CoverageError as error:
+                raise BadInput(str(error)) from error
+        return _search(args, config)
+    except ExploreError as error:
+        raise BadInput(str(error)) from error
+
+
+def _search(args: argparse.Namespace, config: Any) -> int:
+    from shiftchange.sim.explore import BFS, DFS, as_json, coverage_lines, explore, summary_lines, verdict_lines
+
+    from .main import _cleared, _Progress
+
+    progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+
+    def shown(result: Any) -> None:
+        progress.show(
+            f"{result.states:,} distinct states, {result.transitions:,} transitions, depth {result.depth},"
+            f" {result.states_per_s:,.0f} states/s"
+        )
+
+    with _cleared(progress):
+        result = explore(
+            config,
+            DFS if args.dfs else BFS,
+            depth_max=args.depth,
+            states_max=args.states,
+            symmetry=not args.no_symmetry,
+            progress=shown if progress is not None else None,
+        )
+    covered = _write_coverage(args.coverage, result)
+    if result.stopped_by == "interrupted":
+        print("shiftchange: interrupted; the summary of what was searched follows", file=sys.stderr)
+    if args.json:
+        report = as_json(result)
+        if covered is not None:
+            report["coverage"]["written_to"] = args.coverage
+        print(json.dumps(report, indent=2))
+    else:
+        lines = [*summary_lines(result), "", *verdict_lines(result), "", *coverage_lines(result)]
+        if covered is not None:
+            lines.append(covered)
+        print("\n".join(lines))
+    if result.stopped_by == "interrupted":
+        return EXIT_INTERRUPTED
+    if not result.ok:
+        return EXIT_FAILED
+    return EXIT_OK if result.complete else EXIT_INCOMPLETE
+
+
+def _write_coverage(path: str | None, result: Any) -> str | None:
+    from shiftchange.spec.coverage import CoverageError, write_coverage
+
+    from .main import BadInput
+
+    if path is None:
+        return None
+    try:
+        write_coverage(result.coverage(), path)
+    except CoverageError as error:
+        raise BadInput(str(error)) from error
+    return f"coverage written to {path}"
+
+
+def _replay(args: argparse.Namespace, config: Any) -> int:
+    from shiftchange.sim.explore import parse_steps, replay, replay_command
+
+    began = time.perf_counter()
+    played = replay(config, parse_steps(args.replay))
+    elapsed_s = time.perf_counter() - began
+    if args.json:
+        violation = None if played.violation is None else {"invariant": played.violation[0], "example": list(played.violation[1])}
+        report = {
+            "command": "explore",
+            "replay": list(played.steps),
+            "timeline": list(played.timeline),
+            "violation": violation,
+            "elapsed_s": round(elapsed_s, 3),
+            "ok": played.violation is None,
+        }
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"replay of {len(played.steps)} steps: {replay_command(config, played.steps)}")
+        print("\n".join(played.timeline))
+        print()
+        if played.violation is None:
+            print("no invariant is violated on this path")
+        else:
+            invariant, example = played.violation
+            print(f"FAIL  {invariant}")
+            print("\n".join(f"      {line}" for line in example))
+    return EXIT_OK if played.violation is None else EXIT_FAILED
+
+
+def _list_antipatterns() -> int:
+    from shiftchange.sim.explore import EXPOSURES, OUT_OF_SCOPE, steps_flags
+    from shiftchange.sim.explore_world import ExploreConfig
+
+    width = max(len(name) for name in (*EXPOSURES, *OUT_OF_SCOPE))
+    print("exposed by exploration (shiftchange explore --antipattern NAME):")
+    for name, exposure in EXPOSURES.items():
+        flags = steps_flags(ExploreConfig(**exposure.changes, antipattern=name))
+        print(f"  {name:<{width}}  caught by {exposure.invariant}: {exposure.window}")
+        print(f"  {'':<{width}}  in: {flags}")
+    print("out of scope (quantitative by nature):")
+    for name, why in OUT_OF_SCOPE.items():
+        print(f"  {name:<{width}}  {why}")
+    return EXIT_OK

@@ -1,0 +1,917 @@
+"""The small world `shiftchange explore` enumerates: the real `Orchestrator` on the memory store, and actors as data.
+
+Exhaustive exploration cannot run SimPy processes (a process cannot be
+copied), so every actor here is a small state machine held in plain fields,
+and every step any actor may take next is an *action* with a stable label:
+
+- a worker (`worker-1:claim`, `:start`, `:grant`, `:perform`, `:receipt`,
+  `:checkpoint`, `:complete`, `:ack`, `:renew`, `:timeout`, `:fail`) walks the
+  chapter's workflow for one Attempt: claim, start, then for each operation a
+  grant from the tool gateway, the provider call, its receipt and a
+  checkpoint, then complete. It calls the provider only with the key the
+  gateway minted, and only when the grant is not a replay;
+- the control plane (`control:admit`, `:reap`, `:reconcile:ID`, `:verify:ID`,
+  `:decide:TASK`, `:retry:TASK`, `:approve:TASK`, `:cancel:TASK`) runs the
+  contracts a scheduler runs, learning what is due from the history as the
+  simulator's control plane does;
+- the provider (`provider:land:N`, `:land-failing:N`, `:lose:N`) answers a call
+  in flight: it lands and answers, lands with a CI verdict that will fail, or
+  lands and its answer is lost;
+- the network (`network:redeliver:N`) delivers a duplicated request again;
+- the nemesis (`worker-1:crash`, `:pause`, `:wake`) breaks a worker;
+- the clock (`clock:advance:T`) moves to the next instant that changes
+  something: a stale lease's expiry, a cancellation's deadline, a backoff's
+  end, a lost call's deadline.
+
+Time is discrete. Every contract call and provider answer happens at the
+current instant; only `clock:advance` moves it. A live worker that is not
+paused keeps its lease the way the simulator's heartbeat does: while the
+clock moves, it renews every `heartbeat_interval_s` (real `renew_lease`
+calls, in the history). So a lease runs out only when its holder crashed,
+was paused, or stopped believing it holds it; those expiries are what the
+clock can move to. A provider lands nothing past a call's deadline, so the
+clock never passes the deadline of a call the provider has not answered.
+
+Faults are bounded by the configuration (`crashes`, `pauses`,
+`lost_responses`, `duplicates`, `cancels`, `ci_failures`); each one the world
+spends is an action of its own, so the search reaches every placement of
+every fault. A crashed worker restarts at once with empty memory; its calls
+already sent still land.
+
+The world is copied by `copy.deepcopy` for each step the search takes from
+it; the compiled tables, the configuration and the seams are shared, not
+copied (`World.shared`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from shiftchange.checkers.history import UNKNOWN, CheckContext, Checker, Fault, Landed, Retired, Verdict
+from shiftchange.checkers.rules import all_checkers
+from shiftchange.core import (
+    BackoffConfig,
+    Budget,
+    CoreConfig,
+    Event,
+    ManualClock,
+    Orchestrator,
+    Plan,
+    ProviderTimeout,
+    RateLimitConfig,
+    ReliabilityConfig,
+)
+from shiftchange.core.machine import ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC, TASK_RESTING, TASK_TERMINAL
+from shiftchange.core.provider import LedgerProvider
+from shiftchange.core.results import FENCE_CODES
+
+from .antipatterns import AntiPattern
+from .worker import Behaviour
+
+TASK_PREFIX, WORKER_PREFIX = "task-", "worker-"
+WORKSPACE = "workspace"
+DEPENDENCY = "code_host"
+AT_REST = TASK_TERMINAL | TASK_RESTING
+CI_FAILURE = "failed:ci red on the same test"
+"""The verdict a `land-failing` call's effect gets: the same signature every time, as a deterministic bug gives."""
+
+
+class ExploreError(Exception):
+    """A configuration or a replayed path the explorer cannot use: one line saying why."""
+
+
+@dataclass(frozen=True)
+class ExploreConfig:
+    """A small configuration to enumerate: actors, fault bounds, the workflow, and the timings (all in seconds)."""
+
+    workers: int = 2
+    tasks: int = 1
+    crashes: int = 0
+    pauses: int = 0
+    lost_responses: int = 0
+    duplicates: int = 0
+    """Worker requests the network may deliver a second time, later."""
+    cancels: int = 0
+    """Operator cancellations of a task."""
+    ci_failures: int = 0
+    """Effects whose CI verdict fails (with one signature): validation failures the loop must answer."""
+    retries: int = 1
+    """Automatic retries per task: the task's budget allows `retries + 1` Attempts."""
+    operations: tuple[str, ...] = ("create-pr",)
+    """The workflow's side effects, in order, each at the code host under a key that spans Attempts."""
+    idempotent_provider: bool = True
+    """The code host honours operation keys; without, it is found by identity (a PR by its head) and repeats a call."""
+    gateway_retries_max: int = 1
+    """How often a worker asks the gateway again after a call timed out before it reports the Attempt failed."""
+    lease_ttl_s: float = 3.0
+    heartbeat_interval_s: float = 1.0
+    call_deadline_s: float = 2.0
+    cancel_ack_timeout_s: float = 2.0
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 4.0
+    antipattern: str | None = None
+
+    def __post_init__(self) -> None:
+        counts = {
+            "workers": (1, 4),
+            "tasks": (1, 3),
+            "crashes": (0, 4),
+            "pauses": (0, 4),
+            "lost_responses": (0, 4),
+            "duplicates": (0, 4),
+            "cancels": (0, 2),
+            "ci_failures": (0, 4),
+            "retries": (0, 4),
+            "gateway_retries_max": (0, 3),
+        }
+        for name, (low, high) in counts.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ExploreError(f"{name} must be a whole number from {low} to {high}, not {value!r}")
+        if not isinstance(self.operations, tuple) or not self.operations or len(self.operations) > 3:
+            raise ExploreError(f"operations must name one to three side effects, not {self.operations!r}")
+        for operation in self.operations:
+            if not isinstance(operation, str) or not operation or not operation.replace("-", "").isalnum():
+                raise ExploreError(f"an operation is a name of letters, digits and dashes, not {operation!r}")
+        if len(set(self.operations)) != len(self.operations):
+            raise ExploreError(f"operations must differ from each other: {', '.join(self.operations)}")
+        for name in ("lease_ttl_s", "heartbeat_interval_s", "call_deadline_s", "cancel_ack_timeout_s", "backoff_base_s", "backoff_cap_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
+                raise ExploreError(f"{name} must be a positive number of seconds up to 3600, not {value!r}")
+        if self.heartbeat_interval_s >= self.lease_ttl_s:
+            raise ExploreError(
+                f"heartbeat_interval_s ({self.heartbeat_interval_s:g}) must be shorter than lease_ttl_s ({self.lease_ttl_s:g})"
+            )
+        if self.backoff_cap_s < self.backoff_base_s:
+            raise ExploreError(f"backoff_cap_s ({self.backoff_cap_s:g}) must be at least backoff_base_s ({self.backoff_base_s:g})")
+
+    def core(self) -> CoreConfig:
+        return CoreConfig(
+            lease_ttl_s=self.lease_ttl_s,
+            heartbeat_interval_s=self.heartbeat_interval_s,
+            cancel_ack_timeout_s=self.cancel_ack_timeout_s,
+            call_deadline_max_s=max(self.call_deadline_s, 1.0),
+        )
+
+    def reliability(self) -> ReliabilityConfig:
+        """Deterministic pacing and no controls that count: exploration asks about interleavings, not capacity.
+
+        Exponential backoff draws nothing; the rate limit never binds; there is
+        no circuit breaker and no retry budget, whose counts would be state
+        the digest does not hold.
+        """
+        return ReliabilityConfig(
+            backoff=BackoffConfig(strategy="exponential", base_s=self.backoff_base_s, cap_s=self.backoff_cap_s),
+            rate_limits={DEPENDENCY: RateLimitConfig(rate_per_s=1e6, burst=1_000_000)},
+            breaker=None,
+            retry_budget=None,
+        )
+
+    def budget(self) -> Budget:
+        return Budget(attempts_max=self.retries + 1, interruptions_max=max(3, self.cancels + 1))
+
+
+def worker_name(index: int) -> str:
+    return f"{WORKER_PREFIX}{index + 1}"
+
+
+def task_name(index: int) -> str:
+    return f"{TASK_PREFIX}{index + 1}"
+
+
+def head_of(task_id: str, hypothesis: str) -> str:
+    """The commit an Attempt makes: a function of its task and hypothesis alone, so the same plan makes the same commit."""
+    return f"{task_id}@{hashlib.sha1(hypothesis.encode()).hexdigest()[:8]}"
+
+
+# ------------------------------------------------------------------ actors
+
+IDLE, CLAIMED, GRANT, PERFORM, WAITING, LOST, RECEIPT, CHECKPOINT, COMPLETE, ACK, FAIL = (
+    "idle",
+    "claimed",
+    "grant",
+    "perform",
+    "waiting",
+    "lost",
+    "receipt",
+    "checkpoint",
+    "complete",
+    "ack",
+    "fail",
+)
+
+
+@dataclass(slots=True)
+class WorkerState:
+    """One worker as data: where it is in its workflow, the fence it believes it holds, and its call in flight."""
+
+    worker_id: str
+    pc: str = IDLE
+    paused: bool = False
+    fence: tuple[str, int, str] | None = None
+    task_id: str | None = None
+    head: str | None = None
+    operation: int = 0
+    """Index into the workflow's operations of the one being worked on."""
+    key: str | None = None
+    via_gateway: bool = True
+    deadline_at: float | None = None
+    call: int | None = None
+    """The sequence number of the provider call this worker waits on."""
+    answer: str | None = None
+    renewed_at: float = 0.0
+    paused_at: float = 0.0
+    """When the pause began: for the history's record of it, not part of the state (the digest leaves it out)."""
+    timeouts: int = 0
+    incarnation: int = 0
+    """Bumped by a crash: answers to an earlier incarnation's calls are dropped."""
+
+    def holding(self) -> bool:
+        return self.fence is not None
+
+    def stop(self) -> None:
+        """This Attempt's work ends here: memory of it is dropped (its calls in flight still land)."""
+        self.pc, self.fence, self.task_id, self.head = IDLE, None, None, None
+        self.operation, self.key, self.via_gateway, self.deadline_at = 0, None, True, None
+        self.call, self.answer, self.timeouts = None, None, 0
+
+    def digest_row(self) -> tuple:
+        fence = None if self.fence is None else self.fence[:2]
+        return (
+            self.worker_id,
+            self.pc,
+            self.paused,
+            fence,
+            self.task_id,
+            self.head,
+            self.operation,
+            self.key,
+            self.via_gateway,
+            self.deadline_at,
+            self.call,
+            self.answer,
+            self.renewed_at,
+            self.timeouts,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A provider call in flight: sent by a worker, not yet answered."""
+
+    seq: int
+    worker_id: str
+    incarnation: int
+    key: str
+    operation: str
+    identity: str
+    task_id: str
+    deadline_at: float | None
+    via_gateway: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A worker's request the network will deliver a second time; the duplicate's answer is dropped."""
+
+    seq: int
+    worker_id: str
+    method: str
+    args: tuple
+    kwargs: tuple[tuple[str, Any], ...]
+
+    def digest_row(self) -> tuple:
+        # A fenced call's third argument is the lease token: random, and named already by (attempt, generation).
+        args = self.args if self.method == "claim_next" else self.args[:2] + self.args[3:]
+        return (self.worker_id, self.method, args, self.kwargs)
+
+
+# -------------------------------------------------------------------- world
+
+
+class Folds:
+    """The checkers a path's history is folded into: copyable with the world (no running digest, no tail, no sink).
+
+    A checker that crashes on an entry is dropped from the fold and its
+    verdict is unknown, as in the simulator's `History`.
+    """
+
+    __slots__ = ("checkers", "failed")
+
+    def __init__(self, checkers: list[Checker]) -> None:
+        self.checkers = checkers
+        self.failed: dict[str, str] = {}
+
+    def append(self, entry: Any) -> None:
+        method = _METHODS[type(entry)]
+        for checker in self.checkers:
+            if checker.name in self.failed:
+                continue
+            try:
+                getattr(checker, method)(entry)
+            except Exception as error:  # a crashing checker judges nothing: unknown, never a pass
+                self.failed[checker.name] = f"checker crashed: {type(error).__name__}: {error}"
+
+    def verdicts(self) -> dict[str, Verdict]:
+        return {
+            c.name: Verdict(c.name, UNKNOWN, 0, (self.failed[c.name],)) if c.name in self.failed else c.verdict() for c in self.checkers
+        }
+
+
+_METHODS = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
+
+
+class StepError(Exception):
+    """An action label that names no enabled step of this world (a replay that does not fit)."""
+
+
+_RECORD_SKIP = frozenset({"token_digest"})
+
+
+def _record_row(record: Any) -> tuple:
+    """A store record as plain values, in field order; a lease token's digest counts only as issued or not."""
+    row = []
+    for item in fields(record):
+        value = getattr(record, item.name)
+        if item.name in _RECORD_SKIP:
+            value = value is not None
+        row.append(value)
+    return tuple(row)
+
+
+@dataclass
+class Budgets:
+    """The faults the world may still spend."""
+
+    crashes: int
+    pauses: int
+    lost_responses: int
+    duplicates: int
+    cancels: int
+    ci_failures: int
+
+    def row(self) -> tuple:
+        return (self.crashes, self.pauses, self.lost_responses, self.duplicates, self.cancels, self.ci_failures)
+
+
+@dataclass
+class Control:
+    """What the control plane has learnt from the history is due: a loop decision, or the retry it decided."""
+
+    decide_due: dict[str, None] = field(default_factory=dict)
+    retry_due: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """task -> (reason, hypothesis) of the retry the loop decided."""
+
+
+class World:
+    """The orchestrator, its store and provider, the actors as data, and the history's checkers, all copyable."""
+
+    def __init__(self, config: ExploreConfig, pattern: AntiPattern | None = None) -> None:
+        self.config = config
+        self.pattern = pattern
+        self.behaviour = pattern.behaviour if pattern is not None else Behaviour()
+        self.blind_loop = pattern.blind_loop if pattern is not None else False
+        self.clock = ManualClock(0.0)
+        self.store = pattern.make_store() if pattern is not None else _events_dropped()
+        self.provider = LedgerProvider(supports_idempotency=config.idempotent_provider)
+        core, reliability = config.core(), config.reliability()
+        seams = pattern.seams if pattern is not None else None
+        self.orchestrator = Orchestrator(self.store, self.clock, self.provider, core, reliability, seams=seams)
+        self.workers = [WorkerState(worker_name(i)) for i in range(config.workers)]
+        self.calls: list[Call] = []
+        self.duplicates: list[Duplicate] = []
+        self.control = Control()
+        self.budgets = Budgets(config.crashes, config.pauses, config.lost_responses, config.duplicates, config.cancels, config.ci_failures)
+        self.sequence = 0
+        context = CheckContext(core.lease_ttl_s, reliability.attempt_spend_max_usd, core.reason_length_min)
+        self.history = Folds(all_checkers(context))
+        self.step_entries: list[Any] = []
+        """What the step being taken appended to the history (the explorer reads it, then clears it); first, the setup's."""
+        self.store.subscribe(self._heard)
+        for index in range(config.tasks):
+            task_id = task_name(index)
+            self.orchestrator.create_task(task_id, f"objective of {task_id}", WORKSPACE, budget=config.budget())
+            self.orchestrator.accept_task(task_id)
+            self.orchestrator.dispatch(task_id, Plan(f"hypothesis 1 for {task_id}"))
+
+    @property
+    def shared(self) -> list[Any]:
+        """What every copy of this world shares instead of copying: immutable tables, configuration and rules."""
+        context = self.orchestrator._context
+        return [
+            self.config,
+            self.pattern,
+            self.behaviour,
+            SPEC,
+            context.attempt_machine,
+            context.task_machine,
+            context.config,
+            context.reliability,
+            context.seams,
+            context.fence,
+            self.history.checkers[0].context,
+        ]
+
+    # ------------------------------------------------------------ history
+
+    def _heard(self, event: Event) -> None:
+        """Every committed event: into the history, and noted by the control plane as the simulator's is."""
+        self._append(event)
+        if not event.accepted or event.from_state == event.to_state or event.attempt_id is None or event.kind == "decide":
+            return
+        if event.to_state in ATTEMPT_TERMINAL:
+            self.control.decide_due[event.task_id] = None
+
+    def _append(self, entry: Any) -> None:
+        self.history.append(entry)
+        self.step_entries.append(entry)
+
+    def retirements(self) -> list[Retired]:
+        """Jepsen's final read: every task's records as they stand, as if the run ended now."""
+        now = self.clock.now()
+        read = []
+        with self.store.transaction() as tx:
+            for index in range(self.config.tasks):
+                task = tx.task(task_name(index))
+                attempts = tx.attempts_of(task.task_id)
+                intents = tuple(_copy(i) for a in attempts for i in tx.intents_of(a.attempt_id))
+                read.append(Retired(now, _copy(task), tuple(_copy(a) for a in attempts), intents, drained=True))
+        return read
+
+    def at_rest(self) -> bool:
+        with self.store.transaction() as tx:
+            return all(tx.task(task_name(i)).state in AT_REST for i in range(self.config.tasks))
+
+    # -------------------------------------------------------------- digest
+
+    def digest_parts(self) -> tuple[str, list[str]]:
+        """The state as text: everything but the workers, and one row per worker (sorted by the search after renaming).
+
+        Left out: the history (the checkers judge it on each path), event
+        sequence numbers, and lease tokens (a fence is its Attempt and generation).
+        """
+        orchestrator = self.orchestrator
+        with self.store.transaction() as tx:
+            tasks = [tx.task(task_name(i)) for i in range(self.config.tasks)]
+            attempts = [a for t in tasks for a in tx.attempts_of(t.task_id)]
+            intents = sorted((_record_row(i) for a in attempts for i in tx.intents_of(a.attempt_id)), key=repr)
+        common = (
+            self.clock.now(),
+            tuple(_record_row(t) for t in tasks),
+            tuple(_record_row(a) for a in attempts),
+            tuple(intents),
+            tuple((a.attempt_id, orchestrator.admission_status(a.attempt_id)) for a in attempts),
+            tuple((e.provider_id, e.key, e.operation, e.identity, self.provider.verdict(e.provider_id)) for e in self.provider.ledger),
+            tuple(
+                sorted(
+                    ((c.worker_id, c.key, c.operation, c.identity, c.deadline_at, c.via_gateway, self._awaited(c)) for c in self.calls),
+                    key=repr,
+                )
+            ),
+            tuple(sorted((d.digest_row() for d in self.duplicates), key=repr)),
+            tuple(self.control.decide_due),
+            tuple(sorted(self.control.retry_due.items())),
+            self.budgets.row(),
+        )
+        return repr(common), [repr(w.digest_row()) for w in self.workers]
+
+    def _awaited(self, call: Call) -> bool:
+        worker = self.worker(call.worker_id)
+        return worker.incarnation == call.incarnation and worker.call == call.seq
+
+    # ------------------------------------------------------------- actions
+
+    def worker(self, worker_id: str) -> WorkerState:
+        for worker in self.workers:
+            if worker.worker_id == worker_id:
+                return worker
+        raise StepError(f"no worker {worker_id!r}")
+
+    def actions(self) -> list[str]:
+        """Every step some actor may take now, by label, in a fixed order."""
+        labels: list[str] = []
+        admitted, queued, reapable, to_reconcile, to_verify, in_review, live_tasks = self._survey()
+        for worker in self.workers:
+            name = worker.worker_id
+            if worker.paused:
+                labels.append(f"{name}:wake")
+            else:
+                step = self._worker_step(worker, admitted)
+                if step is not None:
+                    labels.append(f"{name}:{step}")
+                    if self.budgets.duplicates and step in _DUPLICABLE:
+                        labels.append(f"{name}:{step}+dup")
+                if worker.holding() and worker.renewed_at < self.clock.now():
+                    labels.append(f"{name}:renew")
+                if worker.holding() and self.budgets.pauses:
+                    labels.append(f"{name}:pause")
+            if self.budgets.crashes and (worker.holding() or worker.pc != IDLE):
+                labels.append(f"{name}:crash")
+        for call in self.calls:
+            labels.append(f"provider:land:{call.seq}")
+            if self.budgets.ci_failures and not self._landed_before(call):
+                labels.append(f"provider:land-failing:{call.seq}")
+            if self.budgets.lost_responses:
+                labels.append(f"provider:lose:{call.seq}")
+        labels += [f"network:redeliver:{d.seq}" for d in self.duplicates]
+        if queued:
+            labels.append("control:admit")
+        if reapable:
+            labels.append("control:reap")
+        labels += [f"control:reconcile:{a}" for a in to_reconcile]
+        labels += [f"control:verify:{a}" for a in to_verify]
+        labels += [f"control:decide:{t}" for t in self.control.decide_due]
+        labels += [f"control:retry:{t}" for t in self.control.retry_due]
+        labels += [f"control:approve:{t}" for t in in_review]
+        if self.budgets.cancels:
+            labels += [f"control:cancel:{t}" for t in live_tasks]
+        target = self.next_instant()
+        if target is not None:
+            labels.append(f"clock:advance:{target:g}")
+        return labels
+
+    def _survey(self) -> tuple:
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            admitted = bool(tx.attempts_in(("admitted",)))
+            queued = bool(tx.attempts_in(("queued",)))
+            reapable = any(_reapable(a, now) for a in tx.attempts_in(LEASED | {"cancelling"}))
+            to_reconcile = [a.attempt_id for a in tx.attempts_in(("suspect", "reconciling"))]
+            to_verify = [a.attempt_id for a in tx.attempts_in(("verifying",))]
+            tasks = [tx.task(task_name(i)) for i in range(self.config.tasks)]
+        in_review = [t.task_id for t in tasks if t.state == "review"]
+        live = [t.task_id for t in tasks if t.state not in AT_REST]
+        return admitted, queued, reapable, sorted(to_reconcile), sorted(to_verify), in_review, live
+
+    def _worker_step(self, worker: WorkerState, admitted: bool) -> str | None:
+        """The one workflow step this worker would take next (a worker is sequential), or None."""
+        pc = worker.pc
+        if pc == IDLE:
+            return "claim" if admitted else None
+        if pc == CLAIMED:
+            return "start"
+        if pc in (GRANT, PERFORM, RECEIPT, CHECKPOINT, COMPLETE, ACK, FAIL):
+            return pc
+        if pc == LOST:
+            return "timeout" if worker.deadline_at is not None and self.clock.now() >= worker.deadline_at else None
+        return None  # waiting for the provider's answer
+
+    def _landed_before(self, call: Call) -> bool:
+        """Whether this call would find its effect already there (an idempotent provider answers with it)."""
+        return bool(self.provider.find(call.key, call.operation, call.identity)) and self.provider.supports_idempotency
+
+    def next_instant(self) -> float | None:
+        """The next instant at which something changes by itself, or None; never past an unanswered call's deadline."""
+        now = self.clock.now()
+        held = {w.fence[:2] for w in self.workers if w.fence is not None and not w.paused}
+        candidates = []
+        with self.store.transaction() as tx:
+            for attempt in tx.attempts_in(EXPIRABLE):
+                if attempt.expires_at is not None and (attempt.attempt_id, attempt.generation) not in held:
+                    candidates.append(attempt.expires_at)
+            for attempt in tx.attempts_in(("cancelling",)):
+                if attempt.cancel_deadline_at is not None:
+                    candidates.append(attempt.cancel_deadline_at)
+            for attempt in tx.attempts_in(("queued",)):
+                if attempt.eligible_at is not None:
+                    candidates.append(attempt.eligible_at)
+            for attempt in tx.attempts_in(("reconciling",)):
+                candidates += [i.deadline_at for i in tx.intents_of(attempt.attempt_id) if i.deadline_at is not None and i.receipt is None]
+        candidates += [w.deadline_at for w in self.workers if w.pc in (LOST, GRANT) and w.deadline_at is not None]
+        future = [at for at in candidates if at > now]
+        if not future:
+            return None
+        target = min(future)
+        limits = [c.deadline_at for c in self.calls if c.deadline_at is not None]
+        if limits and target >= min(limits):
+            return None  # the provider answers (or loses) a call before its deadline passes
+        return target
+
+    def apply(self, label: str) -> None:
+        """Take one step by its label; a label that is not enabled now is a StepError."""
+        if label not in self.actions():
+            raise StepError(f"{label} is not a step this world can take now")
+        actor, _, rest = label.partition(":")
+        action, _, argument = rest.partition(":")
+        if actor == "clock":
+            self._advance(float(argument))
+        elif actor == "provider":
+            self._answer(action, int(argument))
+        elif actor == "network":
+            self._redeliver(int(argument))
+        elif actor == "control":
+            self._control(action, argument)
+        else:
+            self._worker_act(self.worker(actor), action)
+
+    # ------------------------------------------------------------- workers
+
+    def _call(self, worker: WorkerState, duplicate: bool, method: str, *args: Any, **kwargs: Any) -> Any:
+        if duplicate:
+            self.budgets.duplicates -= 1
+            self.sequence += 1
+            self.duplicates.append(Duplicate(self.sequence, worker.worker_id, method, args, tuple(sorted(kwargs.items()))))
+        return getattr(self.orchestrator, method)(*args, **kwargs)
+
+    def _worker_act(self, worker: WorkerState, action: str) -> None:
+        step, _, dup = action.partition("+")
+        duplicate = dup == "dup"
+        if step == "wake":
+            worker.paused = False
+            self._append(Fault(worker.paused_at, "pause", worker.worker_id, self.clock.now(), "frozen, it carries on where it stopped"))
+        elif step == "pause":
+            self.budgets.pauses -= 1
+            worker.paused, worker.paused_at = True, self.clock.now()
+        elif step == "crash":
+            self.budgets.crashes -= 1
+            self._fault("crash", worker.worker_id, "it restarts at once, its memory gone")
+            worker.stop()
+            worker.paused = False
+            worker.incarnation += 1
+        elif step == "renew":
+            self._renew(worker)
+        else:
+            _STEPS[step](self, worker, duplicate)
+
+    def _claim(self, worker: WorkerState, duplicate: bool) -> None:
+        claim = self._call(worker, duplicate, "claim_next", worker.worker_id, WORKSPACE, True)
+        if claim is None or not claim.accepted:
+            return
+        lease = claim.lease
+        worker.fence = (lease.attempt_id, lease.generation, lease.token)
+        worker.task_id = lease.task_id
+        worker.head = head_of(lease.task_id, claim.manifest.hypothesis)
+        worker.renewed_at = self.clock.now()
+        worker.pc = CLAIMED
+        worker.operation = self._resume_at(lease.attempt_id)
+
+    def _resume_at(self, attempt_id: str) -> int:
+        """Where the workflow resumes: after the operation the predecessor checkpointed, if the plan is the same."""
+        if self.behaviour.ignores_checkpoint:
+            return 0
+        with self.store.transaction() as tx:
+            attempt = tx.attempt(attempt_id)
+            previous = tx.attempt(attempt.previous_attempt_id) if attempt.previous_attempt_id else None
+        if previous is None or previous.hypothesis != attempt.hypothesis or previous.checkpoint not in self.config.operations:
+            return 0
+        return self.config.operations.index(previous.checkpoint) + 1
+
+    def _start(self, worker: WorkerState, duplicate: bool) -> None:
+        answer = self._call(worker, duplicate, "start_attempt", *worker.fence)
+        if not answer.accepted:
+            self._refused(worker, answer)
+            return
+        self._next_operation(worker)
+
+    def _next_operation(self, worker: WorkerState) -> None:
+        worker.key, worker.answer, worker.deadline_at, worker.timeouts, worker.via_gateway = None, None, None, 0, True
+        worker.pc = GRANT if worker.operation < len(self.config.operations) else COMPLETE
+
+    def _operation(self, worker: WorkerState) -> tuple[str, str]:
+        operation = self.config.operations[worker.operation]
+        return operation, worker.head
+
+    def _grant(self, worker: WorkerState, duplicate: bool) -> None:
+        operation, identity = self._operation(worker)
+        if operation in self.behaviour.bypasses_gateway:
+            worker.key, worker.via_gateway = f"{operation}:{worker.worker_id}:{identity}", False
+            worker.deadline_at, worker.pc = self.clock.now() + self.config.call_deadline_s, PERFORM
+            return
+        presented = f"{operation}:{worker.worker_id}:{worker.fence[0]}:{identity}" if self.behaviour.mints_own_keys else None
+        grant = self._call(
+            worker,
+            duplicate,
+            "grant_tool",
+            *worker.fence,
+            operation,
+            identity,
+            call_deadline_s=self.config.call_deadline_s,
+            key=presented,
+            dependency=DEPENDENCY,
+        )
+        if not grant.accepted:
+            if "no_call_in_flight" in grant.guards:
+                return  # an earlier call may still land: ask again once its deadline passed
+            if "spend_within_budget" in grant.guards or "timeout_budget_left" in grant.guards:
+                worker.pc = FAIL
+                return
+            self._refused(worker, grant)
+            return
+        if grant.replay is not None:
+            worker.key, worker.answer, worker.pc = grant.key, grant.replay, CHECKPOINT  # the effect exists: never call again
+            return
+        worker.key, worker.deadline_at, worker.pc = grant.key, grant.deadline_at, PERFORM
+
+    def _perform(self, worker: WorkerState, _duplicate: bool) -> None:
+        operation, identity = self._operation(worker)
+        self.sequence += 1
+        call = Call(
+            self.sequence,
+            worker.worker_id,
+            worker.incarnation,
+            worker.key,
+            operation,
+            identity,
+            worker.task_id,
+            worker.deadline_at,
+            worker.via_gateway,
+        )
+        self.calls.append(call)
+        worker.call, worker.pc = call.seq, WAITING
+
+    def _receipt(self, worker: WorkerState, duplicate: bool) -> None:
+        answer = self._call(worker, duplicate, "record_receipt", *worker.fence, worker.key, worker.answer)
+        if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
+            self._refused(worker, answer)
+            return
+        worker.pc = CHECKPOINT
+
+    def _checkpoint(self, worker: WorkerState, duplicate: bool) -> None:
+        operation, _identity = self._operation(worker)
+        answer = self._call(worker, duplicate, "checkpoint", *worker.fence, operation)
+        if not answer.accepted:
+            self._refused(worker, answer)
+            return
+        worker.operation += 1
+        self._next_operation(worker)
+
+    def _complete(self, worker: WorkerState, duplicate: bool) -> None:
+        self._call(worker, duplicate, "complete_attempt", *worker.fence, f"pull request for {worker.head}", head_sha=worker.head)
+        worker.stop()
+
+    def _ack(self, worker: WorkerState, duplicate: bool) -> None:
+        self._call(worker, duplicate, "acknowledge_cancel", *worker.fence)
+        worker.stop()
+
+    def _fail(self, worker: WorkerState, duplicate: bool) -> None:
+        operation, _identity = self._operation(worker) if worker.operation < len(self.config.operations) else ("complete", "")
+        signature = f"provider:{operation} unanswered after {worker.timeouts} timeouts"
+        self._call(worker, duplicate, "report_failure", *worker.fence, "provider", signature)
+        worker.stop()
+
+    def _timeout(self, worker: WorkerState, duplicate: bool) -> None:
+        """The call's deadline passed with no answer: it may have landed. Report it, then ask the gateway again (or give up)."""
+        signature = f"timeout:{DEPENDENCY} gave no answer by the deadline"
+        answer = self._call(worker, duplicate, "report_call_failure", *worker.fence, worker.key, signature)
+        if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
+            self._refused(worker, answer)
+            return
+        worker.timeouts += 1
+        worker.call = None
+        worker.pc = GRANT if worker.timeouts <= self.config.gateway_retries_max else FAIL
+
+    def _renew(self, worker: WorkerState) -> None:
+        renewal = self.orchestrator.renew_lease(*worker.fence)
+        if not renewal.accepted:
+            worker.stop()  # a refused renewal stops all work at once
+            return
+        worker.renewed_at = self.clock.now()
+        if renewal.cancel_requested and not self.behaviour.ignores_cancel and worker.pc not in (ACK, COMPLETE):
+            worker.pc = ACK
+
+    def _refused(self, worker: WorkerState, answer: Any) -> None:
+        """A refusal read by its data: acknowledge when the Attempt is cancelling, otherwise stop without another word."""
+        if answer.state == "cancelling" and answer.code not in FENCE_CODES and not self.behaviour.ignores_cancel:
+            worker.pc = ACK
+            return
+        worker.stop()
+
+    # ------------------------------------------------------------ provider
+
+    def _answer(self, how: str, seq: int) -> None:
+        call = next(c for c in self.calls if c.seq == seq)
+        self.calls.remove(call)
+        before = len(self.provider.ledger)
+        if how == "lose":
+            self.budgets.lost_responses -= 1
+            self.provider.lose_responses(1)
+            self._fault("lost-response", call.worker_id, f"the answer to {call.key} is lost")
+        try:
+            effect = self.provider.perform(call.key, call.operation, call.identity, "")
+            answered = effect.provider_id
+        except ProviderTimeout:
+            answered = None
+        for effect in self.provider.ledger[before:]:
+            if how == "land-failing":
+                self.budgets.ci_failures -= 1
+                self.provider.set_verdict(effect.provider_id, CI_FAILURE)
+            landed = Landed(
+                self.clock.now(), DEPENDENCY, effect.provider_id, effect.key, effect.operation, effect.identity,
+                call.task_id, call.worker_id, call.via_gateway,
+            )  # fmt: skip
+            self._append(landed)
+        worker = self.worker(call.worker_id)
+        if not self._awaits(worker, call):
+            return  # that worker crashed or stopped: the answer reaches no one
+        worker.call = None
+        if answered is None:
+            worker.pc = LOST
+        elif call.via_gateway:
+            worker.answer, worker.pc = answered, RECEIPT
+        else:
+            worker.answer, worker.pc = answered, CHECKPOINT
+
+    def _awaits(self, worker: WorkerState, call: Call) -> bool:
+        return worker.incarnation == call.incarnation and worker.call == call.seq and worker.pc == WAITING
+
+    def _redeliver(self, seq: int) -> None:
+        duplicate = next(d for d in self.duplicates if d.seq == seq)
+        self.duplicates.remove(duplicate)
+        self._fault("duplicate", duplicate.worker_id, f"{duplicate.method} delivered again")
+        getattr(self.orchestrator, duplicate.method)(*duplicate.args, **dict(duplicate.kwargs))
+
+    # ------------------------------------------------------------- control
+
+    def _control(self, action: str, argument: str) -> None:
+        orchestrator = self.orchestrator
+        if action == "admit":
+            orchestrator.run_admission()
+        elif action == "reap":
+            orchestrator.reap()
+        elif action == "reconcile":
+            orchestrator.reconcile_attempt(argument)
+        elif action == "verify":
+            orchestrator.verify_attempt(argument)
+        elif action == "decide":
+            self.control.decide_due.pop(argument)
+            self._decide(argument)
+        elif action == "retry":
+            reason, hypothesis = self.control.retry_due.pop(argument)
+            orchestrator.retry(argument, reason, Plan(hypothesis))
+        elif action == "approve":
+            orchestrator.approve(argument)
+        elif action == "cancel":
+            self.budgets.cancels -= 1
+            orchestrator.cancel_task(argument, "operator cancelled the task")
+        else:
+            raise StepError(f"unknown control step {action!r}")
+
+    def _decide(self, task_id: str) -> None:
+        """The loop's decision after an Attempt ended; a retry or correction it decides is the control plane's next step."""
+        with self.store.transaction() as tx:
+            latest = tx.attempts_of(task_id)[-1]
+        if self.blind_loop and latest.state == "failed":
+            self.control.retry_due[task_id] = (f"blind retry after {latest.attempt_id} failed", latest.hypothesis)
+            return
+        decision = self.orchestrator.decide(task_id)
+        kind = getattr(decision, "kind", None)
+        if kind in ("retry", "correct"):
+            hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
+            self.control.retry_due[task_id] = (f"{kind}: {decision.reason}", hypothesis)
+
+    # --------------------------------------------------------------- clock
+
+    def _advance(self, target: float) -> None:
+        """Move to `target`; live, unpaused holders renew on their cadence on the way, as their heartbeats would."""
+        if target != self.next_instant():
+            raise StepError(f"the clock's next instant is {self.next_instant()!r}, not {target!r}")
+        now = self.clock.now()
+        while now < target:
+            now = min(target, now + self.config.heartbeat_interval_s)
+            self.clock.set(now)
+            for worker in self.workers:
+                if worker.holding() and not worker.paused:
+                    self._renew(worker)
+
+    def _fault(self, kind: str, target: str, detail: str = "") -> None:
+        """An instant fault, into the history (a pause is recorded when it ends, with its span)."""
+        now = self.clock.now()
+        self._append(Fault(now, kind, target, now, detail))
+
+
+_STEPS: dict[str, Callable[[World, WorkerState, bool], None]] = {
+    "claim": World._claim,
+    "start": World._start,
+    "grant": World._grant,
+    "perform": World._perform,
+    "receipt": World._receipt,
+    "checkpoint": World._checkpoint,
+    "complete": World._complete,
+    "ack": World._ack,
+    "fail": World._fail,
+    "timeout": World._timeout,
+}
+_DUPLICABLE = frozenset({"claim", "start", "grant", "receipt", "checkpoint", "complete", "ack", "fail", "timeout"})
+"""Worker steps that are a request on the wire (a provider call is the provider's to duplicate, and is not)."""
+
+
+def _reapable(attempt: Any, now: float) -> bool:
+    if attempt.state in EXPIRABLE:
+        return attempt.expires_at is not None and attempt.expires_at <= now
+    return attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now
+
+
+def _copy(record: Any) -> Any:
+    from copy import copy
+
+    return copy(record)
+
+
+def _events_dropped() -> Any:
+    from shiftchange.core import MemoryStore
+
+    return MemoryStore(keep_events=False)

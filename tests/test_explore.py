@@ -1,0 +1,292 @@
+"""Exhaustive exploration: the correct core's small configurations complete clean, every in-scope anti-pattern is found
+with a short counterexample that replays, and the search says honestly how far it went."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shiftchange.cli.main import main
+from shiftchange.core.machine import SPEC
+from shiftchange.sim.antipatterns import ANTIPATTERNS
+from shiftchange.sim.explore import (
+    DFS,
+    EXPOSURES,
+    OUT_OF_SCOPE,
+    ExploreConfig,
+    ExploreError,
+    _digest,
+    explore,
+    exposing_config,
+    parse_steps,
+    replay,
+    replay_command,
+)
+from shiftchange.sim.explore_world import StepError, World
+from shiftchange.spec.coverage import read_coverage
+
+# ------------------------------------------------------------- correct core
+
+CLEAN = {
+    "two workers": {},
+    "one crash": {"crashes": 1},
+    "one pause": {"pauses": 1},
+    "lost answer, idempotent code host": {"lost_responses": 1},
+    "lost answer, code host without keys": {"lost_responses": 1, "idempotent_provider": False},
+    "crash, code host without keys": {"crashes": 1, "idempotent_provider": False},
+    "a cancellation": {"cancels": 1},
+    "two CI failures": {"ci_failures": 2, "retries": 2},
+    "duplicate requests": {"duplicates": 2},
+    "two tasks": {"tasks": 2},
+    "two operations and a crash": {"operations": ("push", "create-pr"), "crashes": 1},
+    "three workers and a crash": {"workers": 3, "crashes": 1},
+}
+
+
+@pytest.mark.parametrize("changes", CLEAN.values(), ids=CLEAN.keys())
+def test_the_correct_core_completes_small_configurations_with_no_violation(changes):
+    result = explore(ExploreConfig(**changes))
+    assert result.counterexample is None, "\n".join(result.counterexample.timeline)
+    assert result.complete and result.stopped_by is None
+    assert result.quiescent >= 1 and result.states > 10
+    assert result.explored == result.states  # complete: every distinct state had all its steps taken
+
+
+def test_the_benchmark_configuration_completes_with_no_violation():
+    result = explore(ExploreConfig(workers=2, tasks=1, crashes=1, pauses=1, lost_responses=1))
+    assert result.ok and result.complete
+    assert result.states > 1000  # the faults multiply the interleavings: a search this small would not have placed them
+    coverage = result.coverage()
+    fired = {row.trigger for row in SPEC.attempt.rows if coverage.count("attempt", row.index + 1)}
+    assert {"expire", "reconcile", "effects_landed", "effects_absent"} <= fired  # every recovery path was walked
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"workers": 3, "crashes": 1, "pauses": 1, "lost_responses": 1},
+        {"crashes": 1, "pauses": 1, "cancels": 1, "duplicates": 1},
+        {"tasks": 2, "crashes": 1, "pauses": 1},
+    ],
+)
+def test_larger_configurations_complete_with_no_violation(changes):
+    result = explore(ExploreConfig(**changes))
+    assert result.ok and result.complete, None if result.ok else "\n".join(result.counterexample.timeline)
+
+
+# ------------------------------------------------------------ anti-patterns
+
+
+def test_every_anti_pattern_is_either_explored_or_out_of_scope_with_a_reason():
+    assert set(EXPOSURES) | set(OUT_OF_SCOPE) == set(ANTIPATTERNS)
+    assert set(OUT_OF_SCOPE) == {"retry-storm", "silent-queue-growth", "budget-burn"}
+    assert all(len(why) > 40 for why in OUT_OF_SCOPE.values())
+    with pytest.raises(ExploreError, match="out of scope"):
+        explore(ExploreConfig(antipattern="retry-storm"))
+
+
+@pytest.mark.parametrize("name", EXPOSURES)
+def test_each_anti_pattern_is_found_with_a_short_counterexample_that_replays(name):
+    config = exposing_config(name)
+    result = explore(config)
+    example = result.counterexample
+    assert example is not None, f"{name} passed every interleaving of {config}"
+    assert example.invariant == EXPOSURES[name].invariant
+    assert 1 <= len(example.steps) <= 20
+    played = replay(config, example.steps)
+    assert played.violation is not None and played.violation[0] == example.invariant
+    assert played.violation[1] == example.example
+    # Breadth-first: no shorter path violates anything, so the path less its last step is clean.
+    assert replay(config, example.steps[:-1]).violation is None
+
+
+@pytest.mark.parametrize("name", EXPOSURES)
+def test_the_same_steps_violate_nothing_on_the_correct_core(name):
+    """The counterexample is the anti-pattern's: played on the reference core, its steps fit until the core takes
+    another course (a grant that is a replay, a refused write), and up to there nothing is violated."""
+    steps = explore(exposing_config(name)).counterexample.steps
+    correct = ExploreConfig(**EXPOSURES[name].changes)
+    fitting = len(steps)
+    while True:
+        try:
+            played = replay(correct, steps[:fitting])
+            break
+        except ExploreError:
+            fitting -= 1
+    assert played.violation is None
+    assert fitting >= 1
+
+
+def test_the_interleavings_the_simulator_reaches_only_by_luck_are_found_every_time():
+    """worker-minted-keys needs a crash after the call was sent and before its receipt; exploration places it there."""
+    steps = list(explore(exposing_config("worker-minted-keys")).counterexample.steps)
+    crash = next(i for i, step in enumerate(steps) if step.endswith(":crash"))
+    crashed_worker = steps[crash].split(":")[0]
+    sent = max(i for i, step in enumerate(steps[:crash]) if step == f"{crashed_worker}:perform")
+    assert f"{crashed_worker}:receipt" not in steps[sent:crash]
+    assert any(step.startswith("provider:land") for step in steps[sent:])
+
+
+def test_depth_first_with_a_bound_finds_a_counterexample_too():
+    config = exposing_config("no-fencing")
+    bfs = explore(config).counterexample
+    dfs = explore(config, DFS, depth_max=12).counterexample
+    assert dfs is not None and dfs.invariant == bfs.invariant
+    assert len(dfs.steps) >= len(bfs.steps)
+    assert replay(config, dfs.steps).violation[0] == bfs.invariant
+
+
+# --------------------------------------------------------- search mechanics
+
+
+def test_symmetry_reduction_merges_mirror_images_of_workers():
+    config = ExploreConfig(workers=2, crashes=1, pauses=1)
+    reduced, full = explore(config), explore(config, symmetry=False)
+    assert reduced.complete and full.complete and reduced.ok and full.ok
+    assert reduced.states < full.states
+    one = ExploreConfig(workers=1, crashes=1, pauses=1)
+    assert explore(one).states == explore(one, symmetry=False).states
+
+
+def test_the_digest_leaves_out_lease_tokens_and_the_history():
+    steps = ("control:admit", "worker-1:claim", "worker-1:start")
+    first, second = World(ExploreConfig()), World(ExploreConfig())
+    for world in (first, second):
+        for step in steps:
+            world.apply(step)
+    assert first.workers[0].fence[2] != second.workers[0].fence[2]  # the tokens are random, as they must be
+    assert _digest(first, True) == _digest(second, True)
+    mirrored = World(ExploreConfig())
+    for step in steps:
+        mirrored.apply(step.replace("worker-1", "worker-2"))
+    assert _digest(mirrored, True) == _digest(first, True)
+    assert _digest(mirrored, False) != _digest(first, False)
+
+
+def test_searches_are_deterministic():
+    config = exposing_config("restart-from-scratch")
+    first, second = explore(config), explore(config)
+    assert (first.states, first.transitions) == (second.states, second.transitions)
+    assert first.counterexample.steps == second.counterexample.steps
+
+
+def test_bounds_say_the_search_did_not_complete():
+    config = ExploreConfig(crashes=1, pauses=1)
+    cut = explore(config, depth_max=4)
+    assert cut.stopped_by == "depth" and not cut.complete and cut.cut > 0 and cut.depth == 4
+    capped = explore(config, states_max=7)
+    assert capped.stopped_by == "states" and capped.states == 7
+
+
+def test_a_step_that_does_not_fit_is_refused():
+    with pytest.raises(ExploreError, match="step 1 of the replay does not fit"):
+        replay(ExploreConfig(), ("worker-1:claim",))  # nothing is admitted yet
+    world = World(ExploreConfig())
+    with pytest.raises(StepError):
+        world.apply("clock:advance:3")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"workers": 0}, {"workers": 5}, {"crashes": -1}, {"retries": True}, {"operations": ()}, {"operations": ("push", "push")},
+     {"lease_ttl_s": 1.0, "heartbeat_interval_s": 1.0}, {"call_deadline_s": float("nan")}],
+)  # fmt: skip
+def test_a_bad_configuration_is_a_typed_error(changes):
+    with pytest.raises(ExploreError):
+        ExploreConfig(**changes)
+
+
+def test_quiescent_states_judge_lost_tasks(monkeypatch):
+    """A task left in progress with nothing able to happen is lost: a world whose retries are refused shows it."""
+    from shiftchange.sim import explore_world
+
+    def refuse_retry(self, action, argument):
+        if action == "retry":
+            self.control.retry_due.pop(argument)  # the control plane forgets the retry it decided
+            return
+        original(self, action, argument)
+
+    original = explore_world.World._control
+    monkeypatch.setattr(explore_world.World, "_control", refuse_retry)
+    result = explore(ExploreConfig(ci_failures=1))
+    assert result.counterexample is not None and result.counterexample.invariant == "no_lost_tasks"
+
+
+# ----------------------------------------------------------------- command
+
+
+def test_the_command_exits_0_on_a_completed_clean_search(capsys):
+    assert main(["explore", "--workers", "2", "--crashes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the search completed" in out and "distinct states per second" in out and "never reached" in out
+
+
+def test_the_command_exits_1_with_a_replayable_counterexample(capsys):
+    assert main(["explore", "--antipattern", "db-only-dedup", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["stopped_by"] == "violation"
+    assert report["counterexample"]["invariant"] == "one_effect_per_operation"
+    command = report["counterexample"]["replay"]
+    assert command.startswith("shiftchange explore ") and "--no-idempotency" in command
+    argv = command.split()[1:]
+    steps = command.split("--replay ")[1].strip("'")
+    argv = [*argv[: argv.index("--replay")], "--replay", steps, "--json"]
+    assert main(argv) == 1
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["violation"]["invariant"] == "one_effect_per_operation"
+    assert parse_steps(steps) == tuple(report["counterexample"]["steps"])
+
+
+def test_the_command_exits_3_when_a_bound_stopped_it(capsys):
+    assert main(["explore", "--crashes", "1", "--pauses", "1", "--states", "20", "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["complete"] is False and report["stopped_by"] == "states" and report["states"] == 20
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--antipattern", "budget-burn"], "out of scope"),
+        (["--antipattern", "nope"], "unknown anti-pattern"),
+        (["--workers", "7"], "workers must be"),
+        (["--dfs"], "depth bound"),
+        (["--replay", "worker-1:claim"], "does not fit"),
+        (["--replay", " , "], "needs the steps"),
+        (["--operations", "push,push"], "operations must differ"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
+    assert main(["explore", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_command_lists_what_exploration_covers(capsys):
+    assert main(["explore", "--antipatterns"]) == 0
+    out = capsys.readouterr().out
+    for name in ANTIPATTERNS:
+        assert name in out
+    assert "out of scope" in out
+
+
+def test_coverage_is_written_for_spec_review(tmp_path, capsys):
+    path = tmp_path / "explore-coverage.json"
+    assert main(["explore", "--crashes", "1", "--coverage", str(path)]) == 0
+    coverage = read_coverage(path)
+    coverage.check_against(SPEC)
+    expire = next(row.index + 1 for row in SPEC.attempt.rows if row.trigger == "expire")
+    assert coverage.count("attempt", expire) > 0
+    assert any("explore" in who for who in coverage.recorded_by)
+    without = tmp_path / "clean.json"
+    assert main(["explore", "--coverage", str(without)]) == 0
+    assert read_coverage(without).count("attempt", expire) == 0  # no crash, no pause: no lease can run out
+    assert "coverage written to" in capsys.readouterr().out
+
+
+def test_replay_command_spells_out_every_setting():
+    config = exposing_config("blind-retry")
+    command = replay_command(config, ("control:admit",))
+    for flag in ("--workers 2", "--ci-failures 2", "--retries 2", "--antipattern blind-retry", "--replay 'control:admit'"):
+        assert flag in command
