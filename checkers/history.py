@@ -183,7 +183,8 @@ def describe(entry: Entry) -> str:
     if isinstance(entry, Fault):
         parameters = "".join(f" {name}={','.join(v) if isinstance(v, tuple) else v}" for name, v in entry.parameters)
         detail = f": {entry.detail}" if entry.detail else ""
-        return f"t={entry.at:9.2f}  nemesis: {entry.kind} {entry.target}{parameters} until t={entry.until:.2f}{detail}"
+        until = f" until t={entry.until:.2f}" if entry.until > entry.at else ""  # an instant fault (a lost answer) has no span
+        return f"t={entry.at:9.2f}  nemesis: {entry.kind} {entry.target}{parameters}{until}{detail}"
     states = ", ".join(f"{a.attempt_id} {a.state}" for a in entry.attempts) or "no attempts"
     how = "still live when the run ended" if entry.drained else "retired"
     return f"t={entry.at:9.2f}  {entry.task.task_id} {how}: task {entry.task.state}; {states}"

@@ -146,6 +146,27 @@ class _Fold:
         self._retired += 1
         self._on_retired(self._tasks.pop(retired.task.task_id, None), retired)
 
+    def reads_final_records(self) -> bool:
+        """Whether this checker judges anything on a `Retired` entry (its final-record rules)."""
+        return type(self)._on_retired is not _Fold._on_retired
+
+    def verdict_if_retired(self, retirements: list[Retired]) -> Verdict:
+        """The verdict this checker would give if these tasks retired now, leaving the checker as it was.
+
+        Exhaustive exploration asks it in every state it reaches: a final read
+        there, without copying the fold. `_on_retired` reads a task's state and
+        never changes it, so restoring the counters and the task table undoes it.
+        """
+        kept = (self.violations, self._example, self._entries, self._retired, dict(self._tasks))
+        try:
+            for retired in retirements:
+                self.retired(retired)
+            return self.verdict()
+        finally:
+            self.violations, self._example, self._entries, self._retired, tasks = kept
+            self._tasks.clear()
+            self._tasks.update(tasks)
+
     def verdict(self) -> Verdict:
         if self.violations:
             return Verdict(self.name, VIOLATED, self.violations, self._example)

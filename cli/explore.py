@@ -33,6 +33,7 @@ _COUNTS = (
     ("duplicates", "N", "worker requests delivered a second time, later (0-4, default 0)"),
     ("cancels", "N", "operator cancellations of a task (0-2, default 0)"),
     ("ci-failures", "N", "effects whose CI verdict fails, with one signature (0-4, default 0)"),
+    ("refusals", "N", "provider calls refused in the authorization or configuration domain (0-4, default 0)"),
     ("retries", "N", "automatic retries per task: the budget allows N+1 Attempts (0-4, default 1)"),
 )
 

@@ -570,6 +570,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+EXIT_BROKEN_PIPE = 141
+"""What a shell reports for a process its pipe's reader stopped reading (128 + SIGPIPE), as `head` does to `yes`."""
+
+
 def run() -> None:
-    """The console script's entry point."""
-    sys.exit(main())
+    """The console script's entry point; a reader that stops early (`| head`) ends the command quietly, not in a traceback."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit, into the same closed pipe: point it at nothing first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    sys.exit(status)

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shiftchange.checkers.history import UNKNOWN, VIOLATED, Verdict, describe
+from shiftchange.checkers.history import VIOLATED, describe
 from shiftchange.core import Event
 from shiftchange.core.machine import SPEC
 from shiftchange.spec.coverage import Coverage, Tally
@@ -302,9 +302,6 @@ class _Snapshots:
     def loads(self, data: bytes) -> World:
         return pickle.loads(data)
 
-    def copy(self, obj: Any) -> Any:
-        return pickle.loads(self.dumps(obj))
-
     def close(self) -> None:
         for obj in self._added:
             _SHARED.pop(id(obj), None)
@@ -313,28 +310,23 @@ class _Snapshots:
 # ------------------------------------------------------------------ judging
 
 
-def _final_readers(world: World) -> list[int]:
-    """Indices of the checkers that judge final records (they override the retirement hook)."""
-    from shiftchange.checkers.rules import _Fold
-
-    return [i for i, checker in enumerate(world.history.checkers) if type(checker)._on_retired is not _Fold._on_retired]
+def _final_readers(world: World) -> list[Any]:
+    """The checkers that judge final records."""
+    return [checker for checker in world.history.checkers if checker.reads_final_records()]
 
 
-def _judge(world: World, readers: list[int], quiescent: bool, snapshots: _Snapshots) -> tuple[str, tuple[str, ...]] | None:
+def _judge(world: World, quiescent: bool) -> tuple[str, tuple[str, ...]] | None:
     """The first invariant this world's history violates, with its example: folded so far, then on a final read."""
     for name, verdict in world.history.verdicts().items():
         if verdict.status == VIOLATED:
             return name, verdict.example
-        if verdict.status == UNKNOWN and verdict.example and "crashed" in verdict.example[0]:
+        if name in world.history.failed:
             return name, verdict.example  # a checker that crashes judges nothing: never read that as a pass
-    copies = snapshots.copy([world.history.checkers[i] for i in readers])
     retirements = world.retirements()
-    for checker in copies:
-        for retired in retirements:
-            checker.retired(retired)
+    for checker in _final_readers(world):
         if checker.name == LOST_TASKS and not quiescent:
             continue
-        verdict: Verdict = checker.verdict()
+        verdict = checker.verdict_if_retired(retirements)
         if verdict.status == VIOLATED:
             return checker.name, verdict.example
     return None
@@ -376,7 +368,6 @@ def explore(
     shown = began
     root = World(config, pattern)
     snapshots = _Snapshots(root.shared)
-    readers = _final_readers(root)
     parents: dict[bytes, tuple[bytes | None, str | None, int]] = {}
     """digest -> (the parent's digest, the step from it, depth): the first path into each state."""
 
@@ -405,7 +396,7 @@ def explore(
         parents[root_digest] = (None, None, 0)
         result.states = 1
         root_actions = root.actions()
-        violation = _judge(root, readers, not root_actions, snapshots)
+        violation = _judge(root, not root_actions)
         if violation is not None:
             return found(None, None, violation)
         result.quiescent += not root_actions
@@ -419,14 +410,14 @@ def explore(
             result.explored += 1
             for label in node.actions:
                 child = snapshots.loads(node.world)
-                child.apply(label)
+                child.apply(label, checked=False)
                 result.transitions += 1
                 for entry in child.step_entries:
                     if type(entry) is Event:
                         result.tally.add(entry)
                 child.step_entries.clear()
                 actions = child.actions()
-                violation = _judge(child, readers, not actions, snapshots)
+                violation = _judge(child, not actions)
                 if violation is not None:
                     result.depth = max(result.depth, node.depth + 1)
                     return found(digest, label, violation)
@@ -462,25 +453,20 @@ def explore(
 def replay(config: ExploreConfig, steps: tuple[str, ...] | list[str]) -> Replayed:
     """Play `steps` in a fresh world of `config`, judging each one as the search did; a step that does not fit is an ExploreError."""
     world = World(config, _pattern(config))
-    snapshots = _Snapshots(world.shared)
-    readers = _final_readers(world)
     timeline = ["setup     the tasks are created, accepted and dispatched"]
     timeline += [f"          {describe(entry)}" for entry in world.step_entries]
     world.step_entries.clear()
-    try:
-        violation = _judge(world, readers, not world.actions(), snapshots)
-        for number, label in enumerate(steps, 1):
-            try:
-                world.apply(label)
-            except StepError as error:
-                raise ExploreError(f"step {number} of the replay does not fit: {error}") from None
-            timeline.append(f"step {number:>3}  {label}")
-            timeline += [f"          {describe(entry)}" for entry in world.step_entries]
-            world.step_entries.clear()
-            if violation is None:
-                violation = _judge(world, readers, not world.actions(), snapshots)
-    finally:
-        snapshots.close()
+    violation = _judge(world, not world.actions())
+    for number, label in enumerate(steps, 1):
+        try:
+            world.apply(label)
+        except StepError as error:
+            raise ExploreError(f"step {number} of the replay does not fit: {error}") from None
+        timeline.append(f"step {number:>3}  {label}")
+        timeline += [f"          {describe(entry)}" for entry in world.step_entries]
+        world.step_entries.clear()
+        if violation is None:
+            violation = _judge(world, not world.actions())
     return Replayed(tuple(steps), tuple(timeline), violation)
 
 
@@ -503,6 +489,7 @@ _FLAGS = (
     ("duplicates", "--duplicates"),
     ("cancels", "--cancels"),
     ("ci_failures", "--ci-failures"),
+    ("refusals", "--refusals"),
     ("retries", "--retries"),
 )
 

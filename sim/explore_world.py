@@ -4,19 +4,19 @@ Exhaustive exploration cannot run SimPy processes (a process cannot be
 copied), so every actor here is a small state machine held in plain fields,
 and every step any actor may take next is an *action* with a stable label:
 
-- a worker (`worker-1:claim`, `:start`, `:grant`, `:perform`, `:receipt`,
-  `:checkpoint`, `:complete`, `:ack`, `:renew`, `:timeout`, `:fail`) walks the
+- a worker (`worker-1:claim:TASK`, `:start`, `:grant`, `:perform`, `:receipt`,
+  `:checkpoint`, `:complete`, `:ack`, `:renew`, `:timeout`, `:report`, `:fail`) walks the
   chapter's workflow for one Attempt: claim, start, then for each operation a
   grant from the tool gateway, the provider call, its receipt and a
   checkpoint, then complete. It calls the provider only with the key the
   gateway minted, and only when the grant is not a replay;
 - the control plane (`control:admit`, `:reap`, `:reconcile:ID`, `:verify:ID`,
-  `:decide:TASK`, `:retry:TASK`, `:approve:TASK`, `:cancel:TASK`) runs the
+  `:decide:TASK`, `:retry:TASK`, `:approve:TASK`, `:cancel:TASK`, `:cancel-attempt:ID`) runs the
   contracts a scheduler runs, learning what is due from the history as the
   simulator's control plane does;
-- the provider (`provider:land:N`, `:land-failing:N`, `:lose:N`) answers a call
-  in flight: it lands and answers, lands with a CI verdict that will fail, or
-  lands and its answer is lost;
+- the provider (`provider:land:N`, `:land-failing:N`, `:lose:N`, `:refuse-DOMAIN:N`) answers a call
+  in flight: it lands and answers, lands with a CI verdict that will fail,
+  lands and its answer is lost, or refuses it in a failure domain;
 - the network (`network:redeliver:N`) delivers a duplicated request again;
 - the nemesis (`worker-1:crash`, `:pause`, `:wake`) breaks a worker;
 - the clock (`clock:advance:T`) moves to the next instant that changes
@@ -33,7 +33,7 @@ clock can move to. A provider lands nothing past a call's deadline, so the
 clock never passes the deadline of a call the provider has not answered.
 
 Faults are bounded by the configuration (`crashes`, `pauses`,
-`lost_responses`, `duplicates`, `cancels`, `ci_failures`); each one the world
+`lost_responses`, `duplicates`, `cancels`, `ci_failures`, `refusals`); each one the world
 spends is an action of its own, so the search reaches every placement of
 every fault. A crashed worker restarts at once with empty memory; its calls
 already sent still land.
@@ -64,7 +64,7 @@ from shiftchange.core import (
     RateLimitConfig,
     ReliabilityConfig,
 )
-from shiftchange.core.machine import ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC, TASK_RESTING, TASK_TERMINAL
+from shiftchange.core.machine import ACTIVE, ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC, TASK_RESTING, TASK_TERMINAL
 from shiftchange.core.provider import LedgerProvider
 from shiftchange.core.results import FENCE_CODES
 
@@ -75,6 +75,8 @@ TASK_PREFIX, WORKER_PREFIX = "task-", "worker-"
 WORKSPACE = "workspace"
 DEPENDENCY = "code_host"
 AT_REST = TASK_TERMINAL | TASK_RESTING
+REFUSALS = {"authorization": "403: the credential was revoked", "configuration": "422: the repository has no such base branch"}
+"""The domains a provider refusal is reported in, with what the provider said: neither may be retried automatically."""
 CI_FAILURE = "failed:ci red on the same test"
 """The verdict a `land-failing` call's effect gets: the same signature every time, as a deterministic bug gives."""
 
@@ -95,9 +97,11 @@ class ExploreConfig:
     duplicates: int = 0
     """Worker requests the network may deliver a second time, later."""
     cancels: int = 0
-    """Operator cancellations of a task."""
+    """Operator cancellations: of a task (with its active Attempt), or of one active Attempt."""
     ci_failures: int = 0
     """Effects whose CI verdict fails (with one signature): validation failures the loop must answer."""
+    refusals: int = 0
+    """Provider calls refused outright, in the authorization domain (a revoked credential) or the configuration domain."""
     retries: int = 1
     """Automatic retries per task: the task's budget allows `retries + 1` Attempts."""
     operations: tuple[str, ...] = ("create-pr",)
@@ -124,6 +128,7 @@ class ExploreConfig:
             "duplicates": (0, 4),
             "cancels": (0, 2),
             "ci_failures": (0, 4),
+            "refusals": (0, 4),
             "retries": (0, 4),
             "gateway_retries_max": (0, 3),
         }
@@ -190,7 +195,7 @@ def head_of(task_id: str, hypothesis: str) -> str:
 
 # ------------------------------------------------------------------ actors
 
-IDLE, CLAIMED, GRANT, PERFORM, WAITING, LOST, RECEIPT, CHECKPOINT, COMPLETE, ACK, FAIL = (
+IDLE, CLAIMED, GRANT, PERFORM, WAITING, LOST, RECEIPT, CHECKPOINT, COMPLETE, ACK, REPORT, FAIL = (
     "idle",
     "claimed",
     "grant",
@@ -201,6 +206,7 @@ IDLE, CLAIMED, GRANT, PERFORM, WAITING, LOST, RECEIPT, CHECKPOINT, COMPLETE, ACK
     "checkpoint",
     "complete",
     "ack",
+    "report",
     "fail",
 )
 
@@ -223,6 +229,8 @@ class WorkerState:
     call: int | None = None
     """The sequence number of the provider call this worker waits on."""
     answer: str | None = None
+    failure: tuple[str, str] | None = None
+    """(domain, signature) of the failure the worker will report."""
     renewed_at: float = 0.0
     paused_at: float = 0.0
     """When the pause began: for the history's record of it, not part of the state (the digest leaves it out)."""
@@ -237,7 +245,7 @@ class WorkerState:
         """This Attempt's work ends here: memory of it is dropped (its calls in flight still land)."""
         self.pc, self.fence, self.task_id, self.head = IDLE, None, None, None
         self.operation, self.key, self.via_gateway, self.deadline_at = 0, None, True, None
-        self.call, self.answer, self.timeouts = None, None, 0
+        self.call, self.answer, self.failure, self.timeouts = None, None, None, 0
 
     def digest_row(self) -> tuple:
         fence = None if self.fence is None else self.fence[:2]
@@ -254,6 +262,7 @@ class WorkerState:
             self.deadline_at,
             self.call,
             self.answer,
+            self.failure,
             self.renewed_at,
             self.timeouts,
         )
@@ -286,7 +295,7 @@ class Duplicate:
 
     def digest_row(self) -> tuple:
         # A fenced call's third argument is the lease token: random, and named already by (attempt, generation).
-        args = self.args if self.method == "claim_next" else self.args[:2] + self.args[3:]
+        args = self.args if self.method == "claim_attempt" else self.args[:2] + self.args[3:]
         return (self.worker_id, self.method, args, self.kwargs)
 
 
@@ -329,18 +338,16 @@ class StepError(Exception):
     """An action label that names no enabled step of this world (a replay that does not fit)."""
 
 
-_RECORD_SKIP = frozenset({"token_digest"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _record_row(record: Any) -> tuple:
     """A store record as plain values, in field order; a lease token's digest counts only as issued or not."""
-    row = []
-    for item in fields(record):
-        value = getattr(record, item.name)
-        if item.name in _RECORD_SKIP:
-            value = value is not None
-        row.append(value)
-    return tuple(row)
+    kind = type(record)
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(item.name for item in fields(kind))
+    return tuple((getattr(record, name) is not None) if name == "token_digest" else getattr(record, name) for name in names)
 
 
 @dataclass
@@ -353,9 +360,10 @@ class Budgets:
     duplicates: int
     cancels: int
     ci_failures: int
+    refusals: int
 
     def row(self) -> tuple:
-        return (self.crashes, self.pauses, self.lost_responses, self.duplicates, self.cancels, self.ci_failures)
+        return (self.crashes, self.pauses, self.lost_responses, self.duplicates, self.cancels, self.ci_failures, self.refusals)
 
 
 @dataclass
@@ -385,7 +393,9 @@ class World:
         self.calls: list[Call] = []
         self.duplicates: list[Duplicate] = []
         self.control = Control()
-        self.budgets = Budgets(config.crashes, config.pauses, config.lost_responses, config.duplicates, config.cancels, config.ci_failures)
+        self.budgets = Budgets(
+            config.crashes, config.pauses, config.lost_responses, config.duplicates, config.cancels, config.ci_failures, config.refusals
+        )
         self.sequence = 0
         context = CheckContext(core.lease_ttl_s, reliability.attempt_spend_max_usd, core.reason_length_min)
         self.history = Folds(all_checkers(context))
@@ -431,15 +441,18 @@ class World:
         self.step_entries.append(entry)
 
     def retirements(self) -> list[Retired]:
-        """Jepsen's final read: every task's records as they stand, as if the run ended now."""
+        """Jepsen's final read: every task's records as they stand, as if the run ended now.
+
+        The live records, not copies: the checkers read them at once and keep nothing of them but text.
+        """
         now = self.clock.now()
         read = []
         with self.store.transaction() as tx:
             for index in range(self.config.tasks):
                 task = tx.task(task_name(index))
                 attempts = tx.attempts_of(task.task_id)
-                intents = tuple(_copy(i) for a in attempts for i in tx.intents_of(a.attempt_id))
-                read.append(Retired(now, _copy(task), tuple(_copy(a) for a in attempts), intents, drained=True))
+                intents = tuple(i for a in attempts for i in tx.intents_of(a.attempt_id))
+                read.append(Retired(now, task, tuple(attempts), intents, drained=True))
         return read
 
     def at_rest(self) -> bool:
@@ -494,17 +507,16 @@ class World:
     def actions(self) -> list[str]:
         """Every step some actor may take now, by label, in a fixed order."""
         labels: list[str] = []
-        admitted, queued, reapable, to_reconcile, to_verify, in_review, live_tasks = self._survey()
+        admitted, queued, reapable, to_reconcile, to_verify, in_review, live_tasks, active = self._survey()
         for worker in self.workers:
             name = worker.worker_id
             if worker.paused:
                 labels.append(f"{name}:wake")
             else:
-                step = self._worker_step(worker, admitted)
-                if step is not None:
-                    labels.append(f"{name}:{step}")
+                for step, argument in self._worker_steps(worker, admitted):
+                    labels.append(f"{name}:{step}{argument}")
                     if self.budgets.duplicates and step in _DUPLICABLE:
-                        labels.append(f"{name}:{step}+dup")
+                        labels.append(f"{name}:{step}+dup{argument}")
                 if worker.holding() and worker.renewed_at < self.clock.now():
                     labels.append(f"{name}:renew")
                 if worker.holding() and self.budgets.pauses:
@@ -517,6 +529,8 @@ class World:
                 labels.append(f"provider:land-failing:{call.seq}")
             if self.budgets.lost_responses:
                 labels.append(f"provider:lose:{call.seq}")
+            if self.budgets.refusals:
+                labels += [f"provider:refuse-{domain}:{call.seq}" for domain in REFUSALS]
         labels += [f"network:redeliver:{d.seq}" for d in self.duplicates]
         if queued:
             labels.append("control:admit")
@@ -529,6 +543,7 @@ class World:
         labels += [f"control:approve:{t}" for t in in_review]
         if self.budgets.cancels:
             labels += [f"control:cancel:{t}" for t in live_tasks]
+            labels += [f"control:cancel-attempt:{a}" for a in active]
         target = self.next_instant()
         if target is not None:
             labels.append(f"clock:advance:{target:g}")
@@ -537,28 +552,29 @@ class World:
     def _survey(self) -> tuple:
         now = self.clock.now()
         with self.store.transaction() as tx:
-            admitted = bool(tx.attempts_in(("admitted",)))
+            admitted = sorted({a.task_id for a in tx.attempts_in(("admitted",))})
             queued = bool(tx.attempts_in(("queued",)))
             reapable = any(_reapable(a, now) for a in tx.attempts_in(LEASED | {"cancelling"}))
             to_reconcile = [a.attempt_id for a in tx.attempts_in(("suspect", "reconciling"))]
             to_verify = [a.attempt_id for a in tx.attempts_in(("verifying",))]
             tasks = [tx.task(task_name(i)) for i in range(self.config.tasks)]
+            active = [a.attempt_id for a in tx.attempts_in(ACTIVE)] if self.budgets.cancels else []
         in_review = [t.task_id for t in tasks if t.state == "review"]
         live = [t.task_id for t in tasks if t.state not in AT_REST]
-        return admitted, queued, reapable, sorted(to_reconcile), sorted(to_verify), in_review, live
+        return admitted, queued, reapable, sorted(to_reconcile), sorted(to_verify), in_review, live, sorted(active)
 
-    def _worker_step(self, worker: WorkerState, admitted: bool) -> str | None:
-        """The one workflow step this worker would take next (a worker is sequential), or None."""
+    def _worker_steps(self, worker: WorkerState, admitted: list[str]) -> list[tuple[str, str]]:
+        """The workflow step this worker would take next, as (step, ":argument" or ""): an idle one may claim any admitted task."""
         pc = worker.pc
         if pc == IDLE:
-            return "claim" if admitted else None
+            return [("claim", f":{task_id}") for task_id in admitted]
         if pc == CLAIMED:
-            return "start"
-        if pc in (GRANT, PERFORM, RECEIPT, CHECKPOINT, COMPLETE, ACK, FAIL):
-            return pc
-        if pc == LOST:
-            return "timeout" if worker.deadline_at is not None and self.clock.now() >= worker.deadline_at else None
-        return None  # waiting for the provider's answer
+            return [("start", "")]
+        if pc in (GRANT, PERFORM, RECEIPT, CHECKPOINT, COMPLETE, ACK, REPORT, FAIL):
+            return [(pc, "")]
+        if pc == LOST and worker.deadline_at is not None and self.clock.now() >= worker.deadline_at:
+            return [("timeout", "")]
+        return []  # waiting for the provider's answer, or for a lost one's deadline
 
     def _landed_before(self, call: Call) -> bool:
         """Whether this call would find its effect already there (an idempotent provider answers with it)."""
@@ -591,9 +607,9 @@ class World:
             return None  # the provider answers (or loses) a call before its deadline passes
         return target
 
-    def apply(self, label: str) -> None:
-        """Take one step by its label; a label that is not enabled now is a StepError."""
-        if label not in self.actions():
+    def apply(self, label: str, checked: bool = True) -> None:
+        """Take one step by its label; a label that is not enabled now is a StepError (unchecked: the search's own labels)."""
+        if checked and label not in self.actions():
             raise StepError(f"{label} is not a step this world can take now")
         actor, _, rest = label.partition(":")
         action, _, argument = rest.partition(":")
@@ -606,7 +622,7 @@ class World:
         elif actor == "control":
             self._control(action, argument)
         else:
-            self._worker_act(self.worker(actor), action)
+            self._worker_act(self.worker(actor), action, argument)
 
     # ------------------------------------------------------------- workers
 
@@ -617,7 +633,7 @@ class World:
             self.duplicates.append(Duplicate(self.sequence, worker.worker_id, method, args, tuple(sorted(kwargs.items()))))
         return getattr(self.orchestrator, method)(*args, **kwargs)
 
-    def _worker_act(self, worker: WorkerState, action: str) -> None:
+    def _worker_act(self, worker: WorkerState, action: str, argument: str) -> None:
         step, _, dup = action.partition("+")
         duplicate = dup == "dup"
         if step == "wake":
@@ -634,12 +650,14 @@ class World:
             worker.incarnation += 1
         elif step == "renew":
             self._renew(worker)
+        elif step == "claim":
+            self._claim(worker, duplicate, argument)
         else:
             _STEPS[step](self, worker, duplicate)
 
-    def _claim(self, worker: WorkerState, duplicate: bool) -> None:
-        claim = self._call(worker, duplicate, "claim_next", worker.worker_id, WORKSPACE, True)
-        if claim is None or not claim.accepted:
+    def _claim(self, worker: WorkerState, duplicate: bool, task_id: str) -> None:
+        claim = self._call(worker, duplicate, "claim_attempt", task_id, worker.worker_id, WORKSPACE, True)
+        if not claim.accepted:
             return
         lease = claim.lease
         worker.fence = (lease.attempt_id, lease.generation, lease.token)
@@ -696,8 +714,11 @@ class World:
         if not grant.accepted:
             if "no_call_in_flight" in grant.guards:
                 return  # an earlier call may still land: ask again once its deadline passed
-            if "spend_within_budget" in grant.guards or "timeout_budget_left" in grant.guards:
-                worker.pc = FAIL
+            if "spend_within_budget" in grant.guards:
+                worker.failure, worker.pc = ("capacity", "budget:spend ceiling reached"), FAIL
+                return
+            if "timeout_budget_left" in grant.guards:
+                worker.failure, worker.pc = ("executor", "executor:timeout budget exhausted"), FAIL
                 return
             self._refused(worker, grant)
             return
@@ -747,10 +768,20 @@ class World:
         self._call(worker, duplicate, "acknowledge_cancel", *worker.fence)
         worker.stop()
 
+    def _report(self, worker: WorkerState, duplicate: bool) -> None:
+        """A refused call is reported to the gateway first (its breaker counts the signature), then the Attempt fails."""
+        answer = self._call(worker, duplicate, "report_call_failure", *worker.fence, worker.key, worker.failure[1])
+        if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
+            self._refused(worker, answer)
+            return
+        worker.pc = FAIL
+
     def _fail(self, worker: WorkerState, duplicate: bool) -> None:
-        operation, _identity = self._operation(worker) if worker.operation < len(self.config.operations) else ("complete", "")
-        signature = f"provider:{operation} unanswered after {worker.timeouts} timeouts"
-        self._call(worker, duplicate, "report_failure", *worker.fence, "provider", signature)
+        domain, signature = worker.failure or (
+            "provider",
+            f"provider:{self._operation(worker)[0]} unanswered after {worker.timeouts} timeouts",
+        )
+        self._call(worker, duplicate, "report_failure", *worker.fence, domain, signature)
         worker.stop()
 
     def _timeout(self, worker: WorkerState, duplicate: bool) -> None:
@@ -785,6 +816,9 @@ class World:
     def _answer(self, how: str, seq: int) -> None:
         call = next(c for c in self.calls if c.seq == seq)
         self.calls.remove(call)
+        if how.startswith("refuse-"):
+            self._refuse(call, how.removeprefix("refuse-"))
+            return
         before = len(self.provider.ledger)
         if how == "lose":
             self.budgets.lost_responses -= 1
@@ -814,6 +848,18 @@ class World:
             worker.answer, worker.pc = answered, RECEIPT
         else:
             worker.answer, worker.pc = answered, CHECKPOINT
+
+    def _refuse(self, call: Call, domain: str) -> None:
+        """The provider refuses the call: nothing lands, and the worker reports it in the refusal's domain."""
+        self.budgets.refusals -= 1
+        said = REFUSALS[domain]
+        self._fault("refusal", call.worker_id, f"the code host refuses {call.key}: {said}")
+        worker = self.worker(call.worker_id)
+        if not self._awaits(worker, call):
+            return
+        worker.call = None
+        worker.failure = (domain, f"{domain}:{said}")
+        worker.pc = REPORT if call.via_gateway else FAIL
 
     def _awaits(self, worker: WorkerState, call: Call) -> bool:
         return worker.incarnation == call.incarnation and worker.call == call.seq and worker.pc == WAITING
@@ -847,6 +893,9 @@ class World:
         elif action == "cancel":
             self.budgets.cancels -= 1
             orchestrator.cancel_task(argument, "operator cancelled the task")
+        elif action == "cancel-attempt":
+            self.budgets.cancels -= 1
+            orchestrator.cancel_attempt(argument, "operator cancelled this attempt")
         else:
             raise StepError(f"unknown control step {action!r}")
 
@@ -884,7 +933,6 @@ class World:
 
 
 _STEPS: dict[str, Callable[[World, WorkerState, bool], None]] = {
-    "claim": World._claim,
     "start": World._start,
     "grant": World._grant,
     "perform": World._perform,
@@ -892,10 +940,11 @@ _STEPS: dict[str, Callable[[World, WorkerState, bool], None]] = {
     "checkpoint": World._checkpoint,
     "complete": World._complete,
     "ack": World._ack,
+    "report": World._report,
     "fail": World._fail,
     "timeout": World._timeout,
 }
-_DUPLICABLE = frozenset({"claim", "start", "grant", "receipt", "checkpoint", "complete", "ack", "fail", "timeout"})
+_DUPLICABLE = frozenset({"claim", "start", "grant", "receipt", "checkpoint", "complete", "ack", "report", "fail", "timeout"})
 """Worker steps that are a request on the wire (a provider call is the provider's to duplicate, and is not)."""
 
 
@@ -903,12 +952,6 @@ def _reapable(attempt: Any, now: float) -> bool:
     if attempt.state in EXPIRABLE:
         return attempt.expires_at is not None and attempt.expires_at <= now
     return attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now
-
-
-def _copy(record: Any) -> Any:
-    from copy import copy
-
-    return copy(record)
 
 
 def _events_dropped() -> Any:

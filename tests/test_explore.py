@@ -36,6 +36,8 @@ CLEAN = {
     "lost answer, code host without keys": {"lost_responses": 1, "idempotent_provider": False},
     "crash, code host without keys": {"crashes": 1, "idempotent_provider": False},
     "a cancellation": {"cancels": 1},
+    "two cancellations": {"cancels": 2},
+    "provider refusals": {"refusals": 2},
     "two CI failures": {"ci_failures": 2, "retries": 2},
     "duplicate requests": {"duplicates": 2},
     "two tasks": {"tasks": 2},
@@ -151,7 +153,7 @@ def test_symmetry_reduction_merges_mirror_images_of_workers():
 
 
 def test_the_digest_leaves_out_lease_tokens_and_the_history():
-    steps = ("control:admit", "worker-1:claim", "worker-1:start")
+    steps = ("control:admit", "worker-1:claim:task-1", "worker-1:start")
     first, second = World(ExploreConfig()), World(ExploreConfig())
     for world in (first, second):
         for step in steps:
@@ -182,7 +184,7 @@ def test_bounds_say_the_search_did_not_complete():
 
 def test_a_step_that_does_not_fit_is_refused():
     with pytest.raises(ExploreError, match="step 1 of the replay does not fit"):
-        replay(ExploreConfig(), ("worker-1:claim",))  # nothing is admitted yet
+        replay(ExploreConfig(), ("worker-1:claim:task-1",))  # nothing is admitted yet
     world = World(ExploreConfig())
     with pytest.raises(StepError):
         world.apply("clock:advance:3")
@@ -252,7 +254,7 @@ def test_the_command_exits_3_when_a_bound_stopped_it(capsys):
         (["--antipattern", "nope"], "unknown anti-pattern"),
         (["--workers", "7"], "workers must be"),
         (["--dfs"], "depth bound"),
-        (["--replay", "worker-1:claim"], "does not fit"),
+        (["--replay", "worker-1:claim:task-1"], "does not fit"),
         (["--replay", " , "], "needs the steps"),
         (["--operations", "push,push"], "operations must differ"),
     ],
@@ -290,3 +292,21 @@ def test_replay_command_spells_out_every_setting():
     command = replay_command(config, ("control:admit",))
     for flag in ("--workers 2", "--ci-failures 2", "--retries 2", "--antipattern blind-retry", "--replay 'control:admit'"):
         assert flag in command
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch, tmp_path):
+    """`shiftchange explore | head -1`: a write into the closed pipe ends the command with 141, not a traceback."""
+    import sys
+
+    from shiftchange.cli import main as cli
+
+    def closed_pipe():
+        print("explore --workers 2 ...")
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "main", closed_pipe)
+    with open(tmp_path / "stdout", "w") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        with pytest.raises(SystemExit) as stopped:
+            cli.run()
+    assert stopped.value.code == cli.EXIT_BROKEN_PIPE == 141
