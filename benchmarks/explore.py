@@ -48,7 +48,7 @@ def main() -> int:
     median_s = statistics.median(times)
     clean = all(run.ok and run.complete for run in runs)
     same = len({(run.states, run.transitions, run.depth) for run in runs}) == 1
-    print(f"  {first.states:,} distinct states, {first.transitions:,} transitions, maximum depth {first.depth}, {first.quiescent:,} quiescent")
+    print(f"  {first.states:,} distinct states, {first.transitions:,} transitions, maximum depth {first.depth}")
     print(f"  time to complete: median {median_s:.2f} s of {args.repeat} (" + ", ".join(f"{t:.2f}" for t in times) + ")")
     print(f"  {first.states / median_s:,.0f} distinct states per second, {first.transitions / median_s:,.0f} transitions per second")
     print(f"  {verdict(clean)}  completes with no violation" + ("" if same else " (the searches disagreed on their counts!)"))
