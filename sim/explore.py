@@ -46,7 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shiftchange.checkers.history import VIOLATED, describe
+from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Verdict, describe, invariant_rows
+from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.core import Event
 from shiftchange.core.machine import SPEC
 from shiftchange.spec.coverage import Coverage, Tally
@@ -219,7 +220,7 @@ class Exploration:
         return self.states / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def coverage(self) -> Coverage:
-        return self.tally.coverage((f"explore {steps_flags(self.config)}",))
+        return self.tally.coverage((f"shiftchange explore {steps_flags(self.config)}",))
 
 
 @dataclass(frozen=True)
@@ -536,15 +537,35 @@ def summary_lines(result: Exploration) -> list[str]:
     return lines
 
 
-def verdict_lines(result: Exploration) -> list[str]:
-    if result.counterexample is None:
-        if result.complete:
-            return ["no invariant is violated in any reachable state"]
-        return ["no invariant is violated in any state visited (the search did not complete, so this is not a proof)"]
+def verdicts(result: Exploration) -> dict[str, Verdict]:
+    """Each invariant's verdict over the search: held in every reachable state, violated, or unknown (not searched to the end)."""
     example = result.counterexample
-    lines = [f"FAIL  {example.invariant}: violated after {len(example.steps)} steps (a shortest path)" if result.strategy == BFS
-             else f"FAIL  {example.invariant}: violated after {len(example.steps)} steps"]  # fmt: skip
-    lines += [f"      {line}" for line in example.example]
+    judged = {}
+    for name in INVARIANTS:
+        if example is not None and name == example.invariant:
+            judged[name] = Verdict(name, VIOLATED, 1, example.example)
+        elif result.complete:
+            judged[name] = Verdict(name, OK, 0, ())
+        else:
+            why = "the search stopped at a violation" if example is not None else f"the search stopped at its {result.stopped_by} bound"
+            judged[name] = Verdict(name, UNKNOWN, 0, (f"held in the {result.states:,} states visited; {why}",))
+    return judged
+
+
+def verdict_lines(result: Exploration) -> list[str]:
+    """The invariant table, as `sim run` prints it; then, for a violation, its timeline and replay command."""
+    judged = verdicts(result)
+    unknown = [v for v in judged.values() if v.status == UNKNOWN]
+    lines = invariant_rows({name: v if v.status != UNKNOWN else Verdict(name, UNKNOWN, 0, ()) for name, v in judged.items()})
+    if unknown:
+        lines.append(f"  ({len(unknown)} could not tell: {unknown[0].example[0]})")
+    example = result.counterexample
+    if example is None:
+        if result.complete:
+            return [*lines, "no invariant is violated in any reachable state"]
+        return [*lines, "no invariant is violated in any state visited (the search did not complete, so this is not a proof)"]
+    shortest = " (a shortest path)" if result.strategy == BFS else ""
+    lines += ["", f"{example.invariant} is violated after {len(example.steps)} steps{shortest}"]
     lines += ["", "timeline:", *list(example.timeline)]
     lines += ["", "replay:", f"  {replay_command(result.config, example.steps)}"]
     return lines
@@ -590,6 +611,10 @@ def as_json(result: Exploration) -> dict[str, Any]:
             "steps": list(example.steps),
             "timeline": list(example.timeline),
             "replay": replay_command(config, example.steps),
+        },
+        "invariants": {
+            name: {"ok": {OK: True, VIOLATED: False}.get(v.status), "violations": v.violations, "example": list(v.example)}
+            for name, v in verdicts(result).items()
         },
         "coverage": {
             machine: {

@@ -7,8 +7,8 @@ and every step any actor may take next is an *action* with a stable label:
 - a worker (`worker-1:claim:TASK`, `:start`, `:grant`, `:perform`, `:receipt`,
   `:checkpoint`, `:complete`, `:ack`, `:renew`, `:timeout`, `:report`, `:fail`) walks the
   chapter's workflow for one Attempt: claim, start, then for each operation a
-  grant from the tool gateway, the provider call, its receipt and a
-  checkpoint, then complete. It calls the provider only with the key the
+  grant from the tool gateway, the provider call and its receipt, with a
+  checkpoint between operations, then complete. It calls the provider only with the key the
   gateway minted, and only when the grant is not a replay;
 - the control plane (`control:admit`, `:reap`, `:reconcile:ID`, `:verify:ID`,
   `:decide:TASK`, `:retry:TASK`, `:approve:TASK`, `:cancel:TASK`, `:cancel-attempt:ID`) runs the
@@ -723,7 +723,8 @@ class World:
             self._refused(worker, grant)
             return
         if grant.replay is not None:
-            worker.key, worker.answer, worker.pc = grant.key, grant.replay, CHECKPOINT  # the effect exists: never call again
+            worker.key, worker.answer = grant.key, grant.replay  # the effect exists: never call again
+            self._after_effect(worker)
             return
         worker.key, worker.deadline_at, worker.pc = grant.key, grant.deadline_at, PERFORM
 
@@ -749,7 +750,21 @@ class World:
         if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
             self._refused(worker, answer)
             return
-        worker.pc = CHECKPOINT
+        self._after_effect(worker)
+
+    def _after_effect(self, worker: WorkerState) -> None:
+        """Checkpoint between operations; after the last one, complete (as the simulator's worker does).
+
+        A checkpoint after the last effect would let Attempt N+1 resume with
+        nothing left to ask the gateway, so no effect would be handed to it and
+        verification would find nothing of its own to verify: the task would end
+        blocked on contradictory evidence instead of done.
+        """
+        if worker.operation + 1 < len(self.config.operations):
+            worker.pc = CHECKPOINT
+        else:
+            worker.operation += 1
+            self._next_operation(worker)
 
     def _checkpoint(self, worker: WorkerState, duplicate: bool) -> None:
         operation, _identity = self._operation(worker)
@@ -847,7 +862,8 @@ class World:
         elif call.via_gateway:
             worker.answer, worker.pc = answered, RECEIPT
         else:
-            worker.answer, worker.pc = answered, CHECKPOINT
+            worker.answer = answered
+            self._after_effect(worker)
 
     def _refuse(self, call: Call, domain: str) -> None:
         """The provider refuses the call: nothing lands, and the worker reports it in the refusal's domain."""
