@@ -338,9 +338,16 @@ def _judge(world: World, quiescent: bool) -> tuple[str, tuple[str, ...]] | None:
 
 @dataclass(slots=True)
 class _Node:
+    """A state waiting to be expanded: its world as bytes, the steps that built that world, and the steps it may take."""
+
     world: bytes
-    depth: int
+    digest: bytes
+    path: tuple[str, ...]
     actions: list[str]
+
+    @property
+    def depth(self) -> int:
+        return len(self.path)
 
 
 Progress = Callable[[Exploration], None]
@@ -369,20 +376,11 @@ def explore(
     shown = began
     root = World(config, pattern)
     snapshots = _Snapshots(root.shared)
-    parents: dict[bytes, tuple[bytes | None, str | None, int]] = {}
-    """digest -> (the parent's digest, the step from it, depth): the first path into each state."""
+    seen: dict[bytes, int] = {}
+    """digest -> the least depth it was reached at (depth-first search expands a state again when it finds a shorter way in)."""
 
-    def path_to(digest: bytes, last: str | None = None) -> tuple[str, ...]:
-        steps = [] if last is None else [last]
-        while True:
-            parent, label, _depth = parents[digest]
-            if parent is None:
-                return tuple(reversed(steps))
-            steps.append(label)
-            digest = parent
-
-    def found(digest: bytes | None, label: str | None, violation: tuple[str, tuple[str, ...]]) -> Exploration:
-        steps = path_to(digest, label) if digest is not None else ()
+    def found(steps: tuple[str, ...], violation: tuple[str, tuple[str, ...]]) -> Exploration:
+        # The steps are the very ones that built the violating world (its history is theirs), so the replay shows it.
         played = replay(config, steps)
         result.counterexample = Counterexample(violation[0], violation[1], steps, played.timeline)
         result.stopped_by = "violation"
@@ -394,21 +392,22 @@ def explore(
                 result.tally.add(entry)
         root.step_entries.clear()
         root_digest = _digest(root, symmetry)
-        parents[root_digest] = (None, None, 0)
+        seen[root_digest] = 0
         result.states = 1
         root_actions = root.actions()
         violation = _judge(root, not root_actions)
         if violation is not None:
-            return found(None, None, violation)
+            return found((), violation)
         result.quiescent += not root_actions
-        pending: deque[tuple[bytes, _Node]] = deque([(root_digest, _Node(snapshots.dumps(root), 0, root_actions))])
+        pending: deque[_Node] = deque([_Node(snapshots.dumps(root), root_digest, (), root_actions)])
         take = pending.popleft if strategy == BFS else pending.pop
         while pending:
-            digest, node = take()
+            node = take()
             if depth_max is not None and node.depth >= depth_max:
                 result.cut += 1 if node.actions else 0
                 continue
             result.explored += 1
+            moved = False
             for label in node.actions:
                 child = snapshots.loads(node.world)
                 child.apply(label, checked=False)
@@ -419,12 +418,14 @@ def explore(
                 child.step_entries.clear()
                 actions = child.actions()
                 violation = _judge(child, not actions)
+                path = (*node.path, label)
                 if violation is not None:
-                    result.depth = max(result.depth, node.depth + 1)
-                    return found(digest, label, violation)
+                    result.depth = max(result.depth, len(path))
+                    return found(path, violation)
                 key = _digest(child, symmetry)
-                known = parents.get(key)
-                if known is not None and (strategy == BFS or known[2] <= node.depth + 1):
+                moved = moved or key != node.digest
+                known = seen.get(key)
+                if known is not None and (strategy == BFS or known <= len(path)):
                     continue
                 if known is None:
                     result.states += 1
@@ -433,9 +434,16 @@ def explore(
                         result.states -= 1
                         result.stopped_by = "states"
                         return result
-                parents[key] = (digest, label, node.depth + 1)
-                result.depth = max(result.depth, node.depth + 1)
-                pending.append((key, _Node(snapshots.dumps(child), node.depth + 1, actions)))
+                seen[key] = len(path)
+                result.depth = max(result.depth, len(path))
+                pending.append(_Node(snapshots.dumps(child), key, path, actions))
+            if not moved:
+                # Every step it may take leaves it as it is (a refusal asked again, a renewal at the same instant):
+                # nothing can change any more, so it is judged as a state where the run has ended.
+                result.quiescent += 1
+                violation = _judge(snapshots.loads(node.world), True)
+                if violation is not None:
+                    return found(node.path, violation)
             if progress is not None and time.perf_counter() - shown >= progress_every_s:
                 shown = time.perf_counter()
                 result.elapsed_s = shown - began

@@ -43,6 +43,13 @@ CLEAN = {
     "two tasks": {"tasks": 2},
     "two operations and a crash": {"operations": ("push", "create-pr"), "crashes": 1},
     "three workers and a crash": {"workers": 3, "crashes": 1},
+    "two crashes and a pause": {"crashes": 2, "pauses": 1, "retries": 2},
+    "a duplicate, a crash and a lost answer without keys": {
+        "duplicates": 1,
+        "crashes": 1,
+        "lost_responses": 1,
+        "idempotent_provider": False,
+    },
 }
 
 
@@ -68,10 +75,10 @@ def test_the_benchmark_configuration_completes_with_no_violation():
 @pytest.mark.parametrize(
     "changes",
     [
-        {"workers": 3, "crashes": 1, "pauses": 1, "lost_responses": 1},
-        {"crashes": 1, "pauses": 1, "cancels": 1, "duplicates": 1},
-        {"tasks": 2, "crashes": 1, "pauses": 1},
+        {"crashes": 1, "pauses": 1, "lost_responses": 1, "cancels": 1, "ci_failures": 1},  # 62,219 states, about two minutes
+        {"tasks": 2, "crashes": 1},  # 48,173 states: two tasks' steps interleaved
     ],
+    ids=["every kind of fault once", "two tasks and a crash"],
 )
 def test_larger_configurations_complete_with_no_violation(changes):
     result = explore(ExploreConfig(**changes))
@@ -214,6 +221,22 @@ def test_quiescent_states_judge_lost_tasks(monkeypatch):
     monkeypatch.setattr(explore_world.World, "_control", refuse_retry)
     result = explore(ExploreConfig(ci_failures=1))
     assert result.counterexample is not None and result.counterexample.invariant == "no_lost_tasks"
+
+
+def test_a_state_that_only_loops_back_to_itself_is_judged_as_ended(monkeypatch):
+    """A retry that is asked again and again but never appended changes nothing: that task is lost all the same."""
+    from shiftchange.sim import explore_world
+
+    def retry_in_vain(self, action, argument):
+        if action == "retry":
+            return  # still due, never done: the step leads back to the very same state
+        original(self, action, argument)
+
+    original = explore_world.World._control
+    monkeypatch.setattr(explore_world.World, "_control", retry_in_vain)
+    result = explore(ExploreConfig(ci_failures=1))
+    assert result.counterexample is not None and result.counterexample.invariant == "no_lost_tasks"
+    assert result.counterexample.steps[-1] != "control:retry:task-1"  # judged where it got stuck, not one loop later
 
 
 # ----------------------------------------------------------------- command
