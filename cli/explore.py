@@ -29,6 +29,7 @@ _COUNTS = (
     ("tasks", "N", "tasks (1-3, default 1)"),
     ("crashes", "N", "worker crashes the nemesis may place (0-4, default 0)"),
     ("pauses", "N", "stop-the-world pauses of a worker (0-4, default 0)"),
+    ("lost-requests", "N", "provider calls that never arrive: nothing lands (0-4, default 0)"),
     ("lost-responses", "N", "provider answers lost after the effect landed (0-4, default 0)"),
     ("duplicates", "N", "worker requests delivered a second time, later (0-4, default 0)"),
     ("cancels", "N", "operator cancellations of a task (0-2, default 0)"),
@@ -55,6 +56,25 @@ def _operations(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(","))
 
 
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+
+
+_TIMINGS = (
+    ("gateway-retries", "gateway_retries_max", _whole, "N", "asks after a call timed out before the Attempt fails (0-3, default 1)"),
+    ("lease-ttl", "lease_ttl_s", _seconds, "S", "the lease's time to live (default 3)"),
+    ("heartbeat", "heartbeat_interval_s", _seconds, "S", "a live worker's renewal cadence (default 1)"),
+    ("call-deadline", "call_deadline_s", _seconds, "S", "a granted call's deadline (default 2)"),
+    ("cancel-ack-timeout", "cancel_ack_timeout_s", _seconds, "S", "how long a cancellation waits for its acknowledgement (default 2)"),
+    ("backoff-base", "backoff_base_s", _seconds, "S", "the first backoff between Attempts, doubling (default 1)"),
+    ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
+)
+_SEARCH_ONLY = ("depth", "states", "dfs", "no_symmetry", "coverage")
+
+
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     explore = commands.add_parser(
         "explore",
@@ -68,6 +88,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--operations", metavar="A,B", type=_operations, default=None, help="the workflow's side effects, in order (default create-pr)"
     )
     explore.add_argument("--no-idempotency", action="store_true", default=None, help="the code host ignores operation keys")
+    for flag, _name, kind, metavar, text in _TIMINGS:
+        explore.add_argument(f"--{flag}", metavar=metavar, type=kind, default=None, help=text)
     explore.add_argument(
         "--antipattern",
         metavar="NAME",
@@ -91,6 +113,7 @@ def _config(args: argparse.Namespace) -> Any:
     given = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name, _m, _t in _COUNTS}
     given["operations"] = args.operations
     given["idempotent_provider"] = None if args.no_idempotency is None else False
+    given |= {name: getattr(args, flag.replace("-", "_")) for flag, name, _kind, _m, _t in _TIMINGS}
     given = {name: value for name, value in given.items() if value is not None}
     if args.antipattern is not None:
         return exposing_config(args.antipattern, **given)
@@ -103,10 +126,18 @@ def run_explore(args: argparse.Namespace) -> int:
     from .main import BadInput
 
     if args.antipatterns:
+        own = [name.replace("-", "_") for name, _m, _t in _COUNTS] + [flag.replace("-", "_") for flag, *_rest in _TIMINGS]
+        own += ["operations", "no_idempotency", "antipattern", "replay", "json", *_SEARCH_ONLY]
+        extra = [name for name in own if getattr(args, name) not in (None, False)]
+        if extra:
+            raise BadInput(f"--antipatterns lists them and takes no other flag (given: --{extra[0].replace('_', '-')})")
         return _list_antipatterns()
     try:
         config = _config(args)
         if args.replay is not None:
+            extra = [name for name in _SEARCH_ONLY if getattr(args, name) not in (None, False)]
+            if extra:
+                raise BadInput(f"--replay plays one path; --{extra[0].replace('_', '-')} is for a search")
             return _replay(args, config)
         if args.coverage is not None:
             from shiftchange.spec.coverage import CoverageError, check_writable
@@ -183,7 +214,8 @@ def _replay(args: argparse.Namespace, config: Any) -> int:
     played = replay(config, parse_steps(args.replay))
     elapsed_s = time.perf_counter() - began
     if args.json:
-        violation = None if played.violation is None else {"invariant": played.violation[0], "example": list(played.violation[1])}
+        found = played.violation
+        violation = None if found is None else {"invariant": found.invariant, "status": found.status, "example": list(found.example)}
         report = {
             "command": "explore",
             "replay": list(played.steps),
@@ -200,9 +232,9 @@ def _replay(args: argparse.Namespace, config: Any) -> int:
         if played.violation is None:
             print("no invariant is violated on this path")
         else:
-            invariant, example = played.violation
-            print(f"FAIL  {invariant}")
-            print("\n".join(f"      {line}" for line in example))
+            found = played.violation
+            print(f"{'FAIL' if found.status == 'violated' else 'UNKNOWN'}  {found.invariant}")
+            print("\n".join(f"      {line}" for line in found.example))
     return EXIT_OK if played.violation is None else EXIT_FAILED
 
 

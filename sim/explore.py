@@ -44,7 +44,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Verdict, describe, invariant_rows
 from shiftchange.checkers.rules import INVARIANTS
@@ -88,7 +88,7 @@ class Exposure:
 
 EXPOSURES: dict[str, Exposure] = {
     "no-fencing": Exposure(
-        {"pauses": 1}, "fenced_writes", "a paused worker loses its lease, a second claims, the first wakes and writes unfenced"
+        {"pauses": 1}, "fenced_writes", "a worker paused after its claim wakes past its lease's expiry, and its write is taken anyway"
     ),
     "timestamp-keys": Exposure(
         {"lost_responses": 1},
@@ -113,21 +113,21 @@ EXPOSURES: dict[str, Exposure] = {
     "cancel-as-flag": Exposure(
         {"cancels": 1},
         "cancel_is_final",
-        "a task is cancelled while its worker runs; the worker never reads the flag and is granted a call",
+        "a task is cancelled, and its queued Attempt is admitted all the same: the flag prevents nothing",
     ),
     "conflated-task-attempt": Exposure(
         {"ci_failures": 1}, "append_only_attempts", "CI fails, the loop corrects, and the retry rewrites the ended Attempt"
     ),
     "unrecorded-effects": Exposure(
         {"operations": ("push", "create-pr")}, "complete_audit", "the worker pushes without asking the gateway: an effect with no intent"
-    ),
+    ),  # the anti-pattern bypasses the gateway for "push" only, so the workflow pushes first
     "context-as-state": Exposure(
         {}, "complete_audit", "an effect lands whose intent the durable record does not list (only the transcript knew)"
     ),
     "blind-retry": Exposure(
-        {"ci_failures": 2, "retries": 2},
+        {"ci_failures": 1},
         "classified_retry",
-        "CI fails twice the same way and the blind loop retries the same hypothesis without a decision",
+        "CI fails and the blind loop retries the same hypothesis without a decision",
     ),
 }
 """The anti-patterns that are a matter of interleaving, each with the configuration that exposes it."""
@@ -178,6 +178,8 @@ class Counterexample:
     example: tuple[str, ...]
     steps: tuple[str, ...]
     timeline: tuple[str, ...]
+    status: str = VIOLATED
+    """Violated, or unknown when the checker crashed on this path (a failure all the same: nothing was judged)."""
 
 
 @dataclass
@@ -229,8 +231,8 @@ class Replayed:
 
     steps: tuple[str, ...]
     timeline: tuple[str, ...]
-    violation: tuple[str, tuple[str, ...]] | None
-    """(invariant, example) of the first step that violated one, or None."""
+    violation: Finding | None
+    """The first step's finding (invariant, example, status), or None."""
 
 
 # ------------------------------------------------------------------- digest
@@ -240,22 +242,22 @@ _NAMES = re.compile(r"worker-\d+")
 
 def _digest(world: World, symmetry: bool) -> bytes:
     """The state's identity: the least text over every renaming of the workers (with symmetry), hashed."""
-    common, rows = world.digest_parts()
+    ordered, bags, rows = world.digest_parts()
     names = [worker_name(i) for i in range(len(rows))]
-    if not symmetry or len(rows) == 1:
-        text = common + "|" + "|".join(rows)
-    else:
-        best = None
-        for order in itertools.permutations(names):
-            mapping = dict(zip(names, order, strict=True))
+    orders = itertools.permutations(names) if symmetry and len(rows) > 1 else [names]
+    best = None
+    for order in orders:
+        mapping = dict(zip(names, order, strict=True))
 
-            def rename(part: str, mapping: dict[str, str] = mapping) -> str:
-                return _NAMES.sub(lambda match: mapping[match.group(0)], part)
+        def rename(part: str, mapping: dict[str, str] = mapping) -> str:
+            return _NAMES.sub(lambda match: mapping[match.group(0)], part)
 
-            candidate = rename(common) + "|" + "|".join(sorted(rename(row) for row in rows))
-            if best is None or candidate < best:
-                best = candidate
-        text = best
+        candidate = "|".join(
+            [rename(ordered), *("/".join(sorted(rename(row) for row in bag)) for bag in bags), *sorted(rename(row) for row in rows)]
+        )
+        if best is None or candidate < best:
+            best = candidate
+    text = best
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
@@ -316,20 +318,28 @@ def _final_readers(world: World) -> list[Any]:
     return [checker for checker in world.history.checkers if checker.reads_final_records()]
 
 
-def _judge(world: World, quiescent: bool) -> tuple[str, tuple[str, ...]] | None:
+class Finding(NamedTuple):
+    """What stopped a search: an invariant violated, or a checker that crashed and so could not tell (status unknown)."""
+
+    invariant: str
+    example: tuple[str, ...]
+    status: str = VIOLATED
+
+
+def _judge(world: World, quiescent: bool) -> Finding | None:
     """The first invariant this world's history violates, with its example: folded so far, then on a final read."""
     for name, verdict in world.history.verdicts().items():
         if verdict.status == VIOLATED:
-            return name, verdict.example
+            return Finding(name, verdict.example)
         if name in world.history.failed:
-            return name, verdict.example  # a checker that crashes judges nothing: never read that as a pass
+            return Finding(name, verdict.example, UNKNOWN)  # a checker that crashes judges nothing: never read that as a pass
     retirements = world.retirements()
     for checker in _final_readers(world):
         if checker.name == LOST_TASKS and not quiescent:
             continue
         verdict = checker.verdict_if_retired(retirements)
         if verdict.status == VIOLATED:
-            return checker.name, verdict.example
+            return Finding(checker.name, verdict.example)
     return None
 
 
@@ -341,7 +351,8 @@ class _Node:
     """A state waiting to be expanded: its world as bytes, the steps that built that world, and the steps it may take."""
 
     world: bytes
-    digest: bytes
+    shape: bytes
+    """The state's digest with workers interchangeable: what "a step changed nothing" is judged by."""
     path: tuple[str, ...]
     actions: list[str]
 
@@ -379,10 +390,10 @@ def explore(
     seen: dict[bytes, int] = {}
     """digest -> the least depth it was reached at (depth-first search expands a state again when it finds a shorter way in)."""
 
-    def found(steps: tuple[str, ...], violation: tuple[str, tuple[str, ...]]) -> Exploration:
+    def found(steps: tuple[str, ...], violation: Finding) -> Exploration:
         # The steps are the very ones that built the violating world (its history is theirs), so the replay shows it.
         played = replay(config, steps)
-        result.counterexample = Counterexample(violation[0], violation[1], steps, played.timeline)
+        result.counterexample = Counterexample(violation.invariant, violation.example, steps, played.timeline, violation.status)
         result.stopped_by = "violation"
         return result
 
@@ -392,6 +403,7 @@ def explore(
                 result.tally.add(entry)
         root.step_entries.clear()
         root_digest = _digest(root, symmetry)
+        root_shape = root_digest if symmetry else _digest(root, True)
         seen[root_digest] = 0
         result.states = 1
         root_actions = root.actions()
@@ -399,7 +411,7 @@ def explore(
         if violation is not None:
             return found((), violation)
         result.quiescent += not root_actions
-        pending: deque[_Node] = deque([_Node(snapshots.dumps(root), root_digest, (), root_actions)])
+        pending: deque[_Node] = deque([_Node(snapshots.dumps(root), root_shape, (), root_actions)])
         take = pending.popleft if strategy == BFS else pending.pop
         while pending:
             node = take()
@@ -423,7 +435,8 @@ def explore(
                     result.depth = max(result.depth, len(path))
                     return found(path, violation)
                 key = _digest(child, symmetry)
-                moved = moved or key != node.digest
+                shape = key if symmetry else _digest(child, True)
+                moved = moved or shape != node.shape
                 known = seen.get(key)
                 if known is not None and (strategy == BFS or known <= len(path)):
                     continue
@@ -436,8 +449,8 @@ def explore(
                         return result
                 seen[key] = len(path)
                 result.depth = max(result.depth, len(path))
-                pending.append(_Node(snapshots.dumps(child), key, path, actions))
-            if not moved:
+                pending.append(_Node(snapshots.dumps(child), shape, path, actions))
+            if node.actions and not moved:
                 # Every step it may take leaves it as it is (a refusal asked again, a renewal at the same instant):
                 # nothing can change any more, so it is judged as a state where the run has ended.
                 result.quiescent += 1
@@ -459,23 +472,42 @@ def explore(
         snapshots.close()
 
 
+def _ended(world: World, snapshots: _Snapshots) -> bool:
+    """Whether nothing can change any more: no step is enabled, or every one leads back to this state (workers interchangeable)."""
+    actions = world.actions()
+    if not actions:
+        return True
+    shape = _digest(world, True)
+    data = snapshots.dumps(world)
+    for label in actions:
+        copy = snapshots.loads(data)
+        copy.apply(label, checked=False)
+        if _digest(copy, True) != shape:
+            return False
+    return True
+
+
 def replay(config: ExploreConfig, steps: tuple[str, ...] | list[str]) -> Replayed:
     """Play `steps` in a fresh world of `config`, judging each one as the search did; a step that does not fit is an ExploreError."""
     world = World(config, _pattern(config))
+    snapshots = _Snapshots(world.shared)
     timeline = ["setup     the tasks are created, accepted and dispatched"]
     timeline += [f"          {describe(entry)}" for entry in world.step_entries]
     world.step_entries.clear()
-    violation = _judge(world, not world.actions())
-    for number, label in enumerate(steps, 1):
-        try:
-            world.apply(label)
-        except StepError as error:
-            raise ExploreError(f"step {number} of the replay does not fit: {error}") from None
-        timeline.append(f"step {number:>3}  {label}")
-        timeline += [f"          {describe(entry)}" for entry in world.step_entries]
-        world.step_entries.clear()
-        if violation is None:
-            violation = _judge(world, not world.actions())
+    try:
+        violation = _judge(world, _ended(world, snapshots))
+        for number, label in enumerate(steps, 1):
+            try:
+                world.apply(label)
+            except StepError as error:
+                raise ExploreError(f"step {number} of the replay does not fit: {error}") from None
+            timeline.append(f"step {number:>3}  {label}")
+            timeline += [f"          {describe(entry)}" for entry in world.step_entries]
+            world.step_entries.clear()
+            if violation is None:
+                violation = _judge(world, _ended(world, snapshots))
+    finally:
+        snapshots.close()
     return Replayed(tuple(steps), tuple(timeline), violation)
 
 
@@ -494,6 +526,7 @@ _FLAGS = (
     ("tasks", "--tasks"),
     ("crashes", "--crashes"),
     ("pauses", "--pauses"),
+    ("lost_requests", "--lost-requests"),
     ("lost_responses", "--lost-responses"),
     ("duplicates", "--duplicates"),
     ("cancels", "--cancels"),
@@ -503,10 +536,24 @@ _FLAGS = (
 )
 
 
+TIMING_FLAGS = (
+    ("gateway_retries_max", "--gateway-retries"),
+    ("lease_ttl_s", "--lease-ttl"),
+    ("heartbeat_interval_s", "--heartbeat"),
+    ("call_deadline_s", "--call-deadline"),
+    ("cancel_ack_timeout_s", "--cancel-ack-timeout"),
+    ("backoff_base_s", "--backoff-base"),
+    ("backoff_cap_s", "--backoff-cap"),
+)
+"""The timings (seconds) and the worker's gateway retries, spelt out in a command only where they differ from the defaults."""
+
+
 def steps_flags(config: ExploreConfig) -> str:
-    """The command-line flags that give `config` (every one spelt out, so a replay does not depend on defaults)."""
+    """The command-line flags that give `config`: every count spelt out, timings where they are not the defaults."""
     parts = [f"{flag} {getattr(config, name)}" for name, flag in _FLAGS]
     parts.append(f"--operations {','.join(config.operations)}")
+    defaults = ExploreConfig()
+    parts += [f"{flag} {getattr(config, name)!r}" for name, flag in TIMING_FLAGS if getattr(config, name) != getattr(defaults, name)]
     if not config.idempotent_provider:
         parts.append("--no-idempotency")
     if config.antipattern is not None:
@@ -551,11 +598,16 @@ def verdicts(result: Exploration) -> dict[str, Verdict]:
     judged = {}
     for name in INVARIANTS:
         if example is not None and name == example.invariant:
-            judged[name] = Verdict(name, VIOLATED, 1, example.example)
+            judged[name] = Verdict(name, example.status, int(example.status == VIOLATED), example.example)
         elif result.complete:
             judged[name] = Verdict(name, OK, 0, ())
         else:
-            why = "the search stopped at a violation" if example is not None else f"the search stopped at its {result.stopped_by} bound"
+            if example is not None:
+                why = "the search stopped at a violation"
+            elif result.stopped_by == "interrupted":
+                why = "the search was interrupted"
+            else:
+                why = f"the search stopped at its {result.stopped_by} bound"
             judged[name] = Verdict(name, UNKNOWN, 0, (f"held in the {result.states:,} states visited; {why}",))
     return judged
 

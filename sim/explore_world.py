@@ -4,7 +4,7 @@ Exhaustive exploration cannot run SimPy processes (a process cannot be
 copied), so every actor here is a small state machine held in plain fields,
 and every step any actor may take next is an *action* with a stable label:
 
-- a worker (`worker-1:claim:TASK`, `:start`, `:grant`, `:perform`, `:receipt`,
+- a worker (`worker-1:claim:TASK`, `:claim-next`, `:start`, `:grant`, `:perform`, `:receipt`,
   `:checkpoint`, `:complete`, `:ack`, `:renew`, `:timeout`, `:report`, `:fail`) walks the
   chapter's workflow for one Attempt: claim, start, then for each operation a
   grant from the tool gateway, the provider call and its receipt, with a
@@ -33,7 +33,7 @@ clock can move to. A provider lands nothing past a call's deadline, so the
 clock never passes the deadline of a call the provider has not answered.
 
 Faults are bounded by the configuration (`crashes`, `pauses`,
-`lost_responses`, `duplicates`, `cancels`, `ci_failures`, `refusals`); each one the world
+`lost_requests`, `lost_responses`, `duplicates`, `cancels`, `ci_failures`, `refusals`); each one the world
 spends is an action of its own, so the search reaches every placement of
 every fault. A crashed worker restarts at once with empty memory; its calls
 already sent still land.
@@ -93,6 +93,8 @@ class ExploreConfig:
     tasks: int = 1
     crashes: int = 0
     pauses: int = 0
+    lost_requests: int = 0
+    """Calls the provider never receives: nothing lands, and the caller hears nothing until the deadline."""
     lost_responses: int = 0
     duplicates: int = 0
     """Worker requests the network may deliver a second time, later."""
@@ -124,6 +126,7 @@ class ExploreConfig:
             "tasks": (1, 3),
             "crashes": (0, 4),
             "pauses": (0, 4),
+            "lost_requests": (0, 4),
             "lost_responses": (0, 4),
             "duplicates": (0, 4),
             "cancels": (0, 2),
@@ -139,8 +142,8 @@ class ExploreConfig:
         if not isinstance(self.operations, tuple) or not self.operations or len(self.operations) > 3:
             raise ExploreError(f"operations must name one to three side effects, not {self.operations!r}")
         for operation in self.operations:
-            if not isinstance(operation, str) or not operation or not operation.replace("-", "").isalnum():
-                raise ExploreError(f"an operation is a name of letters, digits and dashes, not {operation!r}")
+            if not isinstance(operation, str) or not 0 < len(operation) <= 40 or not operation.replace("-", "").isalnum():
+                raise ExploreError(f"an operation is a name of up to 40 letters, digits and dashes, not {operation!r:.60}")
         if len(set(self.operations)) != len(self.operations):
             raise ExploreError(f"operations must differ from each other: {', '.join(self.operations)}")
         for name in ("lease_ttl_s", "heartbeat_interval_s", "call_deadline_s", "cancel_ack_timeout_s", "backoff_base_s", "backoff_cap_s"):
@@ -231,6 +234,8 @@ class WorkerState:
     answer: str | None = None
     failure: tuple[str, str] | None = None
     """(domain, signature) of the failure the worker will report."""
+    wait_until: float | None = None
+    """When a refused grant may be asked again (an earlier call of its key could still land until then)."""
     renewed_at: float = 0.0
     paused_at: float = 0.0
     """When the pause began: for the history's record of it, not part of the state (the digest leaves it out)."""
@@ -245,7 +250,7 @@ class WorkerState:
         """This Attempt's work ends here: memory of it is dropped (its calls in flight still land)."""
         self.pc, self.fence, self.task_id, self.head = IDLE, None, None, None
         self.operation, self.key, self.via_gateway, self.deadline_at = 0, None, True, None
-        self.call, self.answer, self.failure, self.timeouts = None, None, None, 0
+        self.call, self.answer, self.failure, self.timeouts, self.wait_until = None, None, None, 0, None
 
     def digest_row(self) -> tuple:
         fence = None if self.fence is None else self.fence[:2]
@@ -260,9 +265,10 @@ class WorkerState:
             self.key,
             self.via_gateway,
             self.deadline_at,
-            self.call,
+            self.call is not None,
             self.answer,
             self.failure,
+            self.wait_until,
             self.renewed_at,
             self.timeouts,
         )
@@ -295,7 +301,7 @@ class Duplicate:
 
     def digest_row(self) -> tuple:
         # A fenced call's third argument is the lease token: random, and named already by (attempt, generation).
-        args = self.args if self.method == "claim_attempt" else self.args[:2] + self.args[3:]
+        args = self.args if self.method in ("claim_attempt", "claim_next") else self.args[:2] + self.args[3:]
         return (self.worker_id, self.method, args, self.kwargs)
 
 
@@ -347,7 +353,9 @@ def _record_row(record: Any) -> tuple:
     names = _FIELDS.get(kind)
     if names is None:
         names = _FIELDS[kind] = tuple(item.name for item in fields(kind))
-    return tuple((getattr(record, name) is not None) if name == "token_digest" else getattr(record, name) for name in names)
+    return tuple(
+        (getattr(record, name) is not None) if name == "token_digest" else getattr(record, name) for name in names if name != "version"
+    )
 
 
 @dataclass
@@ -356,6 +364,7 @@ class Budgets:
 
     crashes: int
     pauses: int
+    lost_requests: int
     lost_responses: int
     duplicates: int
     cancels: int
@@ -363,7 +372,10 @@ class Budgets:
     refusals: int
 
     def row(self) -> tuple:
-        return (self.crashes, self.pauses, self.lost_responses, self.duplicates, self.cancels, self.ci_failures, self.refusals)
+        return (
+            self.crashes, self.pauses, self.lost_requests, self.lost_responses, self.duplicates, self.cancels, self.ci_failures,
+            self.refusals,
+        )  # fmt: skip
 
 
 @dataclass
@@ -371,8 +383,8 @@ class Control:
     """What the control plane has learnt from the history is due: a loop decision, or the retry it decided."""
 
     decide_due: dict[str, None] = field(default_factory=dict)
-    retry_due: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """task -> (reason, hypothesis) of the retry the loop decided."""
+    retry_due: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
+    """task -> (reason, hypothesis, blind) of the retry the loop decided (blind: the blind-retry anti-pattern's, undecided)."""
 
 
 class World:
@@ -394,7 +406,14 @@ class World:
         self.duplicates: list[Duplicate] = []
         self.control = Control()
         self.budgets = Budgets(
-            config.crashes, config.pauses, config.lost_responses, config.duplicates, config.cancels, config.ci_failures, config.refusals
+            config.crashes,
+            config.pauses,
+            config.lost_requests,
+            config.lost_responses,
+            config.duplicates,
+            config.cancels,
+            config.ci_failures,
+            config.refusals,
         )
         self.sequence = 0
         context = CheckContext(core.lease_ttl_s, reliability.attempt_spend_max_usd, core.reason_length_min)
@@ -461,36 +480,35 @@ class World:
 
     # -------------------------------------------------------------- digest
 
-    def digest_parts(self) -> tuple[str, list[str]]:
-        """The state as text: everything but the workers, and one row per worker (sorted by the search after renaming).
+    def digest_parts(self) -> tuple[str, list[list[str]], list[str]]:
+        """The state as text: the ordered part, the unordered collections (as rows), and one row per worker.
 
-        Left out: the history (the checkers judge it on each path), event
-        sequence numbers, and lease tokens (a fence is its Attempt and generation).
+        The search renames the workers in all three, then sorts each
+        collection and the workers, so a state and its mirror image give the
+        same text. Left out: the history (the checkers judge it on each path),
+        event sequence numbers, record versions (a compare-and-set counter that
+        decides nothing once the write is in), lease tokens (a fence is its
+        Attempt and generation), and the sequence numbers naming calls and
+        duplicates (which call a worker awaits is kept as a flag on the call).
         """
         orchestrator = self.orchestrator
         with self.store.transaction() as tx:
             tasks = [tx.task(task_name(i)) for i in range(self.config.tasks)]
             attempts = [a for t in tasks for a in tx.attempts_of(t.task_id)]
-            intents = sorted((_record_row(i) for a in attempts for i in tx.intents_of(a.attempt_id)), key=repr)
-        common = (
+            intents = [repr(_record_row(i)) for a in attempts for i in tx.intents_of(a.attempt_id)]
+        ordered = (
             self.clock.now(),
             tuple(_record_row(t) for t in tasks),
             tuple(_record_row(a) for a in attempts),
-            tuple(intents),
             tuple((a.attempt_id, orchestrator.admission_status(a.attempt_id)) for a in attempts),
             tuple((e.provider_id, e.key, e.operation, e.identity, self.provider.verdict(e.provider_id)) for e in self.provider.ledger),
-            tuple(
-                sorted(
-                    ((c.worker_id, c.key, c.operation, c.identity, c.deadline_at, c.via_gateway, self._awaited(c)) for c in self.calls),
-                    key=repr,
-                )
-            ),
-            tuple(sorted((d.digest_row() for d in self.duplicates), key=repr)),
             tuple(self.control.decide_due),
             tuple(sorted(self.control.retry_due.items())),
             self.budgets.row(),
         )
-        return repr(common), [repr(w.digest_row()) for w in self.workers]
+        calls = [repr((c.worker_id, c.key, c.operation, c.identity, c.deadline_at, c.via_gateway, self._awaited(c))) for c in self.calls]
+        duplicates = [repr(d.digest_row()) for d in self.duplicates]
+        return repr(ordered), [intents, calls, duplicates], [repr(w.digest_row()) for w in self.workers]
 
     def _awaited(self, call: Call) -> bool:
         worker = self.worker(call.worker_id)
@@ -527,7 +545,9 @@ class World:
             labels.append(f"provider:land:{call.seq}")
             if self.budgets.ci_failures and not self._landed_before(call):
                 labels.append(f"provider:land-failing:{call.seq}")
-            if self.budgets.lost_responses:
+            if self.budgets.lost_requests:
+                labels.append(f"provider:drop:{call.seq}")
+            if self.budgets.lost_responses and self._awaited(call):  # an answer nobody awaits is lost by itself
                 labels.append(f"provider:lose:{call.seq}")
             if self.budgets.refusals:
                 labels += [f"provider:refuse-{domain}:{call.seq}" for domain in REFUSALS]
@@ -546,7 +566,7 @@ class World:
             labels += [f"control:cancel-attempt:{a}" for a in active]
         target = self.next_instant()
         if target is not None:
-            labels.append(f"clock:advance:{target:g}")
+            labels.append(f"clock:advance:{target!r}")
         return labels
 
     def _survey(self) -> tuple:
@@ -567,9 +587,12 @@ class World:
         """The workflow step this worker would take next, as (step, ":argument" or ""): an idle one may claim any admitted task."""
         pc = worker.pc
         if pc == IDLE:
-            return [("claim", f":{task_id}") for task_id in admitted]
+            # The claim a worker handed an offer makes, for each admitted task, and the pull a worker on a shared store makes.
+            return [("claim", f":{task_id}") for task_id in admitted] + ([("claim-next", "")] if admitted else [])
         if pc == CLAIMED:
             return [("start", "")]
+        if pc == GRANT and worker.wait_until is not None and self.clock.now() < worker.wait_until:
+            return []  # waiting out an earlier call's deadline before asking again
         if pc in (GRANT, PERFORM, RECEIPT, CHECKPOINT, COMPLETE, ACK, REPORT, FAIL):
             return [(pc, "")]
         if pc == LOST and worker.deadline_at is not None and self.clock.now() >= worker.deadline_at:
@@ -598,6 +621,7 @@ class World:
             for attempt in tx.attempts_in(("reconciling",)):
                 candidates += [i.deadline_at for i in tx.intents_of(attempt.attempt_id) if i.deadline_at is not None and i.receipt is None]
         candidates += [w.deadline_at for w in self.workers if w.pc in (LOST, GRANT) and w.deadline_at is not None]
+        candidates += [w.wait_until for w in self.workers if w.pc == GRANT and w.wait_until is not None]
         future = [at for at in candidates if at > now]
         if not future:
             return None
@@ -652,12 +676,18 @@ class World:
             self._renew(worker)
         elif step == "claim":
             self._claim(worker, duplicate, argument)
+        elif step == "claim-next":
+            self._claim(worker, duplicate, None)
         else:
             _STEPS[step](self, worker, duplicate)
 
-    def _claim(self, worker: WorkerState, duplicate: bool, task_id: str) -> None:
-        claim = self._call(worker, duplicate, "claim_attempt", task_id, worker.worker_id, WORKSPACE, True)
-        if not claim.accepted:
+    def _claim(self, worker: WorkerState, duplicate: bool, task_id: str | None) -> None:
+        """Claim the task's admitted Attempt (`claim_attempt`), or with no task the longest-admitted one (`claim_next`)."""
+        if task_id is None:
+            claim = self._call(worker, duplicate, "claim_next", worker.worker_id, WORKSPACE, True)
+        else:
+            claim = self._call(worker, duplicate, "claim_attempt", task_id, worker.worker_id, WORKSPACE, True)
+        if claim is None or not claim.accepted:
             return
         lease = claim.lease
         worker.fence = (lease.attempt_id, lease.generation, lease.token)
@@ -687,6 +717,7 @@ class World:
 
     def _next_operation(self, worker: WorkerState) -> None:
         worker.key, worker.answer, worker.deadline_at, worker.timeouts, worker.via_gateway = None, None, None, 0, True
+        worker.wait_until = None
         worker.pc = GRANT if worker.operation < len(self.config.operations) else COMPLETE
 
     def _operation(self, worker: WorkerState) -> tuple[str, str]:
@@ -713,7 +744,13 @@ class World:
         )
         if not grant.accepted:
             if "no_call_in_flight" in grant.guards:
-                return  # an earlier call may still land: ask again once its deadline passed
+                # An earlier call may still land: wait a call deadline and ask again, counting the ask (as the simulator's worker).
+                worker.timeouts += 1
+                if worker.timeouts > self.config.gateway_retries_max:
+                    worker.failure, worker.pc = ("unknown_result", "unknown_result:an earlier call may still land"), FAIL
+                else:
+                    worker.wait_until = self.clock.now() + self.config.call_deadline_s
+                return
             if "spend_within_budget" in grant.guards:
                 worker.failure, worker.pc = ("capacity", "budget:spend ceiling reached"), FAIL
                 return
@@ -730,6 +767,12 @@ class World:
 
     def _perform(self, worker: WorkerState, _duplicate: bool) -> None:
         operation, identity = self._operation(worker)
+        if worker.deadline_at is not None and self.clock.now() >= worker.deadline_at:
+            # Sent after its deadline (the worker was paused between grant and call): the provider lands nothing past
+            # it, so the call is void, and the worker, hearing nothing, times out.
+            self._append(Fault(self.clock.now(), "void-call", worker.worker_id, self.clock.now(), f"{worker.key} sent past its deadline"))
+            worker.pc = LOST
+            return
         self.sequence += 1
         call = Call(
             self.sequence,
@@ -816,7 +859,7 @@ class World:
             worker.stop()  # a refused renewal stops all work at once
             return
         worker.renewed_at = self.clock.now()
-        if renewal.cancel_requested and not self.behaviour.ignores_cancel and worker.pc not in (ACK, COMPLETE):
+        if renewal.cancel_requested and not self.behaviour.ignores_cancel and worker.pc != ACK:
             worker.pc = ACK
 
     def _refused(self, worker: WorkerState, answer: Any) -> None:
@@ -833,6 +876,13 @@ class World:
         self.calls.remove(call)
         if how.startswith("refuse-"):
             self._refuse(call, how.removeprefix("refuse-"))
+            return
+        if how == "drop":
+            self.budgets.lost_requests -= 1
+            self._fault("lost-request", call.worker_id, f"the call {call.key} never reaches the code host")
+            worker = self.worker(call.worker_id)
+            if self._awaits(worker, call):
+                worker.call, worker.pc = None, LOST  # it hears nothing, and times out at the deadline
             return
         before = len(self.provider.ledger)
         if how == "lose":
@@ -902,8 +952,12 @@ class World:
             self.control.decide_due.pop(argument)
             self._decide(argument)
         elif action == "retry":
-            reason, hypothesis = self.control.retry_due.pop(argument)
-            orchestrator.retry(argument, reason, Plan(hypothesis))
+            reason, hypothesis, blind = self.control.retry_due.pop(argument)
+            result = orchestrator.retry(argument, reason, Plan(hypothesis))
+            if blind and not result.accepted:  # the blind loop asks the loop only once its blind retry is refused
+                with self.store.transaction() as tx:
+                    latest = tx.attempts_of(argument)[-1]
+                self._decide_by_policy(argument, latest)
         elif action == "approve":
             orchestrator.approve(argument)
         elif action == "cancel":
@@ -920,13 +974,16 @@ class World:
         with self.store.transaction() as tx:
             latest = tx.attempts_of(task_id)[-1]
         if self.blind_loop and latest.state == "failed":
-            self.control.retry_due[task_id] = (f"blind retry after {latest.attempt_id} failed", latest.hypothesis)
+            self.control.retry_due[task_id] = (f"blind retry after {latest.attempt_id} failed", latest.hypothesis, True)
             return
+        self._decide_by_policy(task_id, latest)
+
+    def _decide_by_policy(self, task_id: str, latest: Any) -> None:
         decision = self.orchestrator.decide(task_id)
         kind = getattr(decision, "kind", None)
         if kind in ("retry", "correct"):
             hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
-            self.control.retry_due[task_id] = (f"{kind}: {decision.reason}", hypothesis)
+            self.control.retry_due[task_id] = (f"{kind}: {decision.reason}", hypothesis, False)
 
     # --------------------------------------------------------------- clock
 
@@ -960,7 +1017,7 @@ _STEPS: dict[str, Callable[[World, WorkerState, bool], None]] = {
     "fail": World._fail,
     "timeout": World._timeout,
 }
-_DUPLICABLE = frozenset({"claim", "start", "grant", "receipt", "checkpoint", "complete", "ack", "report", "fail", "timeout"})
+_DUPLICABLE = frozenset({"claim", "claim-next", "start", "grant", "receipt", "checkpoint", "complete", "ack", "report", "fail", "timeout"})
 """Worker steps that are a request on the wire (a provider call is the provider's to duplicate, and is not)."""
 
 

@@ -38,6 +38,9 @@ CLEAN = {
     "a cancellation": {"cancels": 1},
     "two cancellations": {"cancels": 2},
     "provider refusals": {"refusals": 2},
+    "lost requests": {"lost_requests": 1},
+    "lost requests, code host without keys": {"lost_requests": 1, "idempotent_provider": False},
+    "a pause, code host without keys": {"pauses": 1, "idempotent_provider": False},
     "two CI failures": {"ci_failures": 2, "retries": 2},
     "duplicate requests": {"duplicates": 2},
     "two tasks": {"tasks": 2},
@@ -126,6 +129,8 @@ def test_the_same_steps_violate_nothing_on_the_correct_core(name):
             fitting -= 1
     assert played.violation is None
     assert fitting >= 1
+    if name == "no-fencing":
+        assert fitting == len(steps)  # the very same steps fit the reference core, whose fence refuses the stale write
 
 
 def test_the_interleavings_the_simulator_reaches_only_by_luck_are_found_every_time():
@@ -155,8 +160,6 @@ def test_symmetry_reduction_merges_mirror_images_of_workers():
     reduced, full = explore(config), explore(config, symmetry=False)
     assert reduced.complete and full.complete and reduced.ok and full.ok
     assert reduced.states < full.states
-    one = ExploreConfig(workers=1, crashes=1, pauses=1)
-    assert explore(one).states == explore(one, symmetry=False).states
 
 
 def test_the_digest_leaves_out_lease_tokens_and_the_history():
@@ -167,6 +170,11 @@ def test_the_digest_leaves_out_lease_tokens_and_the_history():
             world.apply(step)
     assert first.workers[0].fence[2] != second.workers[0].fence[2]  # the tokens are random, as they must be
     assert _digest(first, True) == _digest(second, True)
+    # A renewal at the same instant changes no record but the version counter, and adds an event to the history.
+    assert second.orchestrator.renew_lease(*second.workers[0].fence).accepted
+    assert _digest(first, True) == _digest(second, True)
+    second.clock.set(0.5)
+    assert _digest(first, True) != _digest(second, True)  # the time does count
     mirrored = World(ExploreConfig())
     for step in steps:
         mirrored.apply(step.replace("worker-1", "worker-2"))
@@ -237,6 +245,45 @@ def test_a_state_that_only_loops_back_to_itself_is_judged_as_ended(monkeypatch):
     result = explore(ExploreConfig(ci_failures=1))
     assert result.counterexample is not None and result.counterexample.invariant == "no_lost_tasks"
     assert result.counterexample.steps[-1] != "control:retry:task-1"  # judged where it got stuck, not one loop later
+    played = replay(ExploreConfig(ci_failures=1), result.counterexample.steps)
+    assert played.violation is not None and played.violation.invariant == "no_lost_tasks"
+
+
+def test_a_call_sent_past_its_deadline_lands_nothing():
+    """A worker paused between its grant and its call sends it too late: the provider lands nothing past a deadline."""
+    world = World(ExploreConfig(pauses=1))
+    for step in ("control:admit", "worker-1:claim:task-1", "worker-1:start", "worker-1:grant", "worker-1:pause"):
+        world.apply(step)
+    while world.clock.now() < 2.0:  # the grant's deadline: the paused holder's lease runs out at 3
+        world.apply(next(label for label in world.actions() if label.startswith("clock:")))
+    world.apply("worker-1:wake")
+    world.apply("worker-1:perform")
+    assert world.calls == [] and world.provider.ledger == []
+    assert "worker-1:timeout" in world.actions()
+
+
+def test_lost_requests_reach_effects_absent_on_reconciliation():
+    coverage = explore(ExploreConfig(lost_requests=1, crashes=1)).coverage()
+    absent = next(row.index + 1 for row in SPEC.attempt.rows if row.trigger == "effects_absent" and row.dest == "failed")
+    assert coverage.count("attempt", absent) > 0
+
+
+def test_an_interrupted_search_exits_130_with_its_summary(monkeypatch, capsys):
+    from shiftchange.sim import explore_world
+
+    calls = {"n": 0}
+    original = explore_world.World.apply
+
+    def interrupted_later(self, label, checked=True):
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise KeyboardInterrupt
+        return original(self, label, checked)
+
+    monkeypatch.setattr(explore_world.World, "apply", interrupted_later)
+    assert main(["explore", "--crashes", "1", "--pauses", "1"]) == 130
+    captured = capsys.readouterr()
+    assert "INCOMPLETE: interrupted" in captured.out and "interrupted" in captured.err
 
 
 # ----------------------------------------------------------------- command
@@ -320,8 +367,20 @@ def test_coverage_is_written_for_spec_review(tmp_path, capsys):
 def test_replay_command_spells_out_every_setting():
     config = exposing_config("blind-retry")
     command = replay_command(config, ("control:admit",))
-    for flag in ("--workers 2", "--ci-failures 2", "--retries 2", "--antipattern blind-retry", "--replay 'control:admit'"):
+    for flag in ("--workers 2", "--ci-failures 1", "--retries 1", "--antipattern blind-retry", "--replay 'control:admit'"):
         assert flag in command
+    assert "--lease-ttl" not in command  # the timings are the defaults
+    timed = replay_command(ExploreConfig(lease_ttl_s=2.0, gateway_retries_max=2), ())
+    assert "--lease-ttl 2.0" in timed and "--gateway-retries 2" in timed
+
+
+def test_a_replay_command_with_its_own_timings_replays(capsys):
+    config = ExploreConfig(crashes=1, lease_ttl_s=2.0, heartbeat_interval_s=0.5, call_deadline_s=1.5)
+    path = ("control:admit", "worker-1:claim:task-1", "worker-1:crash", "clock:advance:2.0", "control:reap")
+    argv = replay_command(config, path).split()[1:]
+    argv = [*argv[: argv.index("--replay")], "--replay", ",".join(path)]
+    assert main(argv) == 0
+    assert "reaper: expire task-1#1" in capsys.readouterr().out
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch, tmp_path):
