@@ -12,9 +12,9 @@ it has not seen before:
   the control plane's agenda, the fault budgets left and the clock; never the
   history. With symmetry reduction (the default) workers are interchangeable:
   the digest is the least over every renaming of the workers, so a state and
-  its mirror image count once. Tasks are not reduced: the store breaks ties
-  between Attempts admitted at one instant by id, so two tasks are not
-  interchangeable to the core.
+  its mirror image count once. Tasks are not reduced: `claim_next` breaks ties
+  between Attempts admitted at one instant by id and admission serves its
+  queue in arrival order, so two tasks are not interchangeable to the core.
 - **Every transition is judged.** Each step's entries (the core's events, the
   effects that landed, the faults) are folded into the same checkers the
   simulator uses, carried along each path; then a final read of every task's
@@ -387,6 +387,8 @@ def explore(
     shown = began
     root = World(config, pattern)
     snapshots = _Snapshots(root.shared)
+    stuck: set[bytes] = set()
+    """States whose every step leads back to them, judged once each (depth-first search may expand one again)."""
     seen: dict[bytes, int] = {}
     """digest -> the least depth it was reached at (depth-first search expands a state again when it finds a shorter way in)."""
 
@@ -450,9 +452,10 @@ def explore(
                 seen[key] = len(path)
                 result.depth = max(result.depth, len(path))
                 pending.append(_Node(snapshots.dumps(child), shape, path, actions))
-            if node.actions and not moved:
+            if node.actions and not moved and node.shape not in stuck:
                 # Every step it may take leaves it as it is (a refusal asked again, a renewal at the same instant):
                 # nothing can change any more, so it is judged as a state where the run has ended.
+                stuck.add(node.shape)
                 result.quiescent += 1
                 violation = _judge(snapshots.loads(node.world), True)
                 if violation is not None:

@@ -4,24 +4,26 @@ Exhaustive exploration cannot run SimPy processes (a process cannot be
 copied), so every actor here is a small state machine held in plain fields,
 and every step any actor may take next is an *action* with a stable label:
 
-- a worker (`worker-1:claim:TASK`, `:claim-next`, `:start`, `:grant`, `:perform`, `:receipt`,
-  `:checkpoint`, `:complete`, `:ack`, `:renew`, `:timeout`, `:report`, `:fail`) walks the
-  chapter's workflow for one Attempt: claim, start, then for each operation a
-  grant from the tool gateway, the provider call and its receipt, with a
-  checkpoint between operations, then complete. It calls the provider only with the key the
+- a worker (`worker-1:claim:TASK`, `:claim-next`, `:start`, `:grant`,
+  `:perform`, `:receipt`, `:checkpoint`, `:complete`, `:ack`, `:renew`,
+  `:timeout`, `:report`, `:fail`) walks the chapter's workflow for one
+  Attempt: claim, start, then for each operation a grant from the tool
+  gateway, the provider call and its receipt, with a checkpoint between
+  operations, then complete. It calls the provider only with the key the
   gateway minted, and only when the grant is not a replay;
 - the control plane (`control:admit`, `:reap`, `:reconcile:ID`, `:verify:ID`,
-  `:decide:TASK`, `:retry:TASK`, `:approve:TASK`, `:cancel:TASK`, `:cancel-attempt:ID`) runs the
-  contracts a scheduler runs, learning what is due from the history as the
-  simulator's control plane does;
-- the provider (`provider:land:N`, `:land-failing:N`, `:lose:N`, `:refuse-DOMAIN:N`) answers a call
-  in flight: it lands and answers, lands with a CI verdict that will fail,
-  lands and its answer is lost, or refuses it in a failure domain;
+  `:decide:TASK`, `:retry:TASK`, `:approve:TASK`, `:cancel:TASK`,
+  `:cancel-attempt:ID`) runs the contracts a scheduler runs, learning what is
+  due from the history as the simulator's control plane does;
+- the provider (`provider:land:N`, `:land-failing:N`, `:lose:N`, `:drop:N`,
+  `:refuse-DOMAIN:N`) answers a call in flight: it lands and answers, lands
+  with a CI verdict that will fail, lands and its answer is lost, never
+  receives it, or refuses it in a failure domain;
 - the network (`network:redeliver:N`) delivers a duplicated request again;
 - the nemesis (`worker-1:crash`, `:pause`, `:wake`) breaks a worker;
 - the clock (`clock:advance:T`) moves to the next instant that changes
   something: a stale lease's expiry, a cancellation's deadline, a backoff's
-  end, a lost call's deadline.
+  end, a call's deadline.
 
 Time is discrete. Every contract call and provider answer happens at the
 current instant; only `clock:advance` moves it. A live worker that is not
@@ -29,18 +31,19 @@ paused keeps its lease the way the simulator's heartbeat does: while the
 clock moves, it renews every `heartbeat_interval_s` (real `renew_lease`
 calls, in the history). So a lease runs out only when its holder crashed,
 was paused, or stopped believing it holds it; those expiries are what the
-clock can move to. A provider lands nothing past a call's deadline, so the
-clock never passes the deadline of a call the provider has not answered.
+clock can move to. A provider lands nothing past a call's deadline: the
+clock never passes the deadline of a call the provider has not answered, and
+a call sent after its deadline is void.
 
 Faults are bounded by the configuration (`crashes`, `pauses`,
-`lost_requests`, `lost_responses`, `duplicates`, `cancels`, `ci_failures`, `refusals`); each one the world
-spends is an action of its own, so the search reaches every placement of
-every fault. A crashed worker restarts at once with empty memory; its calls
-already sent still land.
+`lost_requests`, `lost_responses`, `duplicates`, `cancels`, `ci_failures`,
+`refusals`); each one the world spends is an action of its own, so the
+search reaches every placement of every fault. A crashed worker restarts at
+once with empty memory; its calls already sent still land.
 
-The world is copied by `copy.deepcopy` for each step the search takes from
-it; the compiled tables, the configuration and the seams are shared, not
-copied (`World.shared`).
+The search copies the world (through pickle) for each step it takes from it;
+the compiled tables, the configuration and the seams are shared, not copied
+(`World.shared`).
 """
 
 from __future__ import annotations
