@@ -205,12 +205,15 @@ def _fingerprint(entry: Entry) -> bytes:
 class History:
     """The stream every entry passes through: to each checker, into the digest, and into a bounded tail."""
 
-    def __init__(self, checkers: list[Checker], tail_max: int = 2000, keep_all: bool = False, sink: Any = None) -> None:
+    def __init__(
+        self, checkers: list[Checker], tail_max: int = 2000, keep_all: bool = False, sink: Any = None, digest: bool = True
+    ) -> None:
+        """`digest=False` keeps no running digest, so the history can be copied (pickled) with its checkers."""
         self.checkers = checkers
         self._sink = sink
         """Called with every entry (the run artifacts' history file), or None."""
         self._failed: dict[str, str] = {}
-        self._digest = hashlib.sha256()
+        self._digest = hashlib.sha256() if digest else None
         self.count = 0
         self.tail: deque[Entry] = deque(maxlen=None if keep_all else tail_max)
         """The latest entries (every entry with `keep_all`, which the shrinker uses on small runs)."""
@@ -219,7 +222,8 @@ class History:
 
     def append(self, entry: Entry) -> None:
         self.count += 1
-        self._digest.update(_fingerprint(entry))
+        if self._digest is not None:
+            self._digest.update(_fingerprint(entry))
         self.tail.append(entry)
         if self._sink is not None:
             self._sink(entry)
@@ -232,7 +236,14 @@ class History:
                 self._folds = {kind: [(n, f) for n, f in folds if n != name] for kind, folds in self._folds.items()}
 
     def digest(self) -> str:
+        if self._digest is None:
+            raise RuntimeError("this history was made with digest=False: it keeps no digest")
         return self._digest.hexdigest()
+
+    @property
+    def crashed(self) -> dict[str, str]:
+        """Checker name -> why: the checkers that crashed on an entry and were dropped from the fold (their verdict is unknown)."""
+        return self._failed
 
     def verdicts(self) -> dict[str, Verdict]:
         results = {}

@@ -262,7 +262,7 @@ class Leases:
         context = self._context
         with context.store.transaction() as tx:
             now = context.clock.now()
-            due = [attempt.attempt_id for attempt in tx.attempts_in(LEASED) if _reapable(attempt, now)]
+            due = [attempt.attempt_id for attempt in tx.attempts_in(LEASED) if reapable(attempt, now)]
         moved = []
         for attempt_id in due:
             result = self._reap_attempt(attempt_id)
@@ -296,7 +296,7 @@ def _claimer(worker_id: Any, workspace: Any, healthy: Any) -> None:
         flag(healthy, "healthy")
 
 
-def _reapable(attempt: Attempt, now: float) -> bool:
+def reapable(attempt: Attempt, now: float) -> bool:
     """Whether the reaper has a move for this Attempt now: its lease ran out, or its cancellation went unanswered."""
     if attempt.state in EXPIRABLE:
         return attempt.expires_at is not None and attempt.expires_at <= now

@@ -146,25 +146,23 @@ if set(EXPOSURES) | set(OUT_OF_SCOPE) != set(ANTIPATTERNS) or set(EXPOSURES) & s
     raise RuntimeError("sim/explore.py must say of every anti-pattern whether exploration exposes it (EXPOSURES) or not (OUT_OF_SCOPE)")
 
 
-def exposing_config(name: str, **overrides: Any) -> ExploreConfig:
-    """The configuration that exposes anti-pattern `name`, with `overrides` on top; an out-of-scope one is refused."""
+def _in_scope(name: str) -> AntiPattern:
+    """The anti-pattern named, if exploration exposes it; an unknown or out-of-scope name is an ExploreError."""
     if name in OUT_OF_SCOPE:
         raise ExploreError(f"{name} is out of scope for exploration: {OUT_OF_SCOPE[name]}")
-    exposure = EXPOSURES.get(name)
-    if exposure is None:
+    if name not in EXPOSURES:
         raise ExploreError(f"unknown anti-pattern {name!r}; use one of {', '.join(ANTIPATTERNS)}")
-    return ExploreConfig(**{**exposure.changes, **overrides, "antipattern": name})
+    return ANTIPATTERNS[name]
+
+
+def exposing_config(name: str, **overrides: Any) -> ExploreConfig:
+    """The configuration that exposes anti-pattern `name`, with `overrides` on top; an out-of-scope one is refused."""
+    _in_scope(name)
+    return ExploreConfig(**{**EXPOSURES[name].changes, **overrides, "antipattern": name})
 
 
 def _pattern(config: ExploreConfig) -> AntiPattern | None:
-    if config.antipattern is None:
-        return None
-    if config.antipattern in OUT_OF_SCOPE:
-        raise ExploreError(f"{config.antipattern} is out of scope for exploration: {OUT_OF_SCOPE[config.antipattern]}")
-    pattern = ANTIPATTERNS.get(config.antipattern)
-    if pattern is None:
-        raise ExploreError(f"unknown anti-pattern {config.antipattern!r}; use one of {', '.join(ANTIPATTERNS)}")
-    return pattern
+    return None if config.antipattern is None else _in_scope(config.antipattern)
 
 
 # ------------------------------------------------------------------ results
@@ -280,9 +278,9 @@ def _by_reference(obj: Any) -> Any:
 class _Snapshots:
     """Worlds as bytes (pickle), the tables, configuration and rules they share referred to, not copied.
 
-    A search keeps every world it has yet to expand; as bytes a world is a
-    few kilobytes, and copying one through pickle is about three times faster
-    than `copy.deepcopy`. The shared objects' types are looked up in a
+    A search keeps every world it has yet to expand; as bytes a world is about
+    ten kilobytes. Measured on one world of a few steps: about 240 µs to load
+    and 210 µs to store, against about 920 µs for `copy.deepcopy`. The shared objects' types are looked up in a
     dispatch table, so every other object pickles at the C pickler's speed.
     """
 
@@ -331,7 +329,7 @@ def _judge(world: World, quiescent: bool) -> Finding | None:
     for name, verdict in world.history.verdicts().items():
         if verdict.status == VIOLATED:
             return Finding(name, verdict.example)
-        if name in world.history.failed:
+        if name in world.history.crashed:
             return Finding(name, verdict.example, UNKNOWN)  # a checker that crashes judges nothing: never read that as a pass
     retirements = world.retirements()
     for checker in _final_readers(world):

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shiftchange.checkers.history import UNKNOWN, CheckContext, Checker, Fault, Landed, Retired, Verdict
+from shiftchange.checkers.history import CheckContext, Fault, History, Landed, Retired
 from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import (
     BackoffConfig,
@@ -61,15 +61,17 @@ from shiftchange.core import (
     CoreConfig,
     Event,
     ManualClock,
+    MemoryStore,
     Orchestrator,
     Plan,
     ProviderTimeout,
     RateLimitConfig,
     ReliabilityConfig,
 )
+from shiftchange.core.lease import reapable
 from shiftchange.core.machine import ACTIVE, ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC, TASK_RESTING, TASK_TERMINAL
 from shiftchange.core.provider import LedgerProvider
-from shiftchange.core.results import FENCE_CODES
+from shiftchange.core.results import FENCE_CODES, LATE_CODES
 
 from .antipatterns import AntiPattern
 from .worker import Behaviour
@@ -80,6 +82,8 @@ DEPENDENCY = "code_host"
 AT_REST = TASK_TERMINAL | TASK_RESTING
 REFUSALS = {"authorization": "403: the credential was revoked", "configuration": "422: the repository has no such base branch"}
 """The domains a provider refusal is reported in, with what the provider said: neither may be retried automatically."""
+LEASE_GONE = FENCE_CODES | LATE_CODES
+"""Refusals that mean the worker's lease no longer counts: it stops (the table's other refusals are read by their state)."""
 CI_FAILURE = "failed:ci red on the same test"
 """The verdict a `land-failing` call's effect gets: the same signature every time, as a deterministic bug gives."""
 
@@ -311,38 +315,6 @@ class Duplicate:
 # -------------------------------------------------------------------- world
 
 
-class Folds:
-    """The checkers a path's history is folded into: copyable with the world (no running digest, no tail, no sink).
-
-    A checker that crashes on an entry is dropped from the fold and its
-    verdict is unknown, as in the simulator's `History`.
-    """
-
-    __slots__ = ("checkers", "failed")
-
-    def __init__(self, checkers: list[Checker]) -> None:
-        self.checkers = checkers
-        self.failed: dict[str, str] = {}
-
-    def append(self, entry: Any) -> None:
-        method = _METHODS[type(entry)]
-        for checker in self.checkers:
-            if checker.name in self.failed:
-                continue
-            try:
-                getattr(checker, method)(entry)
-            except Exception as error:  # a crashing checker judges nothing: unknown, never a pass
-                self.failed[checker.name] = f"checker crashed: {type(error).__name__}: {error}"
-
-    def verdicts(self) -> dict[str, Verdict]:
-        return {
-            c.name: Verdict(c.name, UNKNOWN, 0, (self.failed[c.name],)) if c.name in self.failed else c.verdict() for c in self.checkers
-        }
-
-
-_METHODS = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
-
-
 class StepError(Exception):
     """An action label that names no enabled step of this world (a replay that does not fit)."""
 
@@ -399,7 +371,7 @@ class World:
         self.behaviour = pattern.behaviour if pattern is not None else Behaviour()
         self.blind_loop = pattern.blind_loop if pattern is not None else False
         self.clock = ManualClock(0.0)
-        self.store = pattern.make_store() if pattern is not None else _events_dropped()
+        self.store = pattern.make_store() if pattern is not None else MemoryStore(keep_events=False)
         self.provider = LedgerProvider(supports_idempotency=config.idempotent_provider)
         core, reliability = config.core(), config.reliability()
         seams = pattern.seams if pattern is not None else None
@@ -420,7 +392,7 @@ class World:
         )
         self.sequence = 0
         context = CheckContext(core.lease_ttl_s, reliability.attempt_spend_max_usd, core.reason_length_min)
-        self.history = Folds(all_checkers(context))
+        self.history = History(all_checkers(context), tail_max=0, digest=False)
         self.step_entries: list[Any] = []
         """What the step being taken appended to the history (the explorer reads it, then clears it); first, the setup's."""
         self.store.subscribe(self._heard)
@@ -477,10 +449,6 @@ class World:
                 read.append(Retired(now, task, tuple(attempts), intents, drained=True))
         return read
 
-    def at_rest(self) -> bool:
-        with self.store.transaction() as tx:
-            return all(tx.task(task_name(i)).state in AT_REST for i in range(self.config.tasks))
-
     # -------------------------------------------------------------- digest
 
     def digest_parts(self) -> tuple[str, list[list[str]], list[str]]:
@@ -528,7 +496,7 @@ class World:
     def actions(self) -> list[str]:
         """Every step some actor may take now, by label, in a fixed order."""
         labels: list[str] = []
-        admitted, queued, reapable, to_reconcile, to_verify, in_review, live_tasks, active = self._survey()
+        admitted, queued, reap_due, to_reconcile, to_verify, in_review, live_tasks, active = self._survey()
         for worker in self.workers:
             name = worker.worker_id
             if worker.paused:
@@ -557,7 +525,7 @@ class World:
         labels += [f"network:redeliver:{d.seq}" for d in self.duplicates]
         if queued:
             labels.append("control:admit")
-        if reapable:
+        if reap_due:
             labels.append("control:reap")
         labels += [f"control:reconcile:{a}" for a in to_reconcile]
         labels += [f"control:verify:{a}" for a in to_verify]
@@ -577,14 +545,14 @@ class World:
         with self.store.transaction() as tx:
             admitted = sorted({a.task_id for a in tx.attempts_in(("admitted",))})
             queued = bool(tx.attempts_in(("queued",)))
-            reapable = any(_reapable(a, now) for a in tx.attempts_in(LEASED | {"cancelling"}))
+            due = any(reapable(a, now) for a in tx.attempts_in(LEASED))  # the reaper's own scan and rule
             to_reconcile = [a.attempt_id for a in tx.attempts_in(("suspect", "reconciling"))]
             to_verify = [a.attempt_id for a in tx.attempts_in(("verifying",))]
             tasks = [tx.task(task_name(i)) for i in range(self.config.tasks)]
             active = [a.attempt_id for a in tx.attempts_in(ACTIVE)] if self.budgets.cancels else []
         in_review = [t.task_id for t in tasks if t.state == "review"]
         live = [t.task_id for t in tasks if t.state not in AT_REST]
-        return admitted, queued, reapable, sorted(to_reconcile), sorted(to_verify), in_review, live, sorted(active)
+        return admitted, queued, due, sorted(to_reconcile), sorted(to_verify), in_review, live, sorted(active)
 
     def _worker_steps(self, worker: WorkerState, admitted: list[str]) -> list[tuple[str, str]]:
         """The workflow step this worker would take next, as (step, ":argument" or ""): an idle one may claim any admitted task."""
@@ -793,7 +761,7 @@ class World:
 
     def _receipt(self, worker: WorkerState, duplicate: bool) -> None:
         answer = self._call(worker, duplicate, "record_receipt", *worker.fence, worker.key, worker.answer)
-        if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
+        if not answer.accepted and answer.code in LEASE_GONE:
             self._refused(worker, answer)
             return
         self._after_effect(worker)
@@ -832,7 +800,7 @@ class World:
     def _report(self, worker: WorkerState, duplicate: bool) -> None:
         """A refused call is reported to the gateway first (its breaker counts the signature), then the Attempt fails."""
         answer = self._call(worker, duplicate, "report_call_failure", *worker.fence, worker.key, worker.failure[1])
-        if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
+        if not answer.accepted and answer.code in LEASE_GONE:
             self._refused(worker, answer)
             return
         worker.pc = FAIL
@@ -849,7 +817,7 @@ class World:
         """The call's deadline passed with no answer: it may have landed. Report it, then ask the gateway again (or give up)."""
         signature = f"timeout:{DEPENDENCY} gave no answer by the deadline"
         answer = self._call(worker, duplicate, "report_call_failure", *worker.fence, worker.key, signature)
-        if not answer.accepted and answer.code in FENCE_CODES | {"expired_lease", "not_leased"}:
+        if not answer.accepted and answer.code in LEASE_GONE:
             self._refused(worker, answer)
             return
         worker.timeouts += 1
@@ -991,9 +959,8 @@ class World:
     # --------------------------------------------------------------- clock
 
     def _advance(self, target: float) -> None:
-        """Move to `target`; live, unpaused holders renew on their cadence on the way, as their heartbeats would."""
-        if target != self.next_instant():
-            raise StepError(f"the clock's next instant is {self.next_instant()!r}, not {target!r}")
+        """Move to `target` (the label's, which `apply` checked is the next instant); live, unpaused holders renew on their
+        cadence on the way, as their heartbeats would."""
         now = self.clock.now()
         while now < target:
             now = min(target, now + self.config.heartbeat_interval_s)
@@ -1022,15 +989,3 @@ _STEPS: dict[str, Callable[[World, WorkerState, bool], None]] = {
 }
 _DUPLICABLE = frozenset({"claim", "claim-next", "start", "grant", "receipt", "checkpoint", "complete", "ack", "report", "fail", "timeout"})
 """Worker steps that are a request on the wire (a provider call is the provider's to duplicate, and is not)."""
-
-
-def _reapable(attempt: Any, now: float) -> bool:
-    if attempt.state in EXPIRABLE:
-        return attempt.expires_at is not None and attempt.expires_at <= now
-    return attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now
-
-
-def _events_dropped() -> Any:
-    from shiftchange.core import MemoryStore
-
-    return MemoryStore(keep_events=False)

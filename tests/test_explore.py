@@ -399,3 +399,18 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch, tmp_pat
         with pytest.raises(SystemExit) as stopped:
             cli.run()
     assert stopped.value.code == cli.EXIT_BROKEN_PIPE == 141
+
+
+def test_a_checker_that_crashes_stops_the_search_as_unknown(monkeypatch):
+    """A checker that raises judges nothing: the search stops there and says so, never reads it as a pass."""
+    from shiftchange.checkers import rules
+
+    def broken(self, state, event):
+        raise ValueError("no such field")
+
+    monkeypatch.setattr(rules.FencedWrites, "_on_event", broken)
+    result = explore(ExploreConfig())
+    example = result.counterexample
+    assert example is not None and example.invariant == "fenced_writes" and example.status == "unknown"
+    assert "checker crashed" in example.example[0]
+    assert not result.ok
