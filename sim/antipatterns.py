@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shiftchange.agent import WorkerSeams
 from shiftchange.core import BackoffConfig, InputError, KeyRequest, MemoryStore, Seams, mint_key
 from shiftchange.core.machine import SPEC
 from shiftchange.core.records import Attempt
@@ -28,7 +29,6 @@ from shiftchange.spec import CompiledMachine
 from shiftchange.spec.model import STAY
 
 from .config import SimConfig
-from .worker import Behaviour
 
 # ------------------------------------------------------------------ breaks
 
@@ -174,7 +174,7 @@ class AntiPattern:
     seams: Seams = field(default_factory=Seams)
     """The core's rules, one of them replaced (the default: the reference core)."""
     store: Callable[[], MemoryStore] = _events_dropped
-    behaviour: Behaviour = field(default_factory=Behaviour)
+    worker_seams: WorkerSeams = field(default_factory=WorkerSeams)
     tune: Callable[[SimConfig], SimConfig] = _same
     blind_loop: bool = False
     """The loop never decides: every failed Attempt is retried at once, unchanged."""
@@ -254,7 +254,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "cancel-storm",
             "cancel_is_final",
             seams=Seams(attempt_machine=_cancel_as_flag()),
-            behaviour=Behaviour(ignores_cancel=True),
+            worker_seams=WorkerSeams(ignores_cancel=True),
         ),
         AntiPattern(
             "silent-queue-growth",
@@ -283,7 +283,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "crash-restart",
             "one_effect_per_operation",
             seams=Seams(mint_key=worker_key),
-            behaviour=Behaviour(mints_own_keys=True),
+            worker_seams=WorkerSeams(mints_own_keys=True),
         ),
         AntiPattern(
             "restart-from-scratch",
@@ -291,14 +291,14 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "crash-restart",
             "one_effect_per_operation",
             seams=Seams(mint_key=attempt_scoped_key),
-            behaviour=Behaviour(ignores_checkpoint=True),
+            worker_seams=WorkerSeams(ignores_checkpoint=True),
         ),
         AntiPattern(
             "unrecorded-effects",
             "the factory cannot say what a run did, and blames the model's nondeterminism",
             "baseline",
             "complete_audit",
-            behaviour=Behaviour(bypasses_gateway=("push",)),
+            worker_seams=WorkerSeams(bypasses_gateway=("push",)),
         ),
     )
 }

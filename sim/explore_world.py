@@ -368,7 +368,7 @@ class World:
     def __init__(self, config: ExploreConfig, pattern: AntiPattern | None = None) -> None:
         self.config = config
         self.pattern = pattern
-        self.behaviour = pattern.behaviour if pattern is not None else Behaviour()
+        self.behaviour = pattern.worker_seams if pattern is not None else Behaviour()
         self.blind_loop = pattern.blind_loop if pattern is not None else False
         self.clock = ManualClock(0.0)
         self.store = pattern.make_store() if pattern is not None else MemoryStore(keep_events=False)

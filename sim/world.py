@@ -139,7 +139,7 @@ class World:
             )
         )
         self.store.subscribe(self._event)
-        behaviour = antipattern.behaviour if antipattern is not None else Behaviour()
+        behaviour = antipattern.worker_seams if antipattern is not None else Behaviour()
         worker_context = WorkerContext(
             env,
             self.orchestrator,
