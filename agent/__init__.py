@@ -42,6 +42,7 @@ __all__ = [
     "head_sha",
     "next_hypothesis",
     "reconcile_settled",
+    "renewals_inside_lease",
     "resume_after",
     "retry_for",
 ]

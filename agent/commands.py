@@ -7,7 +7,7 @@ action, a thread and a socket) and hands the answer back:
 | command | the driver does | and answers with |
 |---|---|---|
 | `Call` | calls the orchestrator contract `contract(*args, **kwargs)` | its result, or None when no answer came back |
-| `Perform` | calls the provider with the granted key, due by `deadline_at` | the `Effect`, or the `ProviderTimeout` / `ProviderRefused` raised |
+| `Perform` | calls the provider with the key, due by `deadline_at` | the `Effect`, or the `ProviderTimeout` / `ProviderRefused` |
 | `Wait` | lets `seconds` pass (a backoff, a call held back) | None |
 | `Work` | does the local work named (a slow tool, a commit) for as long as its world says | None |
 | `Look` | reads the Attempt and its predecessor from the store | `Looked`, or None when the store did not answer |

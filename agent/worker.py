@@ -62,7 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shiftchange.core import Backoff, BackoffConfig, ProviderRefused, ProviderTimeout
+from shiftchange.core import Backoff, ProviderRefused, ProviderTimeout
 from shiftchange.core.results import FENCE_CODES, LATE_CODES
 
 from .commands import Call, Command, Look, Looked, Perform, Stop, Wait, Work
@@ -93,6 +93,7 @@ IDLE, CLAIM, LOOK, START, START_AGAIN, GRANT, PERFORM, RECEIPT, REPORT, WAIT, WO
 FINISH_FIRST = frozenset({RECEIPT, ACK, FAIL})
 """Calls an interrupt lets finish: a landed effect's receipt, a failure report, an acknowledgement."""
 LEASE_LOST, CANCELLED = "lease lost", "cancelled"
+CHAPTER = ChapterWorkflow()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +110,13 @@ class WorkerSeams:
     """Recovery reruns the workflow from step one (restart-from-scratch)."""
 
 
+CORRECT = WorkerSeams()
+"""The correct worker."""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """How a worker calls: deadlines, the per-call retry limit and pauses, the heartbeat, the backoff that paces retries."""
+    """How a worker calls: deadlines, the per-call retry limit and its pauses, the heartbeat (the `Backoff` is handed in)."""
 
     heartbeat_interval_s: float = 1.0
     call_deadline_s: float = 60.0
@@ -120,8 +125,6 @@ class AgentConfig:
     """How often a worker asks the gateway again for one call before it reports the Attempt failed."""
     gateway_retry_s: float = 2.0
     """Pause before asking again after a lost answer or a rate denial."""
-    backoff: BackoffConfig = BackoffConfig()
-    """The core's backoff, which paces retries of a timed-out call and of a call held back."""
     held_back_wait_max_s: float | None = None
     """The longest a call held back waits before asking again (None: as long as the circuit says)."""
 
@@ -159,8 +162,8 @@ class Agent:
         worker_id: str,
         config: AgentConfig,
         backoff: Backoff,
-        workflow: Workflow = ChapterWorkflow(),
-        seams: WorkerSeams = WorkerSeams(),
+        workflow: Workflow = CHAPTER,
+        seams: WorkerSeams = CORRECT,
     ) -> None:
         self.worker_id = worker_id
         self.config = config
@@ -201,9 +204,10 @@ class Agent:
     def state_row(self) -> tuple:
         """The agent's state as plain values, without the lease token (a fence is its Attempt and generation)."""
         fence = None if self.fence is None else self.fence[:2]
+        deadline_at = self.deadline_at if self.phase == PERFORM else None
         return (
             self.phase, fence, self.task_id, self.head, self.index, self.asks, self.timeouts, self.held_back, self.key,
-            self.deadline_at if self.phase == PERFORM else None, self.via_gateway, self._failure, self._retrying, self._interrupt, self._stopping,
+            deadline_at, self.via_gateway, self._failure, self._retrying, self._interrupt, self._stopping,
         )  # fmt: skip
 
     # ------------------------------------------------------------ commands
