@@ -35,9 +35,10 @@ BACKOFF = BackoffConfig(strategy="exponential", base_s=1.0, cap_s=8.0)
 FENCE = ("task-1#2", 2, "token")
 TASK, HYPOTHESIS = "task-1", "hypothesis 1"
 ONE_EFFECT = OperationsWorkflow(("create-pr",))
+CORRECT = WorkerSeams()
 
 
-def agent(workflow=ONE_EFFECT, seams=WorkerSeams(), config=CONFIG) -> Agent:
+def agent(workflow=ONE_EFFECT, seams=CORRECT, config=CONFIG) -> Agent:
     return Agent("worker-1", config, Backoff(BACKOFF, random.Random(0)), workflow, seams)
 
 
