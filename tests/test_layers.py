@@ -1,0 +1,104 @@
+"""The layers hold: the agent is sans-I/O, every driver runs it, and no driver holds a decision that belongs in it.
+
+DESIGN's rule for drivers: a driver that branches on a refusal code or a
+guard name holds a decision that belongs in the agent. These tests read the
+drivers' source (the AST, not the text, so a comment or docstring may still
+name a guard) and fail on any such read, naming the file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from shiftchange.core.machine import SPEC
+from shiftchange.core.results import REFUSAL_CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVERS = {
+    "sim": ["sim/worker.py", "sim/control.py"],
+    "explore": sorted(str(p.relative_to(ROOT)) for p in (ROOT / "explore").glob("*.py") if p.name != "__init__.py"),
+    "runtime": ["runtime/worker.py", "runtime/control.py"],
+}
+GUARDS = frozenset(SPEC.attempt.guards) | frozenset(SPEC.task.guards)
+DECIDING_NAMES = frozenset({"FENCE_CODES", "LATE_CODES", "LEASE_GONE", "REFUSAL_CODES", "GUARD_CODES"})
+DECIDING_ATTRIBUTES = frozenset({"code", "guards"})
+NOT_IN_THE_AGENT = ("simpy", "sqlite3", "psycopg", "psycopg_pool", "threading", "time", "socket", "http", "urllib", "random", "asyncio")
+
+
+def _tree(path: str) -> ast.AST:
+    return ast.parse((ROOT / path).read_text(), filename=path)
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names.add(node.module if node.level == 0 else f"shiftchange.{Path(node.module).name}")
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _decisions(path: str, tree: ast.AST | None = None) -> list[str]:
+    """Every place a driver reads a refusal's code or guards, names a code set, or compares with a guard or a refusal code."""
+    found = []
+    for node in ast.walk(_tree(path) if tree is None else tree):
+        where = f"{path}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Attribute) and node.attr in DECIDING_ATTRIBUTES:
+            found.append(f"{where} reads .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in DECIDING_NAMES:
+            found.append(f"{where} uses {node.id}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in GUARDS:
+            found.append(f"{where} names the guard {node.value!r}")
+        elif isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                if isinstance(operand, ast.Constant) and operand.value in REFUSAL_CODES:
+                    found.append(f"{where} compares with the refusal code {operand.value!r}")
+    return found
+
+
+def test_every_driver_has_its_modules():
+    for driver, paths in DRIVERS.items():
+        assert paths, f"the {driver} driver has no modules"
+        for path in paths:
+            assert (ROOT / path).is_file(), path
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_no_driver_reads_a_refusal_code_or_a_guard_name(driver):
+    found = [place for path in DRIVERS[driver] for place in _decisions(path)]
+    assert not found, "decisions that belong in shiftchange.agent:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_every_driver_runs_the_agent(driver):
+    imported = set().union(*(_imports(_tree(path)) for path in DRIVERS[driver]))
+    assert any(name.startswith("shiftchange.agent") for name in imported), f"no module of the {driver} driver imports shiftchange.agent"
+
+
+def test_the_agent_is_sans_io():
+    for path in sorted((ROOT / "agent").glob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        for name in _imports(_tree(relative)):
+            top = name.split(".")[0]
+            assert top not in NOT_IN_THE_AGENT, f"{relative} imports {name}"
+            assert not name.startswith(("shiftchange.sim", "shiftchange.explore", "shiftchange.runtime", "shiftchange.testing")), (
+                f"{relative} imports the driver or kit module {name}"
+            )
+
+
+def test_the_runtime_does_not_import_the_test_kit():
+    for path in sorted((ROOT / "runtime").glob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        imported = _imports(_tree(relative))
+        assert not any(name.startswith("shiftchange.testing") for name in imported), f"{relative} imports shiftchange.testing"
+
+
+def test_the_checker_finds_each_kind_of_decision_planted_in_a_driver():
+    planted = "def f(answer):\n    return 'no_call_in_flight' in answer.guards or answer.code == 'stale_fence' or LATE_CODES\n"
+    found = _decisions("planted.py", ast.parse(planted))
+    assert len(found) == 5, found  # the guard name, .guards, .code, the refusal code compared with, the code set
