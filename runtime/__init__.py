@@ -19,6 +19,6 @@ needs a clock, a process or a socket lives here.
 - `config`, `clock`, `workload`, `arguments`: the settings every process
   reads, the shared wall clock, the task submitted, the commands' arguments.
 
-Nothing here imports the simulator: a real run is judged by
-`shiftchange.testing.judge` over `shiftchange.checkers`.
+Nothing here imports the simulator or the conformance kit: a real run is judged
+by `shiftchange.checkers.judge`.
 """

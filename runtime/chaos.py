@@ -24,16 +24,18 @@ not exit in time.
 
 Judgement. The store's history (this run's tasks only: a store may hold
 earlier runs) and the provider's ledger on disk are judged by
-`shiftchange.testing.judge`, the checkers `sim run` uses, with the final
+`shiftchange.checkers.judge`, the checkers `sim run` uses, with the final
 read of every task. The report adds the figures: tasks done, at rest and
-lost; duplicate effects (the checker's count, and independently the ledger's
-code-host effects sharing an operation and identity); stale writes refused
-(late refusals) and accepted (`fenced_writes` violations); faults delivered;
-time to detect (from a kill or pause of a worker holding a lease to that
-Attempt's `expire`) and to recover (to the next accepted claim of a later
-Attempt of the task), p50 and max; events written and transactions retried,
-per second. As in `sim run`, an unknown verdict is not a pass; the run
-passes (exit 0) only when every invariant holds and no task was lost.
+lost; stale writes refused (late refusals) and accepted (`fenced_writes`
+violations); faults delivered; the measures the simulator reports too, from
+the same fold (`shiftchange.checkers.measures`): duplicate effects in the
+ledger, time to detect (from a kill or pause of a worker holding a lease to
+that Attempt's `expire`) and to recover (to the next accepted claim of a
+later Attempt of the task); events written and transactions retried, per
+second. Which Attempt a fault struck is read off the history: the worker's
+last accepted claim before the fault, if that Attempt had not left its lease
+by then. As in `sim run`, an unknown verdict is not a pass; the run passes
+(exit 0) only when every invariant holds and no task was lost.
 
 Every process writes its stdout and stderr to its own log in the run
 directory (`logs/NAME.log`, appended to across restarts, each start marked);
@@ -54,7 +56,6 @@ import os
 import random
 import secrets
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
+    from shiftchange.checkers import LedgerEntry, Measures
     from shiftchange.core import Event
     from shiftchange.runtime.config import RuntimeConfig
 
@@ -750,9 +752,9 @@ class _Run:
     # -------------------------------------------------------------- judgement
 
     def judge(self) -> ChaosReport:
+        from shiftchange.checkers import context_for, judge
         from shiftchange.core import StoreError
         from shiftchange.runtime.codehost import read_ledger
-        from shiftchange.testing import context_for, judge
 
         try:
             mine = set(self.task_ids)
@@ -763,8 +765,8 @@ class _Run:
             tasks = {task_id: self.store.get_task(task_id) for task_id in sorted(mine)}
         except (StoreError, OSError, ValueError) as error:
             raise ChaosError(f"cannot read the run back for judgement: {type(error).__name__}: {error}") from None
-        self._measure(events)
-        metrics = self._metrics(events, ledger, verdicts, tasks, getattr(records, "torn", 0))
+        measures = self._measure(events, ledger)
+        metrics = self._metrics(events, ledger, verdicts, tasks, measures, getattr(records, "torn", 0))
         return ChaosReport(
             store=_masked(self.store_url),
             task_prefix=self.prefix,
@@ -781,20 +783,39 @@ class _Run:
             delivered=self.delivered,
         )
 
-    def _measure(self, events: list[Event]) -> None:
-        """Time to detect and to recover for each kill or pause of a worker that held a lease at that instant."""
-        from shiftchange.core.machine import LEASED
+    def _measure(self, events: list[Event], ledger: list[LedgerEntry]) -> Measures:
+        """The shared measures over the run: each kill or pause of a worker holding a lease is a strike, folded in time order."""
+        from shiftchange.checkers import Measures
 
         accepted = sorted((event for event in events if event.accepted), key=lambda event: (event.at, event.seq))
+        hits = sorted(self._hits(accepted), key=lambda hit: hit[0].at)
+        measures = Measures()
+        struck = []
+        for event in accepted:
+            while len(struck) < len(hits) and hits[len(struck)][0].at <= event.at:
+                item, claim = hits[len(struck)]
+                struck.append((item, measures.struck(claim.task_id, claim.attempt_id, item.at)))
+            measures.event(event)
+        struck += [(item, measures.struck(claim.task_id, claim.attempt_id, item.at)) for item, claim in hits[len(struck) :]]
+        for entry in ledger:
+            measures.landed(entry.landed())
+        for item, strike in struck:
+            item.detect_s = None if strike.detect_s is None else _round(strike.detect_s)
+            item.recover_s = None if strike.recover_s is None else _round(strike.recover_s)
+        return measures
+
+    def _hits(self, accepted: list[Event]) -> list[tuple[Delivered, Event]]:
+        """Each kill or pause with the claim of the Attempt its worker held at that instant (and names it on the fault)."""
+        from shiftchange.core.machine import LEASED
+
         claims: dict[str, list[Event]] = {}
         by_attempt: dict[str, list[Event]] = {}
-        by_task_claims: dict[str, list[Event]] = {}
         for event in accepted:
             if event.attempt_id is not None:
                 by_attempt.setdefault(event.attempt_id, []).append(event)
             if event.kind == "claim" and event.attempt_id is not None:
                 claims.setdefault(event.worker_id or "", []).append(event)
-                by_task_claims.setdefault(event.task_id, []).append(event)
+        hits = []
         for item in self.delivered:
             if item.kind not in (KILL, PAUSE):
                 continue
@@ -809,24 +830,19 @@ class _Run:
                 event.seq > held.seq and event.at < item.at and event.to_state is not None and event.to_state not in LEASED
                 for event in by_attempt.get(held.attempt_id or "", ())
             )
-            if ended:
-                continue
-            item.attempt_id = held.attempt_id
-            expired = next(
-                (e for e in by_attempt.get(held.attempt_id or "", ()) if e.kind == "expire" and e.at >= item.at),
-                None,
-            )
-            if expired is not None:
-                item.detect_s = round(expired.at - item.at, 3)
-            again = next(
-                (e for e in by_task_claims.get(held.task_id, ()) if e.at >= item.at and e.attempt_id != held.attempt_id),
-                None,
-            )
-            if again is not None:
-                item.recover_s = round(again.at - item.at, 3)
+            if not ended:
+                item.attempt_id = held.attempt_id
+                hits.append((item, held))
+        return hits
 
     def _metrics(
-        self, events: list[Event], ledger: list[Any], verdicts: Mapping[str, Any], tasks: Mapping[str, Any], torn: int
+        self,
+        events: list[Event],
+        ledger: list[Any],
+        verdicts: Mapping[str, Any],
+        tasks: Mapping[str, Any],
+        measures: Measures,
+        torn: int,
     ) -> dict[str, Any]:
         states: dict[str, int] = {}
         lost: list[str] = []
@@ -835,21 +851,13 @@ class _Run:
             states[state] = states.get(state, 0) + 1
             if task is None or task.state not in self.at_rest:
                 lost.append(f"{task_id} ({state})")
-        identities: dict[tuple[str, str], set[str]] = {}
-        for entry in ledger:
-            if entry.dependency == "code_host":
-                identities.setdefault((entry.operation, entry.identity), set()).add(entry.provider_id)
         counts = dict.fromkeys(FAULT_KINDS, 0)
         for item in self.delivered:
             counts[item.kind] += 1
-        held = [item for item in self.delivered if item.attempt_id is not None]
-        detect = [item.detect_s for item in held if item.detect_s is not None]
-        recover = [item.recover_s for item in held if item.recover_s is not None]
         span_s = max(1e-9, (self.drain_ended or time.time()) - self.began)
         load_s = max(1e-9, (self.load_ended or time.time()) - self.began)
         done = states.get("done", 0)
         retries = sum(getattr(event, "retries", 0) for event in events)
-        effect_verdict = verdicts.get("one_effect_per_operation")
         fence_verdict = verdicts.get("fenced_writes")
         postgres = self.kind == "postgresql"
         return {
@@ -860,8 +868,6 @@ class _Run:
             "lost": lost[:20],
             "final_states": dict(sorted(states.items())),
             "submit_failures": self.submit_failures[:20],
-            "duplicate_effects": effect_verdict.violations if effect_verdict is not None else None,
-            "duplicate_effects_ledger": sum(len(ids) - 1 for ids in identities.values()),
             "stale_writes_refused": sum(1 for event in events if not event.accepted and event.late),
             "stale_writes_accepted": fence_verdict.violations if fence_verdict is not None else None,
             "worker_kills": counts[KILL],
@@ -874,13 +880,7 @@ class _Run:
             "drops_asked": counts[DROP],
             "dropped_responses": self.provider_counters.get("dropped_responses"),
             "faults_skipped": {kind: n for kind, n in self.skipped.items() if n},
-            "faults_holding": len(held),
-            "detect_count": len(detect),
-            "detect_s_p50": _round(statistics.median(detect)) if detect else None,
-            "detect_s_max": _round(max(detect)) if detect else None,
-            "recover_count": len(recover),
-            "recover_s_p50": _round(statistics.median(recover)) if recover else None,
-            "recover_s_max": _round(max(recover)) if recover else None,
+            **measures.summary(),
             "events": len(events),
             "events_per_s": _round(len(events) / span_s),
             "transactions_retried": retries,
@@ -906,10 +906,10 @@ def ledger_entries(records: Iterable[Mapping[str, Any]], store: Any, prefix: str
     """The checkers' `LedgerEntry`s for the provider's ledger records (`read_ledger`), keeping those of tasks whose id starts with `prefix`.
 
     A record that names no task is named by the intent its key was minted for
-    (as `shiftchange.testing.ledger_from` does); one with no intent either is
+    (as `shiftchange.checkers.ledger_from` does); one with no intent either is
     kept, and the audit judges it.
     """
-    from shiftchange.testing import LedgerEntry
+    from shiftchange.checkers import LedgerEntry
 
     entries = []
     for record in records:
@@ -1023,10 +1023,12 @@ def render_text(report: ChaosReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _seconds(p50: float | None, top: float | None, count: int, of: int, what: str) -> str:
+def _seconds(m: Mapping[str, Any], measure: str, what: str) -> str:
+    count, of = m[f"{measure}_count"], m["strikes"]
     if not count:
         return f"none measured ({of} faults hit a worker holding a lease; {what})"
-    return f"p50 {p50:.1f} s, max {top:.1f} s over {count} of {of} faults that hit a worker holding a lease"
+    p50, mean, top = m[f"{measure}_s_p50"], m[f"{measure}_s_mean"], m[f"{measure}_s_max"]
+    return f"p50 {p50:.1f} s, mean {mean:.1f} s, max {top:.1f} s over {count} of {of} faults that hit a worker holding a lease"
 
 
 def _figure_rows(report: ChaosReport) -> list[str]:
@@ -1051,7 +1053,6 @@ def _figure_rows(report: ChaosReport) -> list[str]:
     drops = faults(DROP, m["drops_asked"], " asked" + (counted or ", the provider's count unread"))
     pauses = [item.hold_s for item in report.delivered if item.kind == PAUSE]
     pause_extra = f" of {min(pauses):.1f}-{max(pauses):.1f} s (lease {report.config['core']['lease_ttl_s']:g} s)" if pauses else ""
-    duplicate = m["duplicate_effects"]
     stale = m["stale_writes_accepted"]
     processes = f"{m['unexpected_exit_count']} unexpected exits, {len(m['unclean_exits'])} unclean exits on SIGTERM"
     processes += f", {len(m['stragglers_killed'])} SIGKILLed at shutdown"
@@ -1061,19 +1062,15 @@ def _figure_rows(report: ChaosReport) -> list[str]:
             f"{m['tasks_submitted']:,} submitted: {m['tasks_done']:,} done, "
             f"{sum(m['tasks_at_rest_otherwise'].values()):,} at rest otherwise{f' ({rest})' if rest else ''}, {m['tasks_lost']:,} lost",
         ),
-        (
-            "duplicate effects",
-            f"{'?' if duplicate is None else duplicate:} by one_effect_per_operation; {m['duplicate_effects_ledger']:,} in the ledger"
-            " (code-host effects sharing an operation and identity)",
-        ),
+        ("duplicate effects", f"{m['duplicate_effects']:,} in the ledger (effects beyond the first of one logical operation)"),
         ("stale writes", f"{m['stale_writes_refused']:,} refused (late); {'?' if stale is None else stale} accepted (fenced_writes)"),
         ("worker kills", faults(KILL, m["worker_kills"])),
         ("pauses", faults(PAUSE, m["pauses"], pause_extra)),
         ("orchestrator kills", faults(ORCHESTRATOR_KILL, m["orchestrator_kills"])),
         ("connection kills", connections),
         ("dropped responses", drops),
-        ("time to detect", _seconds(m["detect_s_p50"], m["detect_s_max"], m["detect_count"], m["faults_holding"], "no expiry seen")),
-        ("time to recover", _seconds(m["recover_s_p50"], m["recover_s_max"], m["recover_count"], m["faults_holding"], "none reclaimed")),
+        ("time to detect", _seconds(m, "detect", "no expiry seen")),
+        ("time to recover", _seconds(m, "recover", "none reclaimed")),
         (
             "events",
             f"{m['events']:,} written ({m['events_per_s']:,.1f}/s); {m['transactions_retried']:,} transactions retried"

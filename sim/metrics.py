@@ -17,10 +17,12 @@ stops the worker; judged at the instant, that expiry is still false.
 
 A lease window opens with every accepted claim or renewal and lasts
 `lease_ttl_s`; the next accepted renewal closes it, or it expires. A crash's
-time to detect runs from the crash to its Attempt becoming Suspect, and its
-time to recover from the crash to the task's next claim; each mean stands
-beside the count it is a mean of. Per-task state is dropped at retirement;
-queue waits are kept as an array of doubles, eight bytes per Attempt.
+time to detect (to its Attempt becoming Suspect), its time to recover (to the
+task's next claim) and the duplicate effects are the fold every driver
+shares (`shiftchange.checkers.measures`), fed the crashes the workers report;
+each mean stands beside the count it is a mean of. Per-task state is dropped
+at retirement; queue waits are kept as an array of doubles, eight bytes per
+Attempt.
 
 A task's deadline, in the core, is the last moment its work may start: an
 Attempt still queued when the deadline passes is shed, never admitted (see
@@ -51,6 +53,7 @@ from array import array
 from typing import Any
 
 from shiftchange.checkers.history import Landed, Retired
+from shiftchange.checkers.measures import Measures
 from shiftchange.core import Event
 from shiftchange.core.machine import ATTEMPT_TERMINAL as _TERMINAL
 from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
@@ -93,17 +96,14 @@ class Metrics:
         self.crashes_holding = 0
         self.stale_writes_refused = 0
         self.effects = 0
-        self.duplicate_effects = 0
-        self.detect_s = array("d")
-        self.recover_s = array("d")
+        self.measures = Measures()
+        """Time to detect and to recover a crash, and duplicate effects: the fold chaos reports too."""
         self.queue_waits_s = array("d")
         self._held: dict[str, _Holding] = {}
         self._expires_at: dict[str, tuple[float, bool]] = {}
         """Per leased Attempt: when its lease runs out, and whether that window is still the first (no renewal yet)."""
         self._pauses: dict[str, list[tuple[float, float]]] = {}
         self._since: dict[str, float] = {}
-        self._crashed: dict[str, tuple[str, float]] = {}
-        self._operations: dict[str, dict[tuple[str, str, str], int]] = {}
         self.tasks_by_priority: dict[int, int] = {}
         self.deadline_misses: dict[int, int] = {}
         self.tasks_done_in_time = 0
@@ -114,6 +114,7 @@ class Metrics:
     # ----------------------------------------------------------- the feed
 
     def event(self, event: Event) -> None:
+        self.measures.event(event)
         if not event.accepted:
             if event.late:
                 self.stale_writes_refused += 1
@@ -129,9 +130,6 @@ class Metrics:
             self.leases += 1
             self.lease_windows += 1
             self._expires_at[event.attempt_id] = (event.at + self.lease_ttl_s, True)
-            crashed = self._crashed.pop(event.task_id, None)
-            if crashed is not None:
-                self.recover_s.append(event.at - crashed[1])
         elif kind == "renew":
             self.lease_windows += 1
             self._expires_at[event.attempt_id] = (event.at + self.lease_ttl_s, False)
@@ -150,9 +148,6 @@ class Metrics:
         self.false_expiries += false
         if self.series is not None:
             self.series.expiry(false)
-        crashed = self._crashed.get(event.task_id)
-        if crashed is not None and crashed[0] == event.attempt_id:
-            self.detect_s.append(event.at - crashed[1])
 
     def _alive_and_renewing(self, attempt_id: str, at: float) -> bool:
         """Whether, at instant `at`, a live, unpaused worker held the Attempt (its heartbeat runs exactly while it holds)."""
@@ -163,11 +158,7 @@ class Metrics:
 
     def landed(self, landed: Landed) -> None:
         self.effects += 1
-        seen = self._operations.setdefault(landed.task_id, {})
-        operation = (landed.dependency, landed.operation, landed.identity)
-        seen[operation] = seen.get(operation, 0) + 1
-        if seen[operation] > 1:
-            self.duplicate_effects += 1
+        self.measures.landed(landed)
 
     def retired(self, retired: Retired) -> None:
         task = retired.task
@@ -178,8 +169,7 @@ class Metrics:
         self.attempts_max = max(self.attempts_max, len(retired.attempts))
         self.spend_usd += task.cost_usd
         self.tokens += task.tokens
-        self._operations.pop(task.task_id, None)
-        self._crashed.pop(task.task_id, None)
+        self.measures.retired(retired)
         self._judge_deadline(task, self._settled_at.pop(task.task_id, None))
 
     def _judge_deadline(self, task: Any, settled_at: float | None) -> None:
@@ -212,7 +202,7 @@ class Metrics:
         self.crashes += 1
         if attempt_id is not None:
             self.crashes_holding += 1
-            self._crashed[attempt_id.rsplit("#", 1)[0]] = (attempt_id, at)
+            self.measures.struck(attempt_id.rsplit("#", 1)[0], attempt_id, at)
 
     def renewal(self, outcome: str) -> None:
         self.renewals[outcome] += 1
@@ -234,6 +224,7 @@ class Metrics:
         tasks = max(1, self.tasks_retired)
         done = self.final_states.get("done", 0)
         span_s = self._queue.span_s()
+        measured = self.measures.summary()
         return {
             "tasks_done": done,
             "final_states": dict(sorted(self.final_states.items())),
@@ -248,14 +239,15 @@ class Metrics:
             **{f"renewals_{outcome}": count for outcome, count in self.renewals.items()},
             "crashes": self.crashes,
             "crashes_holding": self.crashes_holding,
-            "crash_detect_count": len(self.detect_s),
-            "crash_detect_s_mean": _mean(self.detect_s),
-            "crash_recover_count": len(self.recover_s),
-            "crash_recover_s_mean": _mean(self.recover_s),
-            "crash_recover_s_max": round(max(self.recover_s), 1) if self.recover_s else None,
+            # The shared measures, under the names sim/report.py, the notebooks and tests/test_sim_tuning.py read.
+            "crash_detect_count": measured["detect_count"],
+            "crash_detect_s_mean": measured["detect_s_mean"],
+            "crash_recover_count": measured["recover_count"],
+            "crash_recover_s_mean": measured["recover_s_mean"],
+            "crash_recover_s_max": measured["recover_s_max"],
             "stale_writes_refused": self.stale_writes_refused,
             "effects": self.effects,
-            "duplicate_effects": self.duplicate_effects,
+            "duplicate_effects": measured["duplicate_effects"],
             "queue_age_s_max": round(max(self.queue_waits_s), 1) if self.queue_waits_s else 0.0,
             "queue_age_s_p99": _percentile(self.queue_waits_s, 0.99),
             "throughput_tasks_per_h": round(done / sim_time_s * 3600.0, 1) if sim_time_s > 0 else 0.0,
@@ -327,10 +319,6 @@ class _QueueArea:
             "queue_entries_per_s": round(entries / span_s, 6) if span_s > 0 else None,
             "queue_wait_s_mean": round(waited_s / exits, 6) if exits else None,
         }
-
-
-def _mean(values: array) -> float | None:
-    return round(sum(values) / len(values), 1) if values else None
 
 
 def _percentile(values: array, fraction: float) -> float:

@@ -10,7 +10,7 @@ interface is held to the same suite. Public surface:
   port plugs in with `reference_orchestrator(make_store)`);
 - `orchestrator_machine(make_orchestrator)` and `run_machine`: the Hypothesis
   stateful machine over that factory (needs Hypothesis: `shiftchange[testing]`);
-- `judge(events, ledger, store)`: the simulator's invariant checkers over any
+- `judge(events, ledger, store)`: the checkers (`shiftchange.checkers.judge`) over any
   store's history and a provider's ledger (`LedgerEntry`, `ledger_from`).
 
 Each suite returns a `Report` (a `CheckResult` per check; `raise_for_failures`

@@ -19,8 +19,8 @@ from shiftchange.core import Event, InputError, LedgerProvider, MemoryStore
 from shiftchange.sim.antipatterns import antipattern
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
-from shiftchange.testing import INVARIANTS, Judge, LedgerEntry, context_for, judge, ledger_from, reference_orchestrator
-from shiftchange.testing.judge import OK, UNKNOWN, VIOLATED
+from shiftchange.checkers import INVARIANTS, OK, UNKNOWN, VIOLATED, Judge, LedgerEntry, context_for, judge, ledger_from
+from shiftchange.testing import reference_orchestrator
 from shiftchange.testing.rig import World, fence
 
 FINAL_RECORDS = {"no_lost_tasks", "budgets_hold", "classified_retry", "complete_audit"}

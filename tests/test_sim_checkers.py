@@ -18,6 +18,7 @@ import copy
 import pytest
 
 from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, CheckContext, Fault, History, Landed, Retired, Verdict
+from shiftchange.checkers.measures import Measures
 from shiftchange.checkers.rules import INVARIANTS, all_checkers
 from shiftchange.core import (
     Attempt,
@@ -856,3 +857,77 @@ def test_a_crashing_checker_is_unknown_and_the_others_still_judge():
     assert verdicts["exploding"].status == UNKNOWN
     assert "KeyError" in verdicts["exploding"].example[0]
     assert {name: verdicts[name].status for name in INVARIANTS} == dict.fromkeys(INVARIANTS, OK)
+
+
+# ------------------------------------------------------------ the shared measures
+
+
+class MeasuresFeed:
+    """Hands a `History`'s entries to the shared measures, as the simulator's metrics do (a fold, not a checker: no verdict)."""
+
+    name = "measures"
+
+    def __init__(self, measures: Measures) -> None:
+        self.measures = measures
+
+    def event(self, event: Event) -> None:
+        self.measures.event(event)
+
+    def landed(self, landed: Landed) -> None:
+        self.measures.landed(landed)
+
+    def fault(self, fault: Fault) -> None: ...
+
+    def retired(self, retired: Retired) -> None:
+        self.measures.retired(retired)
+
+    def verdict(self) -> Verdict:
+        return Verdict(self.name, OK, 0, ())
+
+
+def test_the_shared_measures_time_detection_and_recovery_from_the_strike_and_count_distinct_duplicates():
+    """Goal: detect runs from the strike to its Attempt's expire, recover to the task's next claim of another Attempt; a repeated
+    provider id is the same effect, a second one for the same operation a duplicate; a retired task is forgotten."""
+    measures = Measures()
+    s = Story(History([MeasuresFeed(measures)]))
+    s.created().dispatched().at(1.0).running(1, 1)
+    strike = measures.struck("task-1", "task-1#1", 5.0)
+    s.at(9.5).expired(1).at(10.0).retried(2, "the fixture leaks a port").at(12.0).running(2, 2)
+    assert (strike.detect_s, strike.recover_s) == (4.5, 7.0)
+    unseen = measures.struck("task-1", "task-1#2", 13.0)
+    s.at(14.0).granted(2, 2, "create-pr:task-1:sha-1").landed("create-pr:task-1:sha-1", "pr-1")
+    s.landed("create-pr:task-1:sha-1", "pr-1")
+    assert measures.duplicate_effects == 0, "the provider answered a repeated key with the effect it has"
+    s.landed("create-pr:task-1:sha-1:again", "pr-2")
+    assert measures.duplicate_effects == 1
+    assert unseen.detect_s is None and unseen.recover_s is None, "nothing expired or reclaimed after that strike"
+    summary = measures.summary()
+    assert summary == {
+        "strikes": 2,
+        "detect_count": 1,
+        "detect_s_mean": 4.5,
+        "detect_s_p50": 4.5,
+        "detect_s_max": 4.5,
+        "recover_count": 1,
+        "recover_s_mean": 7.0,
+        "recover_s_p50": 7.0,
+        "recover_s_max": 7.0,
+        "duplicate_effects": 1,
+    }
+    assert measures.live() == 1
+    s.retire()
+    assert measures.live() == 0, "a retired task's strikes and effects are dropped"
+
+
+def test_the_simulator_reports_the_shared_measures_of_its_crashes():
+    """Goal: the simulator's crash figures are the shared fold's, fed the crashes its workers report."""
+    from shiftchange.sim.metrics import Metrics
+
+    metrics = Metrics(lease_ttl_s=30.0)
+    s = Story(History([MeasuresFeed(metrics.measures)]))
+    s.created().dispatched().at(1.0).running(1, 1)
+    metrics.crashed("worker-a", "task-1#1", 2.0)
+    s.at(32.0).expired(1).at(33.0).retried(2, "the fixture leaks a port").at(40.0).running(2, 2)
+    summary = metrics.summary(40.0, {})
+    assert (summary["crashes_holding"], summary["crash_detect_count"], summary["crash_detect_s_mean"]) == (1, 1, 30.0)
+    assert (summary["crash_recover_count"], summary["crash_recover_s_mean"], summary["crash_recover_s_max"]) == (1, 38.0, 38.0)
