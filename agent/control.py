@@ -21,7 +21,7 @@ again while it can.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,9 @@ class Agenda:
     retire: dict[str, float] = field(default_factory=dict)
     admission_due: bool = True
     """An Attempt was queued or ended since the last admission step."""
+    decided_after: dict[str, str] = field(default_factory=dict)
+    """From the records: task id -> the ended Attempt the loop last decided after. The history makes a task due once per
+    Attempt that ends; a survey would find a task whose retry was refused undecided again every round, so it remembers."""
 
     # ------------------------------------------------- from the history
 
@@ -125,12 +128,27 @@ class Agenda:
 
     # ------------------------------------------------- from the records
 
-    def survey(self, recovering: Iterable[Any], verifying: Iterable[Any], undecided: Iterable[str], in_review: Iterable[str], now: float):
+    def survey(
+        self,
+        recovering: Iterable[Any],
+        verifying: Iterable[Any],
+        undecided: Iterable[str],
+        in_review: Iterable[str],
+        now: float,
+        latest: Mapping[str, str] | None = None,
+    ):
         """Replace what is due by what the records say: Attempts Suspect or Reconciling, Attempts Verifying (due `ci_s` after
-        they ended), tasks in progress with no active Attempt, and tasks in review (due `review_s` after first seen)."""
+        they ended), tasks in progress with no active Attempt, and tasks in review (due `review_s` after first seen).
+
+        With `latest` (each undecided task's latest Attempt), a task already `decided` after that very Attempt is not due again.
+        """
         self.reconcile = {attempt.attempt_id: None for attempt in recovering}
         self.verify = {a.attempt_id: (now if a.ended_at is None else a.ended_at + self.delays.ci_s) for a in verifying}
-        self.decide = dict.fromkeys(undecided)
+        if latest is None:
+            self.decide = dict.fromkeys(undecided)
+        else:
+            self.decided_after = {task_id: after for task_id, after in self.decided_after.items() if latest.get(task_id) == after}
+            self.decide = {task_id: None for task_id in undecided if task_id not in self.decided_after}
         self.approve = {task_id: self.approve.get(task_id, now + self.delays.review_s) for task_id in in_review}
 
     # ------------------------------------------------------- what is due
@@ -138,6 +156,12 @@ class Agenda:
     def due(self, table: dict[str, float], now: float) -> list[str]:
         """The items of `table` (verify, approve, retire) whose time has come, in the order they were noted."""
         return [item for item, at in table.items() if at <= now]
+
+    def decided(self, task_id: str, after_attempt_id: str) -> None:
+        """The loop decided `task_id` after its Attempt `after_attempt_id` ended, and asked for what it said: a survey leaves the
+        task off the agenda until another Attempt of it ends."""
+        self.decide.pop(task_id, None)
+        self.decided_after[task_id] = after_attempt_id
 
     def reconciled(self, attempt_id: str, result: Any) -> None:
         if reconcile_settled(result):

@@ -1,11 +1,13 @@
 """`shiftchange orchestrator`: the control plane as a process, on real cadences, over a store other processes share.
 
-The same duties as the simulator's control plane (`sim/control.py`), but it
-learns what is due from the store's records, not from a listener on its own
-transactions: other processes (workers, other orchestrators) write most of
-what happens, and a process killed and restarted remembers nothing. Each
-duty is a scan of the states that ask for it, so a restarted orchestrator
-picks up exactly where the store says things are:
+The same duties as the simulator's control plane, decided by the same code
+(`shiftchange.agent.control`: the `Agenda` of what is due, `retry_for` after
+the loop's decision), but it learns what is due from the store's records
+(`Agenda.survey`), not from a listener on its own transactions: other
+processes (workers, other orchestrators) write most of what happens, and a
+process killed and restarted remembers nothing. Each duty is a scan of the
+states that ask for it, so a restarted orchestrator picks up exactly where
+the store says things are:
 
 - admission, every `admission_interval_s`, only while this process holds
   the admission leader lease (`runtime/leadership.py`), each step fenced by
@@ -15,8 +17,9 @@ picks up exactly where the store says things are:
   the contract is safe under races);
 - every `loop_interval_s`: reconcile what is Suspect or Reconciling, verify
   what has been Verifying for `ci_s`, decide the next step of every task in
-  progress with no active Attempt (and retry it when the loop says so), and
-  approve what has waited in review for `review_s`.
+  progress with no active Attempt (and retry it when the loop says so), once
+  per Attempt that ended, and approve what has waited in review for
+  `review_s`.
 
 A store or provider that does not answer (a cut connection, a restarting
 server) costs one round of that duty; it is logged and the next round asks
@@ -34,7 +37,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shiftchange.core import CoreError, InputError, Orchestrator, Plan, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
+from shiftchange.agent import Agenda, Delays, retry_for
+from shiftchange.agent.control import RECOVERING
+from shiftchange.core import CoreError, InputError, Orchestrator, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
 from shiftchange.core.machine import ACTIVE
 from shiftchange.core.stores import open_store
 
@@ -68,10 +73,9 @@ class ControlProcess:
         self._fenced = FencedStore(self.store, self.leadership)
         self._provider = provider
         self._reliability = reliability
-        self._review_seen: dict[str, float] = {}
+        self.agenda = Agenda(Delays(ci_s=config.ci_s, review_s=config.review_s))
+        """What is due, as the last scan of the records found it (a restarted process starts from the records again)."""
         self._refreshed_at = self.clock.now()
-        self._retry_refused: dict[str, str] = {}
-        """Task id -> the Attempt after which its retry was refused: decided once, not again every round."""
         self.counts = {"admission_steps": 0, "admitted": 0, "reaped": 0, "reconciled": 0, "verified": 0, "decided": 0, "approved": 0}
 
     def close(self) -> None:
@@ -120,30 +124,25 @@ class ControlProcess:
         self.counts["reaped"] += len(self.orchestrator.reap())
 
     def loop_step(self) -> None:
-        orchestrator, store, now = self.orchestrator, self.store, self.clock.now()
-        with store.transaction() as tx:
-            recovering = [a.attempt_id for a in tx.attempts_in(("suspect", "reconciling"))]
-            verifying = [a for a in tx.attempts_in(("verifying",))]
+        orchestrator, agenda, now = self.orchestrator, self.agenda, self.clock.now()
+        with self.store.transaction() as tx:
+            recovering = tx.attempts_in(RECOVERING)
+            verifying = tx.attempts_in(("verifying",))
             active_tasks = {a.task_id for a in tx.attempts_in(ACTIVE)}
-            in_progress = [task.task_id for task in tx.tasks_in(("in_progress",))]
+            undecided = [task.task_id for task in tx.tasks_in(("in_progress",)) if task.task_id not in active_tasks]
+            latest = {task_id: attempts[-1].attempt_id for task_id in undecided if (attempts := tx.attempts_of(task_id))}
             in_review = [task.task_id for task in tx.tasks_in(("review",))]
-        for attempt_id in recovering:
+        agenda.survey(recovering, verifying, undecided, in_review, now, latest)
+        for attempt_id in list(agenda.reconcile):
             if self._each("reconcile", orchestrator.reconcile_attempt, attempt_id):
                 self.counts["reconciled"] += 1
-        for attempt in verifying:
-            due = attempt.ended_at is None or attempt.ended_at + self.config.ci_s <= now
-            if due and self._each("verify", orchestrator.verify_attempt, attempt.attempt_id):
+        for attempt_id in agenda.due(agenda.verify, now):
+            if self._each("verify", orchestrator.verify_attempt, attempt_id):
                 self.counts["verified"] += 1
-        for task_id in in_progress:
-            if task_id not in active_tasks:
-                self._each("decide", self._decide, task_id)
-        # What this process remembers about tasks is only about tasks still where it saw them: bounded by the live set.
-        self._retry_refused = {task_id: seen for task_id, seen in self._retry_refused.items() if task_id in in_progress}
-        self._review_seen = {task_id: self._review_seen.get(task_id, now) for task_id in in_review}
-        for task_id in in_review:
-            due = self._review_seen[task_id] + self.config.review_s <= now
-            if due and self._each("approve", orchestrator.approve, task_id):
-                self._review_seen.pop(task_id, None)
+        for task_id in list(agenda.decide):
+            self._each("decide", self._decide, task_id)
+        for task_id in agenda.due(agenda.approve, now):
+            if self._each("approve", orchestrator.approve, task_id):
                 self.counts["approved"] += 1
         if now >= self._refreshed_at + REFRESH_S:
             # This process's own admission state grows with every retry it queues and it never admits; start it afresh.
@@ -163,22 +162,19 @@ class ControlProcess:
         return True
 
     def _decide(self, task_id: str) -> None:
+        """The loop's decision after the task's latest Attempt ended, and the retry it asks for, if any (agent.control)."""
         attempts = self.store.get_attempts(task_id)
         if not attempts or attempts[-1].state in ACTIVE:
             return  # it has an Attempt to run after all (dispatched since the scan)
         latest = attempts[-1]
-        if self._retry_refused.get(task_id) == latest.attempt_id:
-            return
         decision = self.orchestrator.decide(task_id)
         self.counts["decided"] += 1
-        kind = getattr(decision, "kind", None)
-        if kind not in ("retry", "correct"):
-            return
-        hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
-        result = self.orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
-        if not result.accepted:
-            self._retry_refused[task_id] = latest.attempt_id
-            log.warning("retry of %s refused: %s", task_id, result.reason)
+        retry = retry_for(task_id, decision, latest)
+        if retry is not None:
+            result = self.orchestrator.retry(retry.task_id, retry.reason, retry.plan)
+            if not result.accepted:
+                log.warning("retry of %s refused: %s", task_id, result.reason)
+        self.agenda.decided(task_id, latest.attempt_id)
 
 
 # ---------------------------------------------------------------- the command
