@@ -3,13 +3,15 @@
 Above `core`, beside `sim`: the core stays sans-I/O, and everything that
 needs a clock, a process or a socket lives here.
 
-- `worker`: `shiftchange worker`, one process that pulls Attempts from a
-  shared store, heartbeats from its own thread, acts only through granted
-  keys and stops the moment a renewal is refused;
+- `worker`: `shiftchange worker`, one process that drives the agent
+  (`shiftchange.agent`) on threads and sockets: it pulls Attempts from a
+  shared store, carries out the agent's commands, and heartbeats from its
+  own thread, handing each renewal's answer to the agent;
 - `control`: `shiftchange orchestrator`, admission (one leader, by a fenced
   lease in the store: `leadership`), the reaper, reconciliation,
   verification, the loop decision and review, each a scan of the store's
-  states on its own cadence, so a restarted process loses nothing;
+  states on its own cadence (the agent's `Agenda.survey`), so a restarted
+  process loses nothing;
 - `codehost`: `shiftchange provider`, a small HTTP server on loopback for the
   simulator's two dependencies (`code_host`, `model_provider`) that lands
   every effect in a JSON-lines ledger on disk before it answers, with fault
@@ -17,7 +19,8 @@ needs a clock, a process or a socket lives here.
 - `chaos`: `shiftchange chaos`, all of them as OS processes under kills,
   pauses, cut connections and dropped responses, judged by the checkers;
 - `config`, `clock`, `workload`, `arguments`: the settings every process
-  reads, the shared wall clock, the task submitted, the commands' arguments.
+  reads, the shared wall clock (and a stepping one for tests), the task
+  submitted, the commands' arguments.
 
 Nothing here imports the simulator or the conformance kit: a real run is judged
 by `shiftchange.checkers.judge`.

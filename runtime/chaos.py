@@ -554,7 +554,7 @@ class _Run:
         now = time.time()
         for child in self.children.values():
             if child.paused:
-                self._resume(child)
+                self._continue(child)
             if child.restart_at is not None:
                 child.restart_at = now
         with contextlib.suppress(Exception):
@@ -649,9 +649,9 @@ class _Run:
             if child.process is None and child.restart_at is not None and child.restart_at <= now:
                 child.start()
             if child.paused_until is not None and child.paused_until <= now:
-                self._resume(child)
+                self._continue(child)
 
-    def _resume(self, child: _Child) -> None:
+    def _continue(self, child: _Child) -> None:
         child.signal(signal.SIGCONT)
         child.paused_until = None
 
@@ -719,7 +719,7 @@ class _Run:
         for child in self.children.values():
             child.restart_at = None
             if child.paused:
-                self._resume(child)
+                self._continue(child)
         if self.provider is not None:
             with contextlib.suppress(Exception):
                 self.provider_counters = self.provider.faults()["counters"]

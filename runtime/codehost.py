@@ -138,7 +138,7 @@ def read_ledger(path: str | os.PathLike[str]) -> LedgerRecords:
     return _parse_ledger(path.read_bytes(), str(path))[0]
 
 
-def _effect(record: Mapping[str, Any]) -> Effect:
+def _as_effect(record: Mapping[str, Any]) -> Effect:
     request = record.get("request", "")
     return Effect(
         provider_id=str(record["provider_id"]),
@@ -667,7 +667,7 @@ class HttpProvider:
         dependency = self.dependency(operation)
         query = {"key": key} if self.supports_idempotency else {"operation": operation, "identity": identity}
         _, body = self._request("GET", f"/v1/{dependency}/effects?{urlencode(query)}")
-        return [_effect(record) for record in body["effects"]]
+        return [_as_effect(record) for record in body["effects"]]
 
     def verdict(self, provider_id: str) -> str | None:
         """ "passed", "failed:<signature>", or None while pending (or for an effect the provider does not know)."""
@@ -721,7 +721,7 @@ class HttpProvider:
             "via_gateway": via_gateway,
         }
         _, answer = self._request("POST", f"/v1/{dependency}/operations", body, headers={"Idempotency-Key": key}, timeout_s=timeout_s)
-        return _effect(answer["effect"])
+        return _as_effect(answer["effect"])
 
     def _request(
         self,

@@ -43,6 +43,9 @@ class RuntimeConfig:
     tool_call_s: float = 1.5
     """Local work per tool call: the worker sleeps this long while its heartbeat renews from another thread."""
     commit_s: float = 0.2
+    model_call_cost_usd: float = 0.01
+    """What each model call of the workflow asks the gateway to authorize (the budget's spend)."""
+    model_call_tokens: int = 1000
     call_deadline_s: float = 3.0
     """The deadline a worker asks for each provider call; the provider lands nothing past it."""
     gateway_retries_max: int = 4

@@ -1,41 +1,53 @@
-"""`shiftchange worker`: one worker process that claims Attempts from a shared store and runs the agent workflow for real.
+"""`shiftchange worker`: one worker process that drives the agent (`shiftchange.agent`) on threads and sockets, on the wall clock.
 
-The same protocol as the simulator's worker (`sim/worker.py`), on a real
-clock and a real provider:
+The protocol is the agent's, the very one the simulator and the explorer
+drive: `Agent` turns a claim and then each answer into the next command, and
+holds every decision (what a refusal means, when to ask again, when to give
+up, where to resume, what to do when a renewal is refused or cancellation is
+asked). This module only carries the commands out, for real:
 
-- It pulls work: `claim_next` takes the longest-admitted Attempt of its
-  workspace (FOR UPDATE SKIP LOCKED on PostgreSQL), with a health probe.
-- Its heartbeat is a thread of its own, with its own store connection and
-  its own `Orchestrator` over the same store, that renews on a fixed
-  cadence from the claim, also while the workflow sleeps in a long tool
-  call. The moment a renewal is refused (the lease expired, a newer
-  generation holds the Attempt) the heartbeat raises a flag, and the
-  workflow stops at its next step: before any further grant, provider call
-  or completion. A renewal that says cancellation was requested makes the
-  workflow acknowledge and stop.
-- It acts only through granted keys: every side effect is asked of the tool
-  gateway with the worker's fence, performed at the provider with the key
-  the gateway minted and the deadline it set, and receipted. A replay
-  (the effect already has a receipt) is never performed again.
-- It resumes from its predecessor's checkpoint when the plan is unchanged.
+| command | the worker |
+|---|---|
+| `Call` | calls that contract of its Orchestrator over the shared store; no answer (a cut connection, the provider away) is None |
+| `Perform` | calls the provider over HTTP with the key and deadline the grant set; a `ProviderTimeout` or `ProviderRefused` is the answer |
+| `Wait`, `Work` | sleeps (a tool `tool_call_s`, a commit `commit_s`), waking at once for a renewal's interrupt or a stop |
+| `Look` | reads the Attempt and its predecessor from the store; None when the store does not answer |
+| `Stop` | ends the heartbeat; the worker claims again at once, or after `idle_poll_s` when its claim took nothing |
 
-What a real process adds to the simulation: a store that does not answer
-(the connection was cut, the server restarted) is a call unanswered, as a
-lost message is in the simulator. The worker asks again where asking again
-is safe (grants, renewals) and otherwise leaves the Attempt to the reaper:
-the fences, not the worker's belief, decide what counts. A SIGSTOP freezes
-both threads; on SIGCONT the worker carries on believing it owns its
-Attempt, and its next fenced call is refused. SIGTERM stops it at its next
-step; it exits 0.
+The heartbeat is a thread of its own, with its own store connection and its
+own Orchestrator over the same store (a SQLite connection belongs to the
+thread that opened it), so a renewal never waits for the workflow's calls.
+It renews on the agent's `Cadence` from the moment the claim was heard, also
+while the workflow sleeps in a long tool call, and it never touches the
+agent: it hands each answer to the workflow thread (`Beat.heard`: a queue,
+and the wake event that ends a sleep). The workflow thread hands every
+answer heard to `Agent.renewed` before each command and whenever a sleep
+wakes, and when the agent says so it drops the command in hand for
+`Agent.interrupted`'s.
+
+What a real process adds: a SIGSTOP freezes both threads; on SIGCONT the
+worker carries on believing it owns its Attempt, and the renewal sent at
+once, or its next fenced call, is refused. SIGTERM stops the worker before
+its next command (the Attempt is left to its lease) and ends any sleep now;
+it exits 0.
+
+For tests, everything a worker acts on is handed in: `Worker(orchestrator,
+provider, config, worker_id, clock=...)` takes any object with the contracts
+as methods (and a `store` for `Look`), any provider with `call`, and any
+clock with `now` and `wait` (`SteppingClock` runs a whole Attempt without
+sleeping); `Worker.connect` builds the real ones from URLs. `attempt()`
+carries out one claim's commands on the calling thread; no heartbeat thread
+runs unless `run()` started it, so a test hands renewal answers in itself
+(`worker.beat.heard(answer)`, while an Attempt is held).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import logging
 import os
+import queue
 import random
 import signal
 import sys
@@ -44,6 +56,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from shiftchange.agent import Agent, AgentConfig, Cadence, Call, ChapterWorkflow, Command, Look, Looked, Perform, Stop, Wait, Work
 from shiftchange.core import (
     Backoff,
     CoreError,
@@ -54,28 +67,18 @@ from shiftchange.core import (
     ReliabilityConfig,
     StoreError,
 )
-from shiftchange.core.results import FENCE_CODES
 from shiftchange.core.stores import describe, open_store
 
 from .clock import WallClock
 from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
 
-__all__ = ["Worker", "head_sha"]
+__all__ = ["Beat", "Worker", "agent_config", "ask", "call"]
 
 log = logging.getLogger("shiftchange.worker")
 
-UNANSWERED = object()
-"""What a contract call returns when the store did not answer (the call may or may not have been recorded)."""
-
-
-class Stop(Exception):
-    """This Attempt's work ends here: refused, failed and reported, cancelled, lease lost, or told to stop."""
-
-
-def head_sha(task_id: str, hypothesis: str) -> str:
-    """The commit an Attempt makes: the simulator's function of task and hypothesis (the same plan makes the same commit)."""
-    return hashlib.sha1(f"{task_id}\x1f{hypothesis}".encode()).hexdigest()[:12]
+WORK_S = {"tool": "tool_call_s", "commit": "commit_s"}
+"""How long each kind of `Work` takes: the runtime configuration's field for it."""
 
 
 def worker_store_url(url: str, worker_id: str) -> str:
@@ -86,8 +89,19 @@ def worker_store_url(url: str, worker_id: str) -> str:
     return f"{url}{separator}application_name=shiftchange-worker:{worker_id}"
 
 
+def agent_config(config: RuntimeConfig) -> AgentConfig:
+    """The agent's settings from the runtime's: its deadlines and retries, the core's heartbeat, a call held back a lease at most."""
+    return AgentConfig(
+        heartbeat_interval_s=config.core.heartbeat_interval_s,
+        call_deadline_s=config.call_deadline_s,
+        gateway_retries_max=config.gateway_retries_max,
+        gateway_retry_s=config.gateway_retry_s,
+        held_back_wait_max_s=config.core.lease_ttl_s,
+    )
+
+
 def ask(contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a contract; one that could not be answered is UNANSWERED, not a crash.
+    """Call a contract; one that could not be answered is None, not a crash.
 
     The store may not answer (a cut connection, contention past its bound),
     and a contract that reads provider truth (the gateway asking whether an
@@ -97,41 +111,48 @@ def ask(contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return contract(*args, **kwargs)
     except (StoreError, ProviderTimeout, ProviderRefused) as error:
         log.warning("no answer to %s: %s", getattr(contract, "__name__", "call"), error)
-        return UNANSWERED
+        return None
     except CoreError as error:  # a defect, not a fault: said loudly, but it costs one call, not the process
         log.error("%s raised %s: %s", getattr(contract, "__name__", "call"), type(error).__name__, error)
-        return UNANSWERED
+        return None
+
+
+def call(orchestrator: Any, command: Call) -> Any:
+    """Carry out a `Call` on `orchestrator`: the contract's answer, or None when none came back."""
+    return ask(getattr(orchestrator, command.contract), *command.args, **command.kwargs)
 
 
 class Beat:
-    """One Attempt's heartbeat: its fence, the cadence's origin, and the flags the renewals raise for the workflow."""
+    """One Attempt's heartbeat: the renewal the agent sends, its cadence from the claim, and the answers heard for the workflow."""
 
-    def __init__(self, fence: tuple[str, int, str], claimed_at: float) -> None:
-        self.fence = fence
-        self.claimed_at = claimed_at
+    def __init__(self, renewal: Call, cadence: Cadence, wake: threading.Event) -> None:
+        self.renewal = renewal
+        self.cadence = cadence
         self.done = threading.Event()
-        self.lost = threading.Event()
-        """A renewal was refused: the lease is gone; stop all work."""
-        self.cancel_requested = threading.Event()
-        self.interrupted = threading.Event()
-        """Set with `lost`, with `cancel_requested` and when the worker is told to stop: what ends local work early."""
+        """Set by the workflow thread when the Attempt's work ends: the heartbeat stops renewing it."""
+        self._answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._wake = wake
 
-    def lose(self) -> None:
-        self.lost.set()
-        self.interrupted.set()
+    @property
+    def fence(self) -> tuple:
+        return self.renewal.args
 
-    def cancel(self) -> None:
-        self.cancel_requested.set()
-        self.interrupted.set()
+    def heard(self, answer: Any) -> None:
+        """A renewal was answered: queue the answer for the workflow thread and wake it from any sleep."""
+        self._answers.put(answer)
+        self._wake.set()
+
+    def take(self) -> list[Any]:
+        """Every answer heard since the last take, oldest first."""
+        answers = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                answers.append(self._answers.get_nowait())
+        return answers
 
 
 class Heartbeat(threading.Thread):
-    """The worker's heartbeat thread, for its whole life: renews the current Attempt's lease on a fixed cadence from its claim.
-
-    It keeps its own store connection and its own Orchestrator over the
-    same store (a SQLite connection belongs to the thread that opened it),
-    so a renewal never waits for the workflow's calls in this process.
-    """
+    """The worker's heartbeat thread, for its whole life: renews the current Attempt's lease on its cadence from the claim."""
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(name=f"heartbeat-{worker.worker_id}", daemon=True)
@@ -149,75 +170,91 @@ class Heartbeat(threading.Thread):
         try:
             while not self.closed.is_set():
                 beat = self.current
-                if beat is None or beat.done.is_set() or beat.lost.is_set():
+                if beat is None or beat.done.is_set():
                     self.wake.wait(0.5)
                     self.wake.clear()
                     continue
                 try:
-                    if orchestrator is None:
-                        orchestrator = self.worker.new_orchestrator()
-                    self._beat(orchestrator, beat)
-                except Exception as error:  # the thread must outlive anything one renewal meets
-                    # Without renewals this Attempt's lease will run out: stop its work now rather than be fenced later.
-                    log.error("heartbeat of %s failed (%s: %s): stopping that Attempt", beat.fence[0], type(error).__name__, error)
-                    beat.lose()
-                    if orchestrator is not None:
-                        with contextlib.suppress(Exception):
-                            orchestrator.store.close()
+                    orchestrator = orchestrator or self.worker.heartbeat_orchestrator()
+                    self._renew(orchestrator, beat)
+                except Exception as error:  # the thread must outlive anything one renewal meets; the lease decides the rest
+                    log.error("heartbeat of %s failed (%s: %s): starting afresh", beat.fence[0], type(error).__name__, error)
+                    self._close(orchestrator)
                     orchestrator = None
                     self.closed.wait(self.worker.config.idle_poll_s)
         finally:
-            if orchestrator is not None:
-                orchestrator.store.close()
+            self._close(orchestrator)
 
-    def _beat(self, orchestrator: Orchestrator, beat: Beat) -> None:
-        interval_s = self.worker.config.core.heartbeat_interval_s
+    def _renew(self, orchestrator: Any, beat: Beat) -> None:
         clock = self.worker.clock
-        beats = 0
         while self.current is beat and not self.closed.is_set():
-            beats += 1
-            wait_s = beat.claimed_at + beats * interval_s - clock.now()
-            if wait_s < 0:  # a pause swallowed beats: they are not sent late in a burst; the next goes now
-                beats = int((clock.now() - beat.claimed_at) // interval_s)
-                wait_s = 0.0
-            if beat.done.wait(wait_s):
+            if clock.wait(beat.done, beat.cadence.next_at() - clock.now()):
                 return
-            renewal = ask(orchestrator.renew_lease, *beat.fence)
+            beat.cadence.beat(clock.now())  # a pause swallowed beats: they are not sent late in a burst; the next goes now
+            answer = call(orchestrator, beat.renewal)
             self.worker.counts["renewals"] += 1
-            if renewal is UNANSWERED:
-                continue
-            if not renewal.accepted:
-                log.info("renewal of %s refused (%s): stopping", beat.fence[0], renewal.code)
-                beat.lose()
-                return
-            if renewal.cancel_requested:
-                beat.cancel()
+            if answer is not None:
+                beat.heard(answer)
+
+    def _close(self, orchestrator: Any) -> None:
+        if orchestrator is not None and orchestrator is not self.worker.orchestrator:
+            with contextlib.suppress(Exception):
+                orchestrator.store.close()
 
 
 class Worker:
-    """One worker: a loop of claim, workflow, release; at most one Attempt at a time."""
+    """One worker: claim, carry out the agent's commands until it stops, claim again; at most one Attempt at a time."""
 
-    def __init__(self, store_url: str, provider_url: str, config: RuntimeConfig, worker_id: str) -> None:
-        self.store_url = worker_store_url(store_url, worker_id)
+    def __init__(
+        self,
+        orchestrator: Any,
+        provider: Any,
+        config: RuntimeConfig,
+        worker_id: str,
+        *,
+        clock: Any = None,
+        open_orchestrator: Callable[[], Any] | None = None,
+    ) -> None:
+        """`open_orchestrator` gives the heartbeat thread an Orchestrator over a connection of its own; None shares `orchestrator`."""
+        self.orchestrator = orchestrator
+        self.provider = provider
         self.config = config
         self.worker_id = worker_id
-        self.clock = WallClock()
+        self.clock = WallClock() if clock is None else clock
+        self._open_orchestrator = open_orchestrator
         self.stopping = threading.Event()
-        store = open_store(self.store_url)  # first: a bad store URL is the first thing said
-        self.provider = HttpProvider(provider_url)
-        self.reliability = ReliabilityConfig()
-        self.orchestrator = self.new_orchestrator(store)
-        self.backoff = Backoff(self.reliability.backoff, random.Random(zlib.crc32(worker_id.encode())))
+        self.wake = threading.Event()
+        """Set by a renewal answer heard and by `stop`: what ends a sleep early."""
+        self.backoff = Backoff(ReliabilityConfig().backoff, random.Random(zlib.crc32(worker_id.encode())))
         """Paces retries of a timed-out provider call; seeded by the worker's id, never the global stream."""
+        self.agent = self._new_agent()
         self.heartbeat = Heartbeat(self)
         self.beat: Beat | None = None
         """The Attempt this worker believes it owns, as its heartbeat follows it."""
-        self.counts = {"claims": 0, "renewals": 0, "completed": 0, "stopped": 0}
+        self.counts = {"claims": 0, "renewals": 0, "stopped": 0, "left": 0}
+        """Claims taken, renewals sent, Attempts the agent stopped, Attempts left to their lease (told to stop, or a defect)."""
 
-    def new_orchestrator(self, store: Any = None) -> Orchestrator:
-        """An Orchestrator over a store connection of its own (one for the workflow, one for the heartbeat thread)."""
-        store = open_store(self.store_url) if store is None else store
-        return Orchestrator(store, self.clock, self.provider, self.config.core, self.reliability)
+    @classmethod
+    def connect(cls, store_url: str, provider_url: str, config: RuntimeConfig, worker_id: str) -> Worker:
+        """A worker over the shared store at `store_url` and the provider at `provider_url`, on the wall clock."""
+        url = worker_store_url(store_url, worker_id)
+        store = open_store(url)  # first: a bad store URL is the first thing said
+        provider = HttpProvider(provider_url)
+        clock = WallClock()
+        reliability = ReliabilityConfig()
+
+        def orchestrator(over: Any = None) -> Orchestrator:
+            return Orchestrator(open_store(url) if over is None else over, clock, provider, config.core, reliability)
+
+        return cls(orchestrator(store), provider, config, worker_id, clock=clock, open_orchestrator=orchestrator)
+
+    def _new_agent(self) -> Agent:
+        config = self.config
+        workflow = ChapterWorkflow(config.tool_calls, None, config.model_call_cost_usd, config.model_call_tokens)
+        return Agent(self.worker_id, agent_config(config), self.backoff, workflow)
+
+    def heartbeat_orchestrator(self) -> Any:
+        return self.orchestrator if self._open_orchestrator is None else self._open_orchestrator()
 
     def close(self) -> None:
         self.heartbeat.closed.set()
@@ -226,202 +263,120 @@ class Worker:
             self.heartbeat.join(timeout=5.0)
         self.orchestrator.store.close()
 
+    def stop(self) -> None:
+        """SIGTERM: stop before the next command, and end any sleep now."""
+        self.stopping.set()
+        self.wake.set()
+
     # ------------------------------------------------------------ the loop
 
     def run(self) -> None:
-        config = self.config
+        """Claim and work until told to stop, with the heartbeat on its own thread."""
         self.heartbeat.start()
         while not self.stopping.is_set():
-            claim = ask(self.orchestrator.claim_next, self.worker_id, config.workspace, True)
-            if claim is UNANSWERED or claim is None or not claim.accepted:
-                self.stopping.wait(config.idle_poll_s)
-                continue
-            self.counts["claims"] += 1
             try:
-                self._attempt(claim)
+                claimed = self.attempt()
             except Exception:  # a defect in one Attempt's work: said with its traceback; the worker takes the next
-                log.exception("attempt %s ended by an unexpected error", claim.lease.attempt_id)
-                self.counts["stopped"] += 1
+                log.exception("an Attempt's work ended by an unexpected error; its lease decides what became of it")
+                self.counts["left"] += 1
+                self.agent = self._new_agent()  # the old one is mid-Attempt
+                claimed = True
+            if not claimed:
+                self.stopping.wait(self.config.idle_poll_s)
 
-    def _attempt(self, claim: Any) -> None:
-        lease = claim.lease
-        fence = (lease.attempt_id, lease.generation, lease.token)
-        beat = self.beat = Beat(fence, self.clock.now())
-        self.heartbeat.follow(beat)  # the cadence runs from the claim
-        log.info("claimed %s generation %d", lease.attempt_id, lease.generation)
+    def attempt(self) -> bool:
+        """One claim's commands, on this thread, until the agent stops (or the worker is told to); False when nothing was claimed."""
+        agent = self.agent
+        command = self._answer(agent.claim(self.config.workspace))
+        if not agent.holding:
+            return False
+        self.counts["claims"] += 1
+        renewal = agent.renewal()
+        log.info("claimed %s generation %d", renewal.args[0], renewal.args[1])
+        self._follow(renewal)
         try:
-            if self._started(fence):
-                self._workflow(fence, claim.manifest)
-                self.counts["completed"] += 1
-        except Stop as stop:
-            self.counts["stopped"] += 1
-            log.info("attempt %s stopped: %s", lease.attempt_id, stop)
+            while not isinstance(command, Stop) and not self.stopping.is_set():
+                interrupt = self._heard()
+                command = self._answer(command) if interrupt is None else interrupt
         finally:
-            beat.done.set()
-            self.heartbeat.follow(None)
-            self.beat = None
+            self._release()
+        if isinstance(command, Stop):
+            self.counts["stopped"] += 1
+            log.info("attempt %s stopped: %s", renewal.args[0], command.reason)
+        else:
+            self.counts["left"] += 1
+            log.info("attempt %s left to its lease: the worker is stopping", renewal.args[0])
+        return True
 
-    def _started(self, fence: tuple[str, int, str]) -> bool:
-        """Start the Attempt; an unanswered start may have landed, so ask again: refused from running means it had."""
-        started = self._call(self.orchestrator.start_attempt, *fence)
-        if started is UNANSWERED:
-            started = self._call(self.orchestrator.start_attempt, *fence)
-            if started is UNANSWERED:
-                return False  # the store is away: leave the Attempt to its lease
-            if not started.accepted:
-                return started.state == "running" and started.code not in FENCE_CODES
-        return started.accepted
+    def _follow(self, renewal: Call) -> None:
+        """The heartbeat starts the moment the claim is heard, before the Attempt is started."""
+        self.beat = Beat(renewal, Cadence(self.clock.now(), self.agent.config.heartbeat_interval_s), self.wake)
+        self.heartbeat.follow(self.beat)
 
-    def _checkpoint_step(self) -> None:
-        """Between any two steps: stop the moment the lease is gone, acknowledge a cancellation, or leave when told to stop."""
+    def _release(self) -> None:
+        if self.beat is not None:
+            self.beat.done.set()
+        self.heartbeat.follow(None)
+        self.beat = None
+
+    def _heard(self) -> Command | None:
+        """Hand the agent every renewal answer heard since it last asked: the command an interrupt asks for, or None."""
         beat = self.beat
         if beat is None:
-            return
-        if beat.lost.is_set():
-            raise Stop("a renewal was refused: the lease is gone")
-        if beat.cancel_requested.is_set():
-            self._call(self.orchestrator.acknowledge_cancel, *beat.fence, check=False)
-            raise Stop("cancellation requested: acknowledged")
-        if self.stopping.is_set():
-            raise Stop("the worker is stopping")
+            return None
+        interrupted = False
+        for answer in beat.take():
+            interrupted = self.agent.renewed(beat.fence, answer) or interrupted
+        return self.agent.interrupted() if interrupted else None
 
-    def _call(self, contract: Callable[..., Any], *args: Any, check: bool = True, **kwargs: Any) -> Any:
-        if check:
-            self._checkpoint_step()
-        return ask(contract, *args, **kwargs)
+    # ------------------------------------------------------------ commands
 
-    def _sleep(self, seconds: float) -> None:
-        """Local work: sleep, but wake at once if the lease is lost, cancellation is asked, or the worker is told to stop."""
-        beat = self.beat
-        if beat is not None:
-            beat.interrupted.wait(seconds)
+    def _answer(self, command: Command) -> Command:
+        """Carry out one command and hand its answer to the agent: the next command."""
+        if isinstance(command, Wait | Work):
+            seconds = command.seconds if isinstance(command, Wait) else getattr(self.config, WORK_S[command.kind])
+            interrupt = self._sleep(seconds)
+            if interrupt is not None:
+                return interrupt
+            answer = None
+        elif isinstance(command, Call):
+            answer = call(self.orchestrator, command)
+        elif isinstance(command, Perform):
+            answer = self._perform(command)
+        elif isinstance(command, Look):
+            answer = self._look(command)
         else:
-            self.stopping.wait(seconds)
-        self._checkpoint_step()
+            raise AssertionError(f"{self.worker_id} cannot carry out {command!r}")
+        return self.agent.on(answer, self.clock.now())
 
-    def stop(self) -> None:
-        """SIGTERM: stop at the next step, and end any local work now."""
-        self.stopping.set()
-        beat = self.beat
-        if beat is not None:
-            beat.interrupted.set()
-
-    # ------------------------------------------------------------ workflow
-
-    def _workflow(self, fence: tuple[str, int, str], manifest: Any) -> None:
-        config = self.config
-        attempt_id = fence[0]
-        task_id = manifest.task_id
-        resume = self._resume(attempt_id, manifest.hypothesis)
-        if resume is None:
-            for step in range(1 + config.tool_calls):
-                self._effect(fence, task_id, "model-call", f"{attempt_id}:step-{step}", "model_provider")
-                if step > 0:
-                    self._sleep(config.tool_call_s)  # the slow tool; the heartbeat renews meanwhile
-            self._checkpoint(fence, "tools-done")
-        sha = head_sha(task_id, manifest.hypothesis)
-        if resume != "pushed":
-            self._sleep(config.commit_s)
-            self._effect(fence, task_id, "push", f"{task_id}:{sha}", "code_host")
-            self._checkpoint(fence, "pushed")
-        self._effect(fence, task_id, "model-call", f"{attempt_id}:describe-pr", "model_provider")
-        self._effect(fence, task_id, "create-pr", f"{task_id}:{sha}", "code_host")
-        done = self._call(self.orchestrator.complete_attempt, *fence, f"pull request for {sha}", head_sha=sha)
-        if done is not UNANSWERED and not done.accepted:
-            raise Stop(f"completion refused: {done.reason}")
-
-    def _resume(self, attempt_id: str, hypothesis: str) -> str | None:
-        """The predecessor's last fenced checkpoint, when this Attempt keeps its plan (read outside any contract)."""
+    def _perform(self, command: Perform) -> Any:
         try:
-            store = self.orchestrator.store
-            attempt = store.get_attempt(attempt_id)
-            if attempt is None or attempt.previous_attempt_id is None:
-                return None
-            previous = store.get_attempt(attempt.previous_attempt_id)
+            return self.provider.call(
+                command.key, command.operation, command.identity, command.task_id, self.worker_id, command.deadline_at, command.via_gateway
+            )
+        except (ProviderTimeout, ProviderRefused) as error:
+            return error  # the provider's answer: the agent reads it
+
+    def _look(self, command: Look) -> Looked | None:
+        try:
+            return Looked.read(self.orchestrator.store, command.attempt_id)
         except StoreError:
             return None  # start over: the keys make every repeated effect a replay
-        if previous is None or previous.hypothesis != hypothesis:
-            return None
-        return previous.checkpoint
 
-    def _checkpoint(self, fence: tuple[str, int, str], checkpoint: str) -> None:
-        answer = self._call(self.orchestrator.checkpoint, *fence, checkpoint)
-        if answer is not UNANSWERED and not answer.accepted:
-            self._refused(fence, answer)
-
-    def _effect(self, fence: tuple[str, int, str], task_id: str, operation: str, identity: str, dependency: str) -> str:
-        """Ask the gateway, call the provider only when authorized and not a replay, record the receipt."""
-        config = self.config
-        orchestrator = self.orchestrator
-        model = dependency == "model_provider"
-        failure = ("provider", f"provider:{operation} unanswered after {config.gateway_retries_max + 1} asks")
-        timeouts = held_back = 0
-        for _ask in range(config.gateway_retries_max + 1):
-            grant = self._call(
-                orchestrator.grant_tool,
-                *fence,
-                operation,
-                identity,
-                call_deadline_s=config.call_deadline_s,
-                cost_usd=0.01 if model else 0.0,
-                tokens=1000 if model else 0,
-                spans_attempts=not model,
-                dependency=dependency,
-            )
-            if grant is UNANSWERED:
-                self._sleep(config.gateway_retry_s)  # maybe granted, maybe not: asking again is safe
-                continue
-            if not grant.accepted:
-                wait_s, failure = self._refused(fence, grant, held_back)
-                held_back += grant.domain == "provider"
-                self._sleep(wait_s)
-                continue
-            if grant.replay is not None:
-                return grant.replay  # the effect exists: never call the provider again
-            self._checkpoint_step()
-            try:
-                effect = self.provider.call(grant.key, operation, identity, task_id, self.worker_id, grant.deadline_at)
-            except ProviderTimeout:
-                # It may have landed: the breaker hears of it; after a backoff the gateway asks provider truth first.
-                self._call(orchestrator.report_call_failure, *fence, grant.key, f"timeout:{dependency} gave no answer by the deadline")
-                failure = ("provider", f"provider:{operation} timed out {timeouts + 1} times")
-                self._sleep(self.backoff.delay_s(timeouts))
-                timeouts += 1
-                continue
-            except ProviderRefused as refusal:
-                signature = f"{refusal.domain}:{refusal.detail}"
-                self._call(orchestrator.report_call_failure, *fence, grant.key, signature)
-                self._fail(fence, refusal.domain, signature)
-            # Unchecked: the effect has landed, so its receipt is worth recording even if the worker was just told to stop;
-            # the fence, not this process, decides whether it still counts.
-            self._call(orchestrator.record_receipt, *fence, grant.key, effect.provider_id, check=False)
-            return effect.provider_id
-        self._fail(fence, *failure)
-        return ""  # unreachable: _fail raises Stop
-
-    def _refused(self, fence: tuple[str, int, str], answer: Any, held_back: int = 0) -> tuple[float, tuple[str, str]]:
-        """Read a gateway refusal by its data: how long to wait before asking again, or stop (the simulator worker's rules)."""
-        failed = answer.guards
-        config = self.config
-        if answer.domain == "capacity":
-            return config.gateway_retry_s, ("capacity", "capacity:rate limit at the gateway")
-        if "no_call_in_flight" in failed:
-            return config.call_deadline_s, ("unknown_result", "unknown_result:an earlier call may still land")
-        if answer.domain == "provider":
-            signature = "provider:circuit open" if "circuit_allows" in failed else "provider:retry budget spent"
-            wait_s = max(config.gateway_retry_s, self.backoff.delay_s(held_back), answer.retry_after_s or 0.0)
-            return min(wait_s, config.core.lease_ttl_s), ("provider", signature)
-        if "spend_within_budget" in failed:
-            self._fail(fence, "capacity", "budget:spend ceiling reached")
-        if "timeout_budget_left" in failed:
-            self._fail(fence, "executor", "executor:timeout budget exhausted")
-        if answer.state == "cancelling" and answer.code not in FENCE_CODES:
-            self._call(self.orchestrator.acknowledge_cancel, *fence, check=False)
-        raise Stop(answer.reason)  # the lease is gone or the Attempt left running: stop without another word
-
-    def _fail(self, fence: tuple[str, int, str], domain: str, signature: str) -> None:
-        self._call(self.orchestrator.report_failure, *fence, domain, signature, check=False)
-        raise Stop(signature)
+    def _sleep(self, seconds: float) -> Command | None:
+        """Sleep `seconds`, handing the agent each renewal answer heard meanwhile: an interrupt's command, or None once the time
+        has passed or the worker is told to stop."""
+        until = self.clock.now() + seconds
+        while not self.stopping.is_set():
+            interrupt = self._heard()
+            if interrupt is not None:
+                return interrupt
+            remaining = until - self.clock.now()
+            if remaining <= 0:
+                return None
+            self.clock.wait(self.wake, remaining)
+            self.wake.clear()  # an answer heard before this is in the queue: the next `_heard` takes it
+        return None
 
 
 # ---------------------------------------------------------------- the command
@@ -433,7 +388,7 @@ def run_worker(args: argparse.Namespace) -> int:
     worker_id = args.id or f"worker-{os.getpid()}"
     if args.store.strip() == "memory:":
         raise InputError("a worker needs a store other processes can share: sqlite:///path or postgresql://...")
-    worker = Worker(args.store, args.provider, config, worker_id)
+    worker = Worker.connect(args.store, args.provider, config, worker_id)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     log.info("worker %s started on %s", worker_id, describe(args.store))
     try:

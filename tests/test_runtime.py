@@ -1,4 +1,5 @@
-"""The runtime's pieces apart from a chaos run: the admission leader lease, its fence, the configuration, the commands' refusals."""
+"""The runtime's pieces apart from a chaos run: the worker as a driver of the agent, the admission leader lease, its fence, the
+configuration, the commands' refusals."""
 
 from __future__ import annotations
 
@@ -8,11 +9,201 @@ import sys
 
 import pytest
 
-from shiftchange.core import InputError, LedgerProvider, ManualClock, MemoryStore, Orchestrator, Plan
+from shiftchange.core import InputError, LedgerProvider, ManualClock, MemoryStore, Orchestrator, Plan, ProviderTimeout, StoreUnavailable
 from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.runtime.clock import SteppingClock
 from shiftchange.runtime.config import RuntimeConfig, load_config
 from shiftchange.runtime.leadership import FencedStore, Leadership, NotLeader
-from shiftchange.runtime.worker import worker_store_url
+from shiftchange.runtime.worker import Worker, worker_store_url
+from shiftchange.runtime.workload import submit
+
+CONFIG = RuntimeConfig()
+ONE_ATTEMPT = [
+    "claim_next",
+    "start_attempt",
+    *["grant_tool", "record_receipt"] * 3,  # the plan's model call, then one before each of the two tools
+    "checkpoint",
+    "grant_tool",  # push
+    "record_receipt",
+    "checkpoint",
+    *["grant_tool", "record_receipt"] * 2,  # the pull request's description, then the pull request
+    "complete_attempt",
+]
+"""The contracts one Attempt of the runtime's workflow calls, in order, when nothing goes wrong."""
+
+
+# ---------------------------------------------------------------- the worker, driven without processes
+
+
+class Recording:
+    """The reference Orchestrator behind a record of each contract the worker calls, in order; `before` may script a fault."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self.store = orchestrator.store
+        self.calls: list[str] = []
+        self.before = lambda contract, args: None
+
+    def __getattr__(self, contract: str):
+        method = getattr(self.orchestrator, contract)
+
+        def recorded(*args, **kwargs):
+            self.calls.append(contract)
+            self.before(contract, args)
+            return method(*args, **kwargs)
+
+        recorded.__name__ = contract
+        return recorded
+
+
+class LedgerCalls:
+    """The worker's provider over a `LedgerProvider` (`call`, as `HttpProvider` has it); `before` may script a fault."""
+
+    def __init__(self, ledger: LedgerProvider) -> None:
+        self.ledger = ledger
+        self.calls: list[tuple[str, str]] = []
+        self.before = lambda operation, identity: None
+
+    def call(self, key, operation, identity, task_id, worker_id, deadline_at, via_gateway=True):
+        self.calls.append((operation, identity))
+        self.before(operation, identity)
+        return self.ledger.perform(key, operation, identity, "")
+
+
+class Rig:
+    """One admitted task in a memory store, the reference Orchestrator on a stepping clock, and a worker over both."""
+
+    def __init__(self, clock: SteppingClock | None = None) -> None:
+        self.clock = SteppingClock(1000.0) if clock is None else clock
+        self.ledger = LedgerProvider(clock=self.clock)
+        self.orchestrator = Orchestrator(MemoryStore(), self.clock, self.ledger, CONFIG.core)
+        submit(self.orchestrator, "t1", CONFIG)
+        self.orchestrator.run_admission()
+        self.recording = Recording(self.orchestrator)
+        self.provider = LedgerCalls(self.ledger)
+        self.worker = Worker(self.recording, self.provider, CONFIG, "w1", clock=self.clock)
+
+    def attempt(self):
+        return self.orchestrator.store.get_attempts("t1")[-1]
+
+    def hear_renewal(self, token: str | None = None) -> None:
+        """Hand the worker a renewal answer as its heartbeat thread would: a real one, or one refused for a forged token."""
+        attempt_id, generation, real = self.worker.beat.fence
+        self.worker.beat.heard(self.orchestrator.renew_lease(attempt_id, generation, real if token is None else token))
+
+
+def test_a_worker_drives_one_attempt_to_verification_without_a_process_or_a_sleep():
+    """Goal: the runtime's worker is a thin driver: against the reference core it calls the workflow's contracts in order,
+    performs each granted call once, sleeps its tools and commit on its clock, and finds nothing more to claim."""
+    rig = Rig()
+    began = rig.clock.now()
+    assert rig.worker.attempt() is True
+    assert rig.recording.calls == ONE_ATTEMPT
+    assert [operation for operation, _identity in rig.provider.calls] == [*["model-call"] * 3, "push", "model-call", "create-pr"]
+    assert rig.attempt().state == "verifying"
+    assert rig.clock.now() == pytest.approx(began + 2 * CONFIG.tool_call_s + CONFIG.commit_s)
+    assert rig.worker.beat is None and rig.worker.counts == {"claims": 1, "renewals": 0, "stopped": 1, "left": 0}
+    assert rig.worker.attempt() is False, "nothing left to claim"
+
+
+def test_a_refused_renewal_heard_during_a_tool_ends_the_sleep_and_the_attempt_at_once():
+    """Goal: a renewal answer handed in while the workflow sleeps wakes it; refused, the worker calls nothing more."""
+    rig = Rig()
+
+    class Interrupting(SteppingClock):
+        def wait(self, event, seconds):
+            rig.hear_renewal(token="forged")  # the heartbeat's answer arrives while the tool runs
+            return super().wait(event, seconds)
+
+    rig = Rig(Interrupting(1000.0))
+    began = rig.clock.now()
+    rig.worker.attempt()
+    assert rig.recording.calls == ONE_ATTEMPT[:6], "the step-1 model call was receipted; then the tool was cut short"
+    assert rig.clock.now() == began, "woken at once: no tool time passed"
+    assert rig.attempt().state == "running", "left to its lease: the reaper decides"
+    assert rig.worker.counts["stopped"] == 1
+
+
+def test_cancellation_heard_in_a_renewal_is_acknowledged_after_the_receipt_of_a_landed_effect():
+    """Goal: a renewal that says cancellation was requested, heard while a push is in flight: the landed push is receipted,
+    then the cancellation acknowledged, and nothing else called."""
+    rig = Rig()
+
+    def cancel_during_push(operation, identity):
+        if operation == "push":
+            rig.orchestrator.cancel_attempt(rig.worker.beat.fence[0], "the operator cancelled the run")
+            rig.hear_renewal()
+
+    rig.provider.before = cancel_during_push
+    rig.worker.attempt()
+    assert rig.recording.calls == [*ONE_ATTEMPT[:10], "record_receipt", "acknowledge_cancel"]
+    acknowledged = [e for e in rig.orchestrator.store.events("t1") if e.kind == "cancel_acknowledged"]
+    assert [e.accepted for e in acknowledged] == [True]
+    assert rig.attempt().state == "cancelled", "reconciliation found the push that landed"
+
+
+def test_a_worker_told_to_stop_calls_nothing_more_and_leaves_the_attempt_to_its_lease():
+    """Goal: SIGTERM's `stop` takes effect before the next command, even a receipt: the fences and the lease decide the rest."""
+    rig = Rig()
+    rig.provider.before = lambda operation, identity: rig.worker.stop() if operation == "push" else None
+    assert rig.worker.attempt() is True
+    assert rig.recording.calls == ONE_ATTEMPT[:10], "the push was granted and performed, then nothing"
+    assert rig.attempt().state == "running"
+    assert rig.worker.counts["left"] == 1 and rig.worker.beat is None
+
+
+def test_an_unanswered_store_and_a_provider_timeout_are_answers_the_agent_reads():
+    """Goal: a store error is a call unanswered (None: the start is asked again), a provider timeout is handed back as the
+    answer (reported to the gateway, then asked again after a backoff); the Attempt still completes."""
+    rig = Rig()
+    faults = {"start_attempt": 1, "model-call": 1}
+
+    def store_away(contract, args):
+        if faults.get(contract):
+            faults[contract] -= 1
+            raise StoreUnavailable("the connection was cut")
+
+    def provider_slow(operation, identity):
+        if faults.get(operation):
+            faults[operation] -= 1
+            raise ProviderTimeout(f"{operation} {identity}: no answer by the deadline")
+
+    rig.recording.before, rig.provider.before = store_away, provider_slow
+    rig.worker.attempt()
+    expected = [*ONE_ATTEMPT[:2], "start_attempt", "grant_tool", "report_call_failure", *ONE_ATTEMPT[2:]]
+    assert rig.recording.calls == expected
+    assert rig.attempt().state == "verifying"
+
+
+def test_the_control_plane_decides_a_task_once_per_attempt_that_ended():
+    """Goal: the orchestrator process surveys the records every round; a task left in progress with nothing to run (its retry
+    refused) is decided once after its latest Attempt, not every round, and is due again once another Attempt of it ends."""
+    from shiftchange.agent import Agenda
+
+    agenda = Agenda()
+    agenda.survey([], [], ["t1", "t2"], [], now=0.0, latest={"t1": "t1#1", "t2": "t2#1"})
+    assert list(agenda.decide) == ["t1", "t2"]
+    agenda.decided("t1", "t1#1")
+    agenda.survey([], [], ["t1", "t2"], [], now=1.0, latest={"t1": "t1#1", "t2": "t2#1"})
+    assert list(agenda.decide) == ["t2"]
+    agenda.survey([], [], ["t1"], [], now=2.0, latest={"t1": "t1#2"})
+    assert list(agenda.decide) == ["t1"] and agenda.decided_after == {}
+
+
+def test_the_runtime_holds_no_decision_of_the_agent():
+    """Goal (DESIGN, one actor many drivers): the runtime never reads a refusal's code or guards, names a guard, or imports
+    the conformance kit; what a refusal means is the agent's to say."""
+    import re
+    from pathlib import Path
+
+    import shiftchange.runtime
+    from shiftchange.core.machine import SPEC
+
+    guards = {guard.lstrip("!") for machine in (SPEC.attempt, SPEC.task) for row in machine.rows for guard in row.guards}
+    banned = {r"\.code", r"\.guards", "FENCE_CODES", "LATE_CODES", "REFUSAL_CODES", r"shiftchange\.testing", *guards}
+    folder = Path(shiftchange.runtime.__file__).parent
+    found = {(path.name, word) for path in folder.glob("*.py") for word in banned if re.search(rf"{word}\b", path.read_text())}
+    assert found == set()
 
 
 @pytest.fixture(params=["memory", "sqlite"])
