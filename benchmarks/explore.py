@@ -26,7 +26,7 @@ import sys
 
 from common import positive, verdict
 
-from shiftchange.sim.explore import ExploreConfig, explore
+from shiftchange.explore import ExploreConfig, explore
 
 FAULTS = {"crashes": 1, "pauses": 1, "lost_responses": 1}
 

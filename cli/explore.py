@@ -64,12 +64,12 @@ def _seconds(text: str) -> float:
 
 
 _TIMINGS = (
-    ("gateway-retries", "gateway_retries_max", _whole, "N", "asks after a call timed out before the Attempt fails (0-3, default 1)"),
+    ("gateway-retries", "gateway_retries_max", _whole, "N", "asks again for one call before the Attempt fails (0-3, default 1)"),
     ("lease-ttl", "lease_ttl_s", _seconds, "S", "the lease's time to live (default 3)"),
     ("heartbeat", "heartbeat_interval_s", _seconds, "S", "a live worker's renewal cadence (default 1)"),
     ("call-deadline", "call_deadline_s", _seconds, "S", "a granted call's deadline (default 2)"),
     ("cancel-ack-timeout", "cancel_ack_timeout_s", _seconds, "S", "how long a cancellation waits for its acknowledgement (default 2)"),
-    ("backoff-base", "backoff_base_s", _seconds, "S", "the first backoff between Attempts, doubling (default 1)"),
+    ("backoff-base", "backoff_base_s", _seconds, "S", "the first backoff (Attempts, a call's retries), doubling (default 1)"),
     ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
 )
 _SEARCH_ONLY = ("depth", "states", "dfs", "no_symmetry", "coverage")
@@ -108,7 +108,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from shiftchange.sim.explore import ExploreConfig, exposing_config
+    from shiftchange.explore import ExploreConfig, exposing_config
 
     given = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name, _m, _t in _COUNTS}
     given["operations"] = args.operations
@@ -121,7 +121,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def run_explore(args: argparse.Namespace) -> int:
-    from shiftchange.sim.explore import ExploreError
+    from shiftchange.explore import ExploreError
 
     from .main import BadInput
 
@@ -152,7 +152,8 @@ def run_explore(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace, config: Any) -> int:
-    from shiftchange.sim.explore import BFS, DFS, as_json, coverage_lines, explore, summary_lines, verdict_lines
+    from shiftchange.explore import BFS, DFS, explore
+    from shiftchange.explore.report import as_json, coverage_lines, summary_lines, verdict_lines
 
     from .main import _cleared, _Progress
 
@@ -208,7 +209,7 @@ def _write_coverage(path: str | None, result: Any) -> str | None:
 
 
 def _replay(args: argparse.Namespace, config: Any) -> int:
-    from shiftchange.sim.explore import parse_steps, replay, replay_command
+    from shiftchange.explore import parse_steps, replay, replay_command
 
     began = time.perf_counter()
     played = replay(config, parse_steps(args.replay))
@@ -239,8 +240,7 @@ def _replay(args: argparse.Namespace, config: Any) -> int:
 
 
 def _list_antipatterns() -> int:
-    from shiftchange.sim.explore import EXPOSURES, OUT_OF_SCOPE, steps_flags
-    from shiftchange.sim.explore_world import ExploreConfig
+    from shiftchange.explore import EXPOSURES, OUT_OF_SCOPE, ExploreConfig, steps_flags
 
     width = max(len(name) for name in (*EXPOSURES, *OUT_OF_SCOPE))
     print("exposed by exploration (shiftchange explore --antipattern NAME):")

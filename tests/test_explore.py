@@ -4,26 +4,31 @@ with a short counterexample that replays, and the search says honestly how far i
 from __future__ import annotations
 
 import json
+import random
+from types import SimpleNamespace
 
 import pytest
 
+from shiftchange.agent import Looked
 from shiftchange.cli.main import main
 from shiftchange.core.machine import SPEC
-from shiftchange.sim.antipatterns import ANTIPATTERNS
-from shiftchange.sim.explore import (
+from shiftchange.core.provider import Effect
+from shiftchange.explore import (
     DFS,
     EXPOSURES,
     OUT_OF_SCOPE,
     ExploreConfig,
     ExploreError,
-    _digest,
+    StepError,
+    World,
     explore,
     exposing_config,
     parse_steps,
     replay,
     replay_command,
 )
-from shiftchange.sim.explore_world import StepError, World
+from shiftchange.explore.digest import digest
+from shiftchange.sim.antipatterns import ANTIPATTERNS
 from shiftchange.spec.coverage import read_coverage
 
 # ------------------------------------------------------------- correct core
@@ -168,18 +173,18 @@ def test_the_digest_leaves_out_lease_tokens_and_the_history():
     for world in (first, second):
         for step in steps:
             world.apply(step)
-    assert first.workers[0].fence[2] != second.workers[0].fence[2]  # the tokens are random, as they must be
-    assert _digest(first, True) == _digest(second, True)
+    assert first.workers[0].agent.fence[2] != second.workers[0].agent.fence[2]  # the tokens are random, as they must be
+    assert digest(first, True) == digest(second, True)
     # A renewal at the same instant changes no record but the version counter, and adds an event to the history.
-    assert second.orchestrator.renew_lease(*second.workers[0].fence).accepted
-    assert _digest(first, True) == _digest(second, True)
+    assert second.orchestrator.renew_lease(*second.workers[0].agent.fence).accepted
+    assert digest(first, True) == digest(second, True)
     second.clock.set(0.5)
-    assert _digest(first, True) != _digest(second, True)  # the time does count
+    assert digest(first, True) != digest(second, True)  # the time does count
     mirrored = World(ExploreConfig())
     for step in steps:
         mirrored.apply(step.replace("worker-1", "worker-2"))
-    assert _digest(mirrored, True) == _digest(first, True)
-    assert _digest(mirrored, False) != _digest(first, False)
+    assert digest(mirrored, True) == digest(first, True)
+    assert digest(mirrored, False) != digest(first, False)
 
 
 def test_searches_are_deterministic():
@@ -217,31 +222,31 @@ def test_a_bad_configuration_is_a_typed_error(changes):
 
 def test_quiescent_states_judge_lost_tasks(monkeypatch):
     """A task left in progress with nothing able to happen is lost: a world whose retries are refused shows it."""
-    from shiftchange.sim import explore_world
+    from shiftchange.explore.control import ControlPlane
 
-    def refuse_retry(self, action, argument):
+    def refuse_retry(self, world, action, argument):
         if action == "retry":
-            self.control.retry_due.pop(argument)  # the control plane forgets the retry it decided
+            self.retries.pop(argument)  # the control plane forgets the retry it decided
             return
-        original(self, action, argument)
+        original(self, world, action, argument)
 
-    original = explore_world.World._control
-    monkeypatch.setattr(explore_world.World, "_control", refuse_retry)
+    original = ControlPlane.apply
+    monkeypatch.setattr(ControlPlane, "apply", refuse_retry)
     result = explore(ExploreConfig(ci_failures=1))
     assert result.counterexample is not None and result.counterexample.invariant == "no_lost_tasks"
 
 
 def test_a_state_that_only_loops_back_to_itself_is_judged_as_ended(monkeypatch):
     """A retry that is asked again and again but never appended changes nothing: that task is lost all the same."""
-    from shiftchange.sim import explore_world
+    from shiftchange.explore.control import ControlPlane
 
-    def retry_in_vain(self, action, argument):
+    def retry_in_vain(self, world, action, argument):
         if action == "retry":
             return  # still due, never done: the step leads back to the very same state
-        original(self, action, argument)
+        original(self, world, action, argument)
 
-    original = explore_world.World._control
-    monkeypatch.setattr(explore_world.World, "_control", retry_in_vain)
+    original = ControlPlane.apply
+    monkeypatch.setattr(ControlPlane, "apply", retry_in_vain)
     result = explore(ExploreConfig(ci_failures=1))
     assert result.counterexample is not None and result.counterexample.invariant == "no_lost_tasks"
     assert result.counterexample.steps[-1] != "control:retry:task-1"  # judged where it got stuck, not one loop later
@@ -258,8 +263,8 @@ def test_a_call_sent_past_its_deadline_lands_nothing():
         world.apply(next(label for label in world.actions() if label.startswith("clock:")))
     world.apply("worker-1:wake")
     world.apply("worker-1:perform")
-    assert world.calls == [] and world.provider.ledger == []
-    assert "worker-1:timeout" in world.actions()
+    assert world.network.calls == [] and world.provider.ledger == []
+    assert "worker-1:report" in world.actions()  # it heard the timeout at once: the deadline has passed
 
 
 def test_lost_requests_reach_effects_absent_on_reconciliation():
@@ -269,7 +274,7 @@ def test_lost_requests_reach_effects_absent_on_reconciliation():
 
 
 def test_an_interrupted_search_exits_130_with_its_summary(monkeypatch, capsys):
-    from shiftchange.sim import explore_world
+    from shiftchange.explore import world as explore_world
 
     calls = {"n": 0}
     original = explore_world.World.apply
@@ -414,3 +419,100 @@ def test_a_checker_that_crashes_stops_the_search_as_unknown(monkeypatch):
     assert example is not None and example.invariant == "fenced_writes" and example.status == "unknown"
     assert "checker crashed" in example.example[0]
     assert not result.ok
+
+
+# ------------------------------------------------------------------ workers
+
+
+def test_the_explorer_holds_no_decision_of_the_workers_or_the_control_plane():
+    """A driver that branches on a refusal's code or guards holds a decision that belongs in the agent (DESIGN.md)."""
+    from pathlib import Path
+
+    import shiftchange.explore
+
+    guards = {guard.lstrip("!") for machine in (SPEC.attempt, SPEC.task) for row in machine.rows for guard in row.guards}
+    forbidden = {".code", ".guards", '"code"', '"guards"', "FENCE_CODES", "LATE_CODES", "LEASE_GONE", *guards}
+    sources = sorted(Path(shiftchange.explore.__file__).parent.glob("*.py"))
+    assert len(sources) >= 10
+    found = {(path.name, word) for path in sources for word in forbidden if word in path.read_text()}
+    assert found == set()
+
+
+class _ScriptedWire:
+    """An orchestrator-like object and a provider that answer from a script, recording every contract called."""
+
+    def __init__(self, provider_answers):
+        self.contracts = []
+        self.provider_answers = list(provider_answers)
+        self.sent = []
+
+    def request(self, worker_id, call, duplicate):
+        self.contracts.append(call.contract)
+        if call.contract == "claim_attempt":
+            lease = SimpleNamespace(attempt_id="task-1#1", generation=1, token="t", task_id="task-1")
+            return SimpleNamespace(accepted=True, lease=lease, manifest=SimpleNamespace(hypothesis="h1"))
+        if call.contract == "grant_tool":
+            key = f"create-pr:{len(self.contracts)}"
+            return SimpleNamespace(accepted=True, replay=None, key=key, deadline_at=self.now + 2.0)
+        return SimpleNamespace(accepted=True, cancel_requested=False)
+
+    def look(self, attempt_id):
+        return Looked("h1")
+
+    def send(self, worker, perform):
+        self.sent.append(perform.key)
+        return len(self.sent)
+
+
+def _drive(worker, wire):
+    """Run one Attempt: take the worker's one enabled step (not a renewal), answer its provider calls from the script, and
+    let the clock run to whatever it waits for; the contracts called, in order."""
+    from shiftchange.explore.workers import PERFORM, RENEW
+
+    wire.now = 0.0
+    worker.act("claim", "task-1", wire, wire.now)
+    worker.settle(wire, wire.now)
+    while worker.command is not None:
+        steps = [step for step, _argument in worker.steps([], wire.now) if step != RENEW]
+        if steps == [PERFORM]:
+            worker.act(PERFORM, "", wire, wire.now)
+            answer = wire.provider_answers.pop(0)
+            worker.lost() if answer is None else worker.answered(answer, wire.now)
+        elif steps:
+            (step,) = steps
+            worker.act(step, "", wire, wire.now)
+        else:
+            wire.now = worker.wait_until  # a Wait, or a lost call's deadline
+        worker.settle(wire, wire.now)
+    return wire.contracts
+
+
+def _worker():
+    from shiftchange.agent import Agent
+    from shiftchange.core import Backoff
+    from shiftchange.explore.workers import Worker
+
+    config = ExploreConfig()
+    return Worker(Agent("worker-1", config.agent(), Backoff(config.reliability().backoff, random.Random(0)), config.workflow()))
+
+
+def test_a_worker_runs_one_attempt_against_a_scripted_orchestrator_and_provider():
+    """The explorer's worker is the agent: driven by hand with scripted answers, it calls the contracts the agent asks for."""
+    wire = _ScriptedWire([Effect("create-pr-1", "k", "create-pr", "task-1:abc", "", 0.0)])
+    assert _drive(_worker(), wire) == ["claim_attempt", "start_attempt", "grant_tool", "record_receipt", "complete_attempt"]
+
+
+def test_a_worker_whose_answer_was_lost_reports_the_timeout_and_backs_off_before_asking_again():
+    wire = _ScriptedWire([None, Effect("create-pr-1", "k", "create-pr", "task-1:abc", "", 0.0)])
+    contracts = _drive(_worker(), wire)
+    assert contracts == [
+        "claim_attempt", "start_attempt", "grant_tool", "report_call_failure", "grant_tool", "record_receipt", "complete_attempt",
+    ]  # fmt: skip
+    assert wire.now == 2.0 + 1.0  # the call's deadline, then the first backoff (exponential from 1 s)
+
+
+def test_a_worker_out_of_asks_reports_the_attempt_failed():
+    wire = _ScriptedWire([None, None])
+    contracts = _drive(_worker(), wire)  # gateway_retries_max 1: one ask again, then the Attempt fails
+    assert contracts[-3:] == ["grant_tool", "report_call_failure", "report_failure"]
+    assert contracts.count("grant_tool") == 2

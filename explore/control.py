@@ -1,0 +1,141 @@
+"""The control plane's steps: what a scheduler runs, learnt from the history as the agenda says, one contract a step.
+
+`control:admit` (an Attempt is queued), `control:reap` (a lease or a
+cancellation ran out, by the reaper's own rule), `control:reconcile:ID`,
+`control:verify:ID`, `control:decide:TASK`, `control:retry:TASK`,
+`control:approve:TASK`, and the operator's `control:cancel:TASK` and
+`control:cancel-attempt:ID` while cancellations are left to spend.
+
+What is due comes from `agent.control.Agenda`, noted on every committed
+event, as every control plane learns it; the decisions are the agent's
+(`retry_for`, `blind_retry`, `reconcile_settled` through the agenda).
+Deciding and retrying stay two steps, so the search places a crash, a
+cancellation or a late write between the loop's decision and its retry.
+Under the blind-retry anti-pattern the loop never decides: a failed
+Attempt's retry is asked unchanged, and only when the core refuses it does
+the loop decide after all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shiftchange.agent import Agenda, Retry, blind_retry, retry_for
+from shiftchange.core.lease import reapable
+from shiftchange.core.machine import ACTIVE, LEASED, TASK_RESTING, TASK_TERMINAL
+
+from .config import task_name
+
+AT_REST = TASK_TERMINAL | TASK_RESTING
+CANCEL_TASK, CANCEL_ATTEMPT = "operator cancelled the task", "operator cancelled this attempt"
+
+
+@dataclass(slots=True)
+class Survey:
+    """What the records say is due this instant: admitted tasks (to claim), and the control plane's record-driven steps."""
+
+    admitted: list[str]
+    queued: bool
+    reap_due: bool
+    live_tasks: list[str]
+    active: list[str]
+
+
+def survey(world: Any) -> Survey:
+    """One read of the records for this state's steps (active Attempts only when a cancellation is left to spend)."""
+    now = world.clock.now()
+    with world.store.transaction() as tx:
+        admitted = sorted({a.task_id for a in tx.attempts_in(("admitted",))})
+        queued = bool(tx.attempts_in(("queued",)))
+        reap_due = any(reapable(a, now) for a in tx.attempts_in(LEASED))  # the reaper's own scan and rule
+        tasks = [tx.task(task_name(i)) for i in range(world.config.tasks)]
+        active = sorted(a.attempt_id for a in tx.attempts_in(ACTIVE)) if world.budgets.cancels else []
+    live = [t.task_id for t in tasks if t.state not in AT_REST]
+    return Survey(admitted, queued, reap_due, live, active)
+
+
+@dataclass(slots=True)
+class ControlPlane:
+    """The agenda the history keeps, the retries the loop decided and not yet asked for, and whether the loop is blind."""
+
+    agenda: Agenda = field(default_factory=Agenda)
+    retries: dict[str, Retry] = field(default_factory=dict)
+    blind_loop: bool = False
+
+    def note(self, event: Any) -> None:
+        self.agenda.note(event)
+
+    def steps(self, world: Any, due: Survey) -> list[str]:
+        """Every control step enabled now, in a fixed order."""
+        agenda, now = self.agenda, world.clock.now()
+        labels = ["control:admit"] if due.queued else []
+        if due.reap_due:
+            labels.append("control:reap")
+        labels += [f"control:reconcile:{a}" for a in agenda.reconcile]
+        labels += [f"control:verify:{a}" for a in agenda.due(agenda.verify, now)]
+        labels += [f"control:decide:{t}" for t in agenda.decide]
+        labels += [f"control:retry:{t}" for t in self.retries]
+        labels += [f"control:approve:{t}" for t in agenda.due(agenda.approve, now)]
+        if world.budgets.cancels:
+            labels += [f"control:cancel:{t}" for t in due.live_tasks]
+            labels += [f"control:cancel-attempt:{a}" for a in due.active]
+        return labels
+
+    def apply(self, world: Any, action: str, argument: str) -> None:
+        """Run one control step's contract, and tell the agenda what came of it."""
+        orchestrator, agenda, now = world.orchestrator, self.agenda, world.clock.now()
+        if action == "admit":
+            orchestrator.run_admission()
+        elif action == "reap":
+            orchestrator.reap()
+        elif action == "reconcile":
+            agenda.reconciled(argument, orchestrator.reconcile_attempt(argument))
+        elif action == "verify":
+            agenda.verified(argument, orchestrator.verify_attempt(argument), now)
+        elif action == "decide":
+            agenda.decide.pop(argument)
+            self._decide(world, argument)
+        elif action == "retry":
+            self._retry(world, self.retries.pop(argument))
+        elif action == "approve":
+            agenda.approve.pop(argument)
+            orchestrator.approve(argument)
+        else:
+            self._cancel(world, action, argument)
+
+    def _cancel(self, world: Any, action: str, argument: str) -> None:
+        world.budgets.cancels -= 1
+        if action == "cancel":
+            world.orchestrator.cancel_task(argument, CANCEL_TASK)
+        else:
+            world.orchestrator.cancel_attempt(argument, CANCEL_ATTEMPT)
+
+    def _decide(self, world: Any, task_id: str) -> None:
+        """The loop's decision after an Attempt ended (the blind loop's retry instead); the retry is a step of its own."""
+        latest = _latest(world, task_id)
+        retry = blind_retry(task_id, latest) if self.blind_loop else None
+        if retry is None:
+            retry = retry_for(task_id, world.orchestrator.decide(task_id), latest)
+        if retry is not None:
+            self.retries[task_id] = retry
+
+    def _retry(self, world: Any, retry: Retry) -> None:
+        result = world.orchestrator.retry(retry.task_id, retry.reason, retry.plan)
+        if retry.blind and not result.accepted:  # the blind loop asks the loop only once its blind retry is refused
+            decided = retry_for(retry.task_id, world.orchestrator.decide(retry.task_id), _latest(world, retry.task_id))
+            if decided is not None:
+                self.retries[retry.task_id] = decided
+
+    def row(self) -> tuple:
+        """What is due, as plain values, sorted: the order things were noted in only orders the steps, all of them enabled."""
+        agenda = self.agenda
+        retries = sorted((t, r.reason, r.hypothesis, r.blind) for t, r in self.retries.items())
+        return (
+            sorted(agenda.reconcile), sorted(agenda.verify.items()), sorted(agenda.decide), sorted(agenda.approve.items()), retries,
+        )  # fmt: skip
+
+
+def _latest(world: Any, task_id: str) -> Any:
+    with world.store.transaction() as tx:
+        return tx.attempts_of(task_id)[-1]

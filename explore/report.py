@@ -1,0 +1,147 @@
+"""A search's report: the honest summary, the invariant table as `sim run` prints it, the coverage, and the JSON object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Verdict, invariant_rows
+from shiftchange.checkers.rules import INVARIANTS
+
+from .config import ExploreConfig
+from .flags import replay_command, steps_flags
+from .search import BFS, Exploration
+
+MACHINES = ("attempt", "task")
+
+
+def summary_lines(result: Exploration) -> list[str]:
+    """The honest summary: what was searched, how far, how fast, and whether it completed."""
+    how = "breadth-first" if result.strategy == BFS else f"depth-first to depth {result.depth_bound}"
+    reduction = "workers interchangeable" if result.symmetry else "no symmetry reduction"
+    lines = [
+        f"explore {steps_flags(result.config)}",
+        f"  {how}, {reduction}"
+        + (f", depth bound {result.depth_bound}" if result.depth_bound is not None and result.strategy == BFS else "")
+        + (f", state bound {result.states_bound:,}" if result.states_bound is not None else ""),
+        f"  {result.states:,} distinct states, {result.explored:,} explored, {result.transitions:,} transitions,"
+        f" maximum depth {result.depth}, {result.quiescent:,} quiescent",
+        f"  {result.elapsed_s:.1f} s, {result.states_per_s:,.0f} distinct states per second",
+    ]
+    return [*lines, _ending(result)]
+
+
+def _ending(result: Exploration) -> str:
+    if result.stopped_by is None:
+        return "  the search completed: every reachable state was visited"
+    if result.stopped_by == "violation":
+        return "  the search stopped at the first violation"
+    if result.stopped_by == "depth":
+        return f"  INCOMPLETE: the depth bound left {result.cut:,} states unexpanded"
+    if result.stopped_by == "states":
+        return f"  INCOMPLETE: the state bound of {result.states_bound:,} was reached"
+    return "  INCOMPLETE: interrupted"
+
+
+def verdicts(result: Exploration) -> dict[str, Verdict]:
+    """Each invariant's verdict over the search: held in every reachable state, violated, or unknown (not searched to the end)."""
+    example = result.counterexample
+    judged = {}
+    for name in INVARIANTS:
+        if example is not None and name == example.invariant:
+            judged[name] = Verdict(name, example.status, int(example.status == VIOLATED), example.example)
+        elif result.complete:
+            judged[name] = Verdict(name, OK, 0, ())
+        else:
+            judged[name] = Verdict(name, UNKNOWN, 0, (f"held in the {result.states:,} states visited; {_why_unknown(result)}",))
+    return judged
+
+
+def _why_unknown(result: Exploration) -> str:
+    if result.counterexample is not None:
+        return "the search stopped at a violation"
+    if result.stopped_by == "interrupted":
+        return "the search was interrupted"
+    return f"the search stopped at its {result.stopped_by} bound"
+
+
+def verdict_lines(result: Exploration) -> list[str]:
+    """The invariant table, as `sim run` prints it; then, for a violation, its timeline and replay command."""
+    judged = verdicts(result)
+    unknown = [v for v in judged.values() if v.status == UNKNOWN]
+    lines = invariant_rows({name: v if v.status != UNKNOWN else Verdict(name, UNKNOWN, 0, ()) for name, v in judged.items()})
+    if unknown:
+        lines.append(f"  ({len(unknown)} could not tell: {unknown[0].example[0]})")
+    example = result.counterexample
+    if example is None:
+        if result.complete:
+            return [*lines, "no invariant is violated in any reachable state"]
+        return [*lines, "no invariant is violated in any state visited (the search did not complete, so this is not a proof)"]
+    shortest = " (a shortest path)" if result.strategy == BFS else ""
+    lines += ["", f"{example.invariant} is violated after {len(example.steps)} steps{shortest}"]
+    lines += ["", "timeline:", *list(example.timeline)]
+    lines += ["", "replay:", f"  {replay_command(result.config, example.steps)}"]
+    return lines
+
+
+def coverage_lines(result: Exploration) -> list[str]:
+    coverage = result.coverage()
+    lines = []
+    for machine in MACHINES:
+        rows = len(coverage.identity[machine])
+        lines.append(f"{machine} rows fired: {coverage.rows_fired(machine)} of {rows}")
+        lines += [f"  never reached: {row}" for row in coverage.never_fired(machine)]
+    return lines
+
+
+def as_json(result: Exploration) -> dict[str, Any]:
+    config = result.config
+    return {
+        "command": "explore",
+        "config": {name: getattr(config, name) for name in ExploreConfig.__dataclass_fields__} | {"operations": list(config.operations)},
+        "antipattern": config.antipattern,
+        "strategy": result.strategy,
+        "symmetry": result.symmetry,
+        "depth_bound": result.depth_bound,
+        "states_bound": result.states_bound,
+        "states": result.states,
+        "explored": result.explored,
+        "transitions": result.transitions,
+        "depth": result.depth,
+        "quiescent": result.quiescent,
+        "complete": result.complete,
+        "stopped_by": result.stopped_by,
+        "elapsed_s": round(result.elapsed_s, 3),
+        "states_per_s": round(result.states_per_s, 1),
+        "counterexample": _counterexample_json(result),
+        "invariants": {
+            name: {"ok": {OK: True, VIOLATED: False}.get(v.status), "violations": v.violations, "example": list(v.example)}
+            for name, v in verdicts(result).items()
+        },
+        "coverage": _coverage_json(result),
+        "ok": result.ok,
+    }
+
+
+def _counterexample_json(result: Exploration) -> dict[str, Any] | None:
+    example = result.counterexample
+    if example is None:
+        return None
+    return {
+        "invariant": example.invariant,
+        "example": list(example.example),
+        "steps": list(example.steps),
+        "timeline": list(example.timeline),
+        "replay": replay_command(result.config, example.steps),
+    }
+
+
+def _coverage_json(result: Exploration) -> dict[str, Any]:
+    coverage = result.coverage()
+    return {
+        machine: {
+            "fired": coverage.rows_fired(machine),
+            "rows": len(coverage.identity[machine]),
+            "never_reached": [str(row) for row in coverage.never_fired(machine)],
+        }
+        for machine in MACHINES
+    }
