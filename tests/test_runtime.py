@@ -175,6 +175,45 @@ def test_an_unanswered_store_and_a_provider_timeout_are_answers_the_agent_reads(
     assert rig.attempt().state == "verifying"
 
 
+def test_the_heartbeat_thread_renews_on_its_cadence_and_only_hands_the_answers_to_the_workflow():
+    """Goal: the heartbeat thread renews the followed Attempt every heartbeat from the claim, through its own orchestrator, and
+    queues each answer for the workflow thread (waking it); an unanswered renewal is not handed in; it stops when the beat ends."""
+    import threading
+    import time
+
+    from shiftchange.agent import Cadence, Call
+    from shiftchange.core import CoreConfig
+    from shiftchange.runtime.worker import Beat
+
+    renewals, answered = [], threading.Event()
+
+    class Renewing:
+        def renew_lease(self, *fence):
+            renewals.append(fence)
+            if len(renewals) == 3:
+                answered.set()
+            return None if len(renewals) == 2 else f"answer {len(renewals)}"
+
+    config = RuntimeConfig(core=CoreConfig(lease_ttl_s=1.0, heartbeat_interval_s=0.05))
+    worker = Worker(object(), object(), config, "w1", open_orchestrator=Renewing)
+    fence = ("t1#1", 1, "token")
+    beat = Beat(Call("renew_lease", fence), Cadence(worker.clock.now(), 0.05), worker.wake)
+    worker.heartbeat.start()
+    try:
+        worker.heartbeat.follow(beat)
+        assert answered.wait(5.0)
+        beat.done.set()
+        ended_with = len(renewals)
+        worker.heartbeat.follow(None)
+        time.sleep(0.2)
+    finally:
+        worker.heartbeat.closed.set()
+        worker.heartbeat.follow(None)
+        worker.heartbeat.join(5.0)
+    assert set(renewals) == {fence} and len(renewals) <= ended_with + 1, "at most the renewal under way as the beat ended"
+    assert worker.wake.is_set() and beat.take()[:2] == ["answer 1", "answer 3"], "the unanswered second renewal is not handed in"
+
+
 def test_the_control_plane_decides_a_task_once_per_attempt_that_ended():
     """Goal: the orchestrator process surveys the records every round; a task left in progress with nothing to run (its retry
     refused) is decided once after its latest Attempt, not every round, and is due again once another Attempt of it ends."""
