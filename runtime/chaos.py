@@ -95,7 +95,7 @@ TICK_S = 0.05
 PROGRESS_EVERY_S = 10.0
 SUBMIT_TRIES = 5
 WORKERS_MAX = 256
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of the `--json` report and of report.json: it changes whenever a field changes meaning."""
 
 KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP = "kill", "pause", "orchestrator_kill", "conn_kill", "drop"

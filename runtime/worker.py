@@ -175,7 +175,8 @@ class Heartbeat(threading.Thread):
                     self.wake.clear()
                     continue
                 try:
-                    orchestrator = orchestrator or self.worker.heartbeat_orchestrator()
+                    if orchestrator is None:
+                        orchestrator = self.worker.heartbeat_orchestrator()
                     self._renew(orchestrator, beat)
                 except Exception as error:  # the thread must outlive anything one renewal meets; the lease decides the rest
                     log.error("heartbeat of %s failed (%s: %s): starting afresh", beat.fence[0], type(error).__name__, error)

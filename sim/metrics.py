@@ -93,7 +93,6 @@ class Metrics:
         self.first_window_expiries = 0
         self.renewals = dict.fromkeys(RENEWAL_OUTCOMES, 0)
         self.crashes = 0
-        self.crashes_holding = 0
         self.stale_writes_refused = 0
         self.effects = 0
         self.measures = Measures()
@@ -201,7 +200,6 @@ class Metrics:
         """A worker crashed; if it held an Attempt, start the detect and recover clocks."""
         self.crashes += 1
         if attempt_id is not None:
-            self.crashes_holding += 1
             self.measures.struck(attempt_id.rsplit("#", 1)[0], attempt_id, at)
 
     def renewal(self, outcome: str) -> None:
@@ -238,7 +236,7 @@ class Metrics:
             "first_window_expiries": self.first_window_expiries,
             **{f"renewals_{outcome}": count for outcome, count in self.renewals.items()},
             "crashes": self.crashes,
-            "crashes_holding": self.crashes_holding,
+            "crashes_holding": measured["strikes"],
             # The shared measures, under the names sim/report.py, the notebooks and tests/test_sim_tuning.py read.
             "crash_detect_count": measured["detect_count"],
             "crash_detect_s_mean": measured["detect_s_mean"],
