@@ -1,13 +1,17 @@
 """The control plane around the core: admission, the reaper, reconciliation, verification, the loop decision, review, retirement.
 
 Everything here calls `Orchestrator` contracts on a cadence, exactly as a
-deployment's scheduler would; nothing reaches into the core's records. It
-learns what needs doing from the history itself: a listener on the store
+deployment's scheduler would; nothing reaches into the core's records. What
+is due, and what to ask for after a decision, are the agent's
+(`shiftchange.agent.control`), shared with the explorer and the runtime: a
+listener on the store hands every committed event to an `Agenda`, which
 notes an Attempt entering Suspect or Reconciling (reconcile it), Verifying
 (verify it once CI may have run), a terminal state (decide the loop's next
 step), a task reaching review (a reviewer approves it) or rest (retire it
-after a grace period). The listener only notes; the work runs in the
-control plane's own processes, never inside a store transaction.
+after a grace period); `retry_for` turns the loop's decision into the retry
+to ask for, `blind_retry` is the blind-retry anti-pattern's loop. The
+listener only notes; the work runs in the control plane's own processes,
+never inside a store transaction.
 
 Admitted Attempts are offered to the workers through a queue. An offer
 nobody claimed in `redispatch_s` (the worker crashed, the claim was lost on
@@ -27,8 +31,9 @@ from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
+from shiftchange.agent import Agenda, Delays, blind_retry, retry_for
 from shiftchange.checkers.history import Retired
-from shiftchange.core import Event, Plan
+from shiftchange.core import Event
 from shiftchange.core.machine import ATTEMPT_TERMINAL, TASK_RESTING, TASK_TERMINAL
 
 from .config import ControlConfig
@@ -60,54 +65,30 @@ class ControlContext:
 
 
 class ControlPlane:
-    """The scheduler's loops, fed by what the history says needs doing."""
+    """The scheduler's loops, fed by what the history says needs doing (the agent's `Agenda`), and the offers to workers."""
 
     def __init__(self, context: ControlContext) -> None:
         self.context = context
         self.env = context.env
-        self.reconcile_due: dict[str, None] = {}
-        self.verify_due: dict[str, float] = {}
-        self.decide_due: dict[str, None] = {}
-        self.approve_due: dict[str, float] = {}
-        self.retire_due: dict[str, float] = {}
+        control = context.control
+        self.agenda = Agenda(Delays(ci_s=context.ci_s, review_s=control.review_s, retire_grace_s=control.retire_grace_s))
         self.offered: dict[str, tuple[float, Offer]] = {}
-        self._admission_due = True
 
     # ------------------------------------------------------ the listener
 
     def note(self, event: Event) -> None:
-        """Called for every committed event: note what it asks of the control plane."""
-        if not event.accepted or event.from_state == event.to_state:
-            return
-        state = event.to_state
-        if event.attempt_id is None:  # a task-level change
-            if state == "review":
-                self.approve_due[event.task_id] = event.at + self.context.control.review_s
-            elif state in AT_REST:
-                self.retire_due[event.task_id] = event.at + self.context.control.retire_grace_s
-            else:
-                self.retire_due.pop(event.task_id, None)
-            return
-        if event.kind == "decide":
+        """Called for every committed event: the agenda notes what it asks for; an Attempt admitted is offered to the workers."""
+        state = self.agenda.note(event)
+        if state is None:
             return
         attempt_id = event.attempt_id
         if state == "admitted":
             self._offer(event.task_id, attempt_id)
-        elif state == "claimed":
-            self.offered.pop(attempt_id, None)
-        elif state in ("suspect", "reconciling"):
-            self.reconcile_due[attempt_id] = None
-        elif state == "verifying":
-            self.verify_due[attempt_id] = event.at + self.context.ci_s
-        elif state in ATTEMPT_TERMINAL:
-            self.offered.pop(attempt_id, None)
-            self.decide_due[event.task_id] = None
-        if state == "queued" or state in ATTEMPT_TERMINAL:
-            self._admission_due = True  # a new Attempt waits, or an ended one freed its slot
-        if state == "queued":
-            self.context.queue_watch.queued(attempt_id, self.peek(attempt_id), event.at)
-        elif state == "admitted":
             self.context.queue_watch.admitted(attempt_id, event.at)
+        elif state == "claimed" or state in ATTEMPT_TERMINAL:
+            self.offered.pop(attempt_id, None)
+        elif state == "queued":
+            self.context.queue_watch.queued(attempt_id, self.peek(attempt_id), event.at)
 
     # ------------------------------------------------------------ reads
 
@@ -126,13 +107,7 @@ class ControlPlane:
             return None if task is None else task.state
 
     def _offer(self, task_id: str, attempt_id: str) -> None:
-        attempt = self.peek(attempt_id)
-        resume = None
-        if attempt is not None and attempt.previous_attempt_id is not None:
-            previous = self.peek(attempt.previous_attempt_id)
-            if previous is not None and previous.hypothesis == attempt.hypothesis:
-                resume = previous.checkpoint  # resume from the predecessor's last fenced checkpoint
-        offer = Offer(task_id, attempt_id, self.context.bench.profile(task_id).workspace, resume)
+        offer = Offer(task_id, attempt_id, self.context.bench.profile(task_id).workspace)
         self.offered[attempt_id] = (self.env.now, offer)
         self.context.offers.put(offer)
 
@@ -145,11 +120,11 @@ class ControlPlane:
         queue nothing has changed only costs; the idle step still lets
         backoffs wake, deadlines pass and backpressure ease on time.
         """
-        control = self.context.control
+        control, agenda = self.context.control, self.agenda
         idle_s = 0.0
         while True:
-            if self._admission_due or idle_s >= control.admission_idle_s:
-                self._admission_due = False
+            if agenda.admission_due or idle_s >= control.admission_idle_s:
+                agenda.admission_due = False
                 idle_s = 0.0
                 self.context.orchestrator.run_admission()
             yield self.env.timeout(control.admission_interval_s)
@@ -169,25 +144,23 @@ class ControlPlane:
 
     def step(self) -> None:
         """Work off everything due: reconcile, verify, decide, approve, redispatch, retire."""
-        orchestrator, now = self.context.orchestrator, self.env.now
-        for attempt_id in list(self.reconcile_due):
-            result = orchestrator.reconcile_attempt(attempt_id)
-            if getattr(result, "outcome", None) != "pending":
-                self.reconcile_due.pop(attempt_id, None)
-        for attempt_id, due in list(self.verify_due.items()):
-            if due <= now:
-                result = orchestrator.verify_attempt(attempt_id)
-                if getattr(result, "detail", None) == "pending":
-                    self.verify_due[attempt_id] = now + self.context.ci_s / 2
-                else:
-                    self.verify_due.pop(attempt_id, None)
-        for task_id in list(self.decide_due):
-            self.decide_due.pop(task_id)
+        orchestrator, agenda, now = self.context.orchestrator, self.agenda, self.env.now
+        for attempt_id in list(agenda.reconcile):
+            agenda.reconciled(attempt_id, orchestrator.reconcile_attempt(attempt_id))
+        for attempt_id in agenda.due(agenda.verify, now):
+            agenda.verified(attempt_id, orchestrator.verify_attempt(attempt_id), now)
+        for task_id in list(agenda.decide):
+            agenda.decide.pop(task_id)
             self._decide(task_id)
-        for task_id, due in list(self.approve_due.items()):
-            if due <= now:
-                self.approve_due.pop(task_id)
-                orchestrator.approve(task_id)
+        for task_id in agenda.due(agenda.approve, now):
+            agenda.approve.pop(task_id)
+            orchestrator.approve(task_id)
+        self._redispatch(now)
+        for task_id in agenda.due(agenda.retire, now):
+            self._retire(task_id, now)
+
+    def _redispatch(self, now: float) -> None:
+        """Offer again every Attempt still admitted `redispatch_s` after it was offered (its claim was lost, its worker died)."""
         for attempt_id, (offered_at, offer) in list(self.offered.items()):
             if offered_at + self.context.control.redispatch_s <= now:
                 attempt = self.peek(attempt_id)
@@ -196,26 +169,19 @@ class ControlPlane:
                     self.context.offers.put(offer)
                 else:
                     self.offered.pop(attempt_id)
-        for task_id, due in list(self.retire_due.items()):
-            if due <= now:
-                self._retire(task_id, now)
 
     def _decide(self, task_id: str) -> None:
+        """The loop's decision after an Attempt ended, and the retry it asks for (the blind loop retries without one)."""
         orchestrator = self.context.orchestrator
         if self.context.blind_loop:
-            latest = self._peek_latest(task_id)
-            if latest.state == "failed":  # the blind loop never decides: it runs the same thing again while it can
-                result = orchestrator.retry(task_id, f"blind retry after {latest.attempt_id} failed", Plan(latest.hypothesis))
-                if result.accepted:
-                    return
+            retry = blind_retry(task_id, self._peek_latest(task_id))
+            if retry is not None and orchestrator.retry(retry.task_id, retry.reason, retry.plan).accepted:
+                return
         decision = orchestrator.decide(task_id)
-        kind = getattr(decision, "kind", None)
-        if kind not in ("retry", "correct"):
-            return
-        latest = self._peek_latest(task_id)
-        hypothesis = latest.hypothesis if kind == "retry" else f"hypothesis {latest.number + 1} for {task_id}"
-        # A refused retry leaves the task in progress with nothing to run: no_lost_tasks reports it when the run drains.
-        orchestrator.retry(task_id, f"{kind}: {decision.reason}", Plan(hypothesis))
+        retry = retry_for(task_id, decision, self._peek_latest(task_id))
+        if retry is not None:
+            # A refused retry leaves the task in progress with nothing to run: no_lost_tasks reports it when the run drains.
+            orchestrator.retry(retry.task_id, retry.reason, retry.plan)
 
     def cancel(self, task_id: str) -> None:
         """An operator cancels a task (if it still exists and is not already at rest)."""
@@ -229,13 +195,13 @@ class ControlPlane:
         with self.context.store.transaction() as tx:
             attempts = tx.attempts_of(task_id)
             if not drained and any(a.state not in ATTEMPT_TERMINAL for a in attempts):
-                self.retire_due[task_id] = now + self.context.control.retire_grace_s  # not finished yet: look again later
+                self.agenda.retire[task_id] = now + self.context.control.retire_grace_s  # not finished yet: look again later
                 return
             # Shallow copies suffice: a record's fields are strings, numbers and frozen values.
             task = copy(tx.task(task_id))
             intents = tuple(copy(intent) for attempt in attempts for intent in tx.intents_of(attempt.attempt_id))
             attempts = [copy(attempt) for attempt in attempts]
-        self.retire_due.pop(task_id, None)
+        self.agenda.retire.pop(task_id, None)
         self.context.retire(Retired(now, task, tuple(attempts), intents, drained))
         if not drained:
             self.context.forget(task_id)

@@ -84,38 +84,64 @@ class Transport:
 
     def call(self, worker_id: str, contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         """Send one contract call; returns its answer, or None when the caller heard nothing back."""
-        env, config, rng = self.env, self.config, self.rng
-        name = contract.__name__
+        env = self.env
+        there_s = self._depart(worker_id, contract.__name__)
+        if there_s is None:
+            yield env.timeout(self.config.request_timeout_s)
+            return None
+        yield env.timeout(there_s)
+        answer, back_s = self._arrive(worker_id, contract, args, kwargs, there_s)
+        yield env.timeout(back_s)
+        return answer
+
+    def send(self, worker_id: str, contract: Callable[..., Any], args: tuple, kwargs: dict, answered: Callable[[Any], None]) -> None:
+        """`call` as a chain of timer callbacks, for a caller that is not a process (the heartbeat): `answered` hears the
+        answer, or None, when `call` would have returned it. Two timers instead of a process and its two timeouts."""
+        env = self.env
+        there_s = self._depart(worker_id, contract.__name__)
+        if there_s is None:
+            env.timeout(self.config.request_timeout_s).callbacks.append(lambda _event: answered(None))
+            return
+
+        def arrive(_event: Any) -> None:
+            answer, back_s = self._arrive(worker_id, contract, args, kwargs, there_s)
+            env.timeout(back_s).callbacks.append(lambda _event: answered(answer))
+
+        env.timeout(there_s).callbacks.append(arrive)
+
+    def _depart(self, worker_id: str, name: str) -> float | None:
+        """A request leaves: how long it takes to arrive, or None when it is lost on the way (a partition, a lost request)."""
         self.sent += 1
-        there = rng.expovariate(1.0 / config.latency_s)
+        there_s = self.rng.expovariate(1.0 / self.config.latency_s)
         if self.partitioned(worker_id):
             self.lost += 1
-            yield env.timeout(config.request_timeout_s)
             return None
         if self._request_lost(name):
             self.lost += 1
             self.lost_by_call[name] = self.lost_by_call.get(name, 0) + 1
-            yield env.timeout(config.request_timeout_s)
             return None
-        yield env.timeout(there)
+        return there_s
+
+    def _arrive(self, worker_id: str, contract: Callable[..., Any], args: tuple, kwargs: dict, there_s: float) -> tuple[Any, float]:
+        """The request arrives `there_s` after it left: the call runs (maybe twice); returns the answer the caller hears
+        (None when it hears nothing) and how much longer until it hears it."""
+        env, config, rng = self.env, self.config, self.rng
+        gave_up_s = max(0.0, config.request_timeout_s - there_s)
         if self.partitioned(worker_id):
             self.lost += 1
-            yield env.timeout(max(0.0, config.request_timeout_s - there))
-            return None
+            return None, gave_up_s
         answer = deliver(contract, args, kwargs)
         duplicate_probability = max(config.duplicate_probability, self._duplicates.at(env.now) or 0.0)
         if duplicate_probability and rng.random() < duplicate_probability:
             self.duplicated += 1
-            again = env.timeout(rng.expovariate(1.0 / config.latency_s) + there)
+            again = env.timeout(rng.expovariate(1.0 / config.latency_s) + there_s)
             again.callbacks.append(lambda _event: deliver(contract, args, kwargs))
-        back = rng.expovariate(1.0 / config.latency_s)
-        response_lost = (not self._lossy or name in self._lossy) and rng.random() < config.response_loss_probability
-        if self.partitioned(worker_id) or response_lost or there + back > config.request_timeout_s:
+        back_s = rng.expovariate(1.0 / config.latency_s)
+        response_lost = (not self._lossy or contract.__name__ in self._lossy) and rng.random() < config.response_loss_probability
+        if self.partitioned(worker_id) or response_lost or there_s + back_s > config.request_timeout_s:
             self.lost += 1
-            yield env.timeout(max(0.0, config.request_timeout_s - there))
-            return None
-        yield env.timeout(back)
-        return answer
+            return None, gave_up_s
+        return answer, back_s
 
 
 def deliver(contract: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import simpy
 
+from shiftchange.agent import AgentConfig, ChapterWorkflow, WorkerSeams
 from shiftchange.checkers.history import UNKNOWN, CheckContext, Fault, History, Verdict
 from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import InputError, MemoryStore, Orchestrator, Seams
@@ -32,7 +33,7 @@ from .nemesis import Targets, draw_schedule, unleash
 from .network import Transport
 from .provider import Providers, SimProvider
 from .recorder import Recorder
-from .worker import Behaviour, Worker, WorkerContext
+from .worker import Worker, WorkerContext
 from .workload import Workbench, arrivals, ci_verdict
 
 
@@ -103,6 +104,9 @@ class World:
         self.recorder = Recorder(env, config.series.window_s, PROVIDERS, self._gauges) if series else None
         self.metrics = Metrics(config.core.lease_ttl_s, self.recorder)
         self.transport = Transport(env, config.network, self.stream("network"))
+        workload = config.workload
+        self._workflow = ChapterWorkflow(workload.tool_calls, None, workload.model_call_cost_usd, workload.model_call_tokens)
+        self._runaway = replace(self._workflow, model_calls=workload.runaway_calls)
         observer = self.recorder
         code_host = SimProvider(
             env,
@@ -139,19 +143,18 @@ class World:
             )
         )
         self.store.subscribe(self._event)
-        behaviour = antipattern.worker_seams if antipattern is not None else Behaviour()
         worker_context = WorkerContext(
             env,
             self.orchestrator,
+            self.store,
             self.transport,
-            self.providers,
+            self.providers.by_name,
             offers,
             self.bench,
+            self._workflow_of,
             self.metrics,
-            behaviour,
-            config.workload,
-            config.workers,
-            config.core.heartbeat_interval_s,
+            antipattern.worker_seams if antipattern is not None else WorkerSeams(),
+            _agent_config(config),
             config.reliability.backoff,
             self.stream("workers"),
         )
@@ -170,6 +173,14 @@ class World:
         worker = Worker(self._worker_context, f"worker-{len(self.workers):03d}")
         self.workers.append(worker)
         worker.start()
+
+    def _workflow_of(self, task_id: str) -> ChapterWorkflow:
+        """The chapter's workflow as the workload sizes it; a runaway task's agent keeps calling the model.
+
+        An offer may outlive its task (offered again, then retired): its claim is refused, whatever the workflow.
+        """
+        profile = self.bench.profiles.get(task_id)
+        return self._runaway if profile is not None and profile.runaway else self._workflow
 
     def _event(self, event: Any) -> None:
         self.history.append(event)
@@ -328,6 +339,17 @@ class _OpenLoopOffers(simpy.Store):
         if len(self.get_queue) <= len(self.items):  # every idle worker already has an offer waiting for it
             self._hire()
         return super().put(item)
+
+
+def _agent_config(config: SimConfig) -> AgentConfig:
+    """How the agent calls: the workers' deadlines and per-call retries, and the core's heartbeat interval."""
+    workers = config.workers
+    return AgentConfig(
+        heartbeat_interval_s=config.core.heartbeat_interval_s,
+        call_deadline_s=workers.call_deadline_s,
+        gateway_retries_max=workers.gateway_retries_max,
+        gateway_retry_s=workers.gateway_retry_s,
+    )
 
 
 class _SimClock:

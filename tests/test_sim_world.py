@@ -198,3 +198,137 @@ def test_the_swarm_run_that_found_the_late_landing_now_holds():
     """Regression: swarm seed 480 landed a paused worker's push after its replacement's; every invariant holds now."""
     outcome = play(scenario_config("swarm", 480, 60), 480, "swarm")
     assert outcome.ok, _failures(outcome)
+
+
+# ------------------------------------------------------------------ the worker alone, against scripted answers
+
+
+class _Scripted:
+    """Any object with the orchestrator's contract methods will do: this one answers from a script and logs every call.
+
+    `answers` maps a contract to its answer, or to a function of its arguments; a contract it does not name is accepted.
+    """
+
+    def __init__(self, answers: dict):
+        self.answers = answers
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, contract: str):
+        from shiftchange.core import Accepted
+
+        def answer(*args, **kwargs):
+            self.calls.append((contract, args))
+            scripted = self.answers.get(contract, Accepted("running"))
+            return scripted(*args) if callable(scripted) else scripted
+
+        answer.__name__ = contract  # the transport names calls by their function's name
+        return answer
+
+
+class _Landing:
+    """A provider whose every call lands `latency_s` later."""
+
+    def __init__(self, env, latency_s: float):
+        self.env, self.latency_s = env, latency_s
+        self.keys: list[str] = []
+
+    def call(self, key, operation, identity, task_id, worker_id, deadline_at, via_gateway=True):
+        from shiftchange.core import Effect
+
+        self.keys.append(key)
+        yield self.env.timeout(self.latency_s)
+        return Effect(f"pr-{len(self.keys)}", key, operation, identity, "", self.env.now)
+
+
+def _lone_worker(answers: dict, provider_latency_s: float = 1.0):
+    """One sim `Worker` with no World: a scripted orchestrator, a provider that lands, the real transport and lease ground truth."""
+    import random
+    from types import SimpleNamespace
+
+    import simpy
+
+    from shiftchange.agent import AgentConfig, OperationsWorkflow, WorkerSeams
+    from shiftchange.core import BackoffConfig, Grant, Renewal
+    from shiftchange.sim.config import NetworkConfig
+    from shiftchange.sim.metrics import Metrics
+    from shiftchange.sim.network import Transport
+    from shiftchange.sim.worker import Offer, Worker, WorkerContext
+
+    env = simpy.Environment()
+    lease = SimpleNamespace(attempt_id="t#1", task_id="t", generation=1, token="k")
+    claim = SimpleNamespace(accepted=True, lease=lease, manifest=SimpleNamespace(hypothesis="h"))
+    grant = Grant("create-pr:t:sha", None, 100.0, "code_host", 100.0)
+    orchestrator = _Scripted({"claim_attempt": claim, "grant_tool": grant, "renew_lease": Renewal(60.0, False), **answers})
+    provider = _Landing(env, provider_latency_s)
+    offers = simpy.Store(env)
+    leases = Metrics(60.0)
+    context = WorkerContext(
+        env=env,
+        orchestrator=orchestrator,
+        store=SimpleNamespace(get_attempt=lambda attempt_id: None),  # a first Attempt: nothing to resume from
+        transport=Transport(env, NetworkConfig(), random.Random(1)),
+        providers={"code_host": provider},
+        offers=offers,
+        bench=SimpleNamespace(),
+        workflow_of=lambda task_id: OperationsWorkflow(("create-pr",)),
+        leases=leases,
+        seams=WorkerSeams(),
+        agent=AgentConfig(heartbeat_interval_s=10.0, call_deadline_s=60.0),
+        backoff=BackoffConfig(),
+        rng=random.Random(1),
+    )
+    worker = Worker(context, "worker-1")
+    worker.start()
+    offers.put(Offer("t", "t#1", "repo-0"))
+    return env, worker, orchestrator, provider, leases
+
+
+def test_the_worker_drives_the_agent_against_a_scripted_orchestrator_without_a_world():
+    """The sim worker needs no World: against scripted answers it makes the agent's calls in order, and lets go at the end."""
+    env, worker, orchestrator, provider, leases = _lone_worker({}, provider_latency_s=25.0)
+    env.run(until=100.0)
+    contracts = [contract for contract, _args in orchestrator.calls]
+    assert [c for c in contracts if c != "renew_lease"] == [
+        "claim_attempt",
+        "start_attempt",
+        "grant_tool",
+        "record_receipt",
+        "complete_attempt",
+    ]
+    assert contracts.count("renew_lease") == 2  # the 25 s provider call spans two beats of 10 s from the claim
+    assert provider.keys == ["create-pr:t:sha"]  # the provider is called with the key the gateway minted
+    assert worker.holding is None and leases.renewals["accepted"] == 2
+
+
+def test_a_refused_renewal_stops_the_worker_in_the_middle_of_a_provider_call():
+    """The heartbeat interrupts the workflow when the agent says so: no receipt, no completion after the lease is gone."""
+    from shiftchange.core import Refused
+
+    refused = Refused("stale", code="stale_fence", state="suspect")
+    env, worker, orchestrator, _provider, leases = _lone_worker({"renew_lease": refused}, provider_latency_s=25.0)
+    env.run(until=100.0)
+    contracts = [contract for contract, _args in orchestrator.calls]
+    assert contracts == ["claim_attempt", "start_attempt", "grant_tool", "renew_lease"]
+    assert worker.holding is None and leases.renewals["refused"] == 1
+
+
+def test_the_sim_worker_holds_no_decision_of_its_own():
+    """Every decision a worker makes is the agent's: the driver reads no refusal code, no failed guard, no guard name."""
+    from pathlib import Path
+
+    import shiftchange.sim.worker as worker
+    from shiftchange.core.machine import SPEC
+
+    source = Path(worker.__file__).read_text()
+    forbidden = {
+        ".code",
+        ".guards",
+        ".domain",
+        ".state",
+        "FENCE_CODES",
+        "LATE_CODES",
+        "LEASE_GONE",
+        *SPEC.attempt.guards,
+        *SPEC.task.guards,
+    }
+    assert sorted(name for name in forbidden if name in source) == []
