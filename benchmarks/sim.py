@@ -27,6 +27,7 @@ The seed and scenario are printed so the figures can be reproduced.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import subprocess
@@ -125,13 +126,14 @@ def breakdown(tasks: int, seed: int) -> None:
     store's listeners, so its time is taken out of theirs. The timers cost a
     little themselves, which lands in "contracts" and "history".
     """
-    from shiftchange.sim import history as history_module
+    from shiftchange.checkers import history as history_module
     from shiftchange.sim import world as world_module
 
     spent = {"contracts": 0.0, "history": 0.0}
     depth = [0]
 
     def timed(function, bucket):
+        @functools.wraps(function)  # the transport names a call by its function's name (lossy_calls)
         def wrapper(*args, **kwargs):
             if depth[0]:
                 return function(*args, **kwargs)

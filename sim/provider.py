@@ -103,13 +103,15 @@ _WORK_EPSILON_S = 1e-9
 class _Job:
     """One call the provider is working on."""
 
-    __slots__ = ("abandoned", "call", "cancelled", "deadline_at", "done", "existing", "finish_s", "finished")
+    __slots__ = ("abandoned", "call", "cancelled", "deadline_at", "done", "existing", "finish_s", "finished", "lost")
 
-    def __init__(self, done: Any, deadline_at: float, call: tuple, existing: Effect | None) -> None:
+    def __init__(self, done: Any, deadline_at: float, call: tuple, existing: Effect | None, lost: bool) -> None:
         self.done = done
-        """Succeeds with the effect when the work is done in time."""
+        """What the caller waits on: succeeds with the effect when the work is done in time, or with None at the deadline."""
         self.deadline_at = deadline_at
         self.call = call
+        self.lost = lost
+        """The call lands but its answer never reaches the caller, who hears nothing before the deadline."""
         self.existing = existing
         """What an idempotent provider already holds under the call's key: the answer, with nothing new landing."""
         self.finish_s = 0.0
@@ -163,6 +165,12 @@ class SimProvider:
         """Processor sharing: the work each call in progress has received since the run began, all alike."""
         self._work_at = 0.0
         self._wake_token = 0
+        self._wake_at: float | None = None
+        """When the pending wake-up (the one `_wake_token` names) fires; None when none is pending."""
+        self._deadlines: list[tuple[float, int, _Job]] = []
+        """Calls whose caller may still hear of them, by deadline (answered ones dropped lazily)."""
+        self._deadline_token = 0
+        self._deadline_wake_at: float | None = None
         self._rate_now = 1.0
         """The per-call rate in force since the load last changed."""
         self._asked: dict[str, set[str]] = {}
@@ -276,17 +284,14 @@ class SimProvider:
         lost = lossy or rng.random() < config.accept_then_timeout_probability
         existing = self._by_key.get(key) if self.supports_idempotency else None
         call = (key, operation, identity, task_id, worker_id, via_gateway)
-        job = _Job(env.event(), deadline_at, call, existing[0] if existing else None)
+        job = _Job(env.event(), deadline_at, call, existing[0] if existing else None, lost)
         self._start(job, work_s)
-        deadline = env.timeout(deadline_s)
-        # The provider keeps the deadline itself, first of all who wait on it, so a caller that crashed or was
-        # interrupted meanwhile leaves its call dropped (or abandoned) all the same.
-        deadline.callbacks.append(lambda _event: self._deadline_passed(job))
-        yield deadline if lost else env.any_of((job.done, deadline))
-        if job.done.triggered and not lost:
-            self._observer.call_answered(self.name, env.now - now)
-            return job.done.value
-        raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
+        self._watch(job)
+        effect = yield job.done
+        if effect is None:
+            raise ProviderTimeout(f"{self.name}: no response to {key} within {deadline_s:g}s")
+        self._observer.call_answered(self.name, env.now - now)
+        return effect
 
     # ------------------------------------------------- processor sharing
 
@@ -302,8 +307,40 @@ class SimProvider:
         self._work_done_s += (now - self._work_at) * self._rate_now
         self._work_at = now
 
+    # ------------------------------------------------------------ deadlines
+
+    def _watch(self, job: _Job) -> None:
+        """Keep the call's deadline. The provider keeps every deadline itself, on one timer for the earliest, so a caller
+        that crashed or was interrupted meanwhile leaves its call dropped (or abandoned) all the same; and a call answered
+        in time costs no event at its deadline."""
+        heapq.heappush(self._deadlines, (job.deadline_at, next(self._sequence), job))
+        if self._deadline_wake_at is None or job.deadline_at < self._deadline_wake_at:
+            self._wake_for_deadline(job.deadline_at)
+
+    def _wake_for_deadline(self, at: float) -> None:
+        self._deadline_token += 1
+        token = self._deadline_token
+        self._deadline_wake_at = at
+        self.env.timeout(at - self.env.now).callbacks.append(lambda _event: self._deadlines_passed(token))
+
+    def _deadlines_passed(self, token: int) -> None:
+        """Every call whose deadline has come and whose caller heard nothing: it times out, and its work is dropped or
+        abandoned; then wait for the earliest deadline of a call still unanswered."""
+        if token != self._deadline_token:
+            return  # an earlier deadline came in since this wake-up was set
+        self._deadline_wake_at = None
+        now, deadlines = self.env.now, self._deadlines
+        while deadlines and (deadlines[0][2].done.triggered or deadlines[0][0] <= now):
+            _deadline_at, _sequence, job = heapq.heappop(deadlines)
+            if not job.done.triggered:
+                self._deadline_passed(job)
+        if deadlines:
+            self._wake_for_deadline(deadlines[0][0])
+
     def _deadline_passed(self, job: _Job) -> None:
-        """A call's deadline passed with its work not done: dropped, or carried on abandoned (`works_past_deadline`)."""
+        """A call's deadline passed with no answer heard: the caller times out; work not done is dropped, or carried on
+        abandoned (`works_past_deadline`)."""
+        job.done.succeed(None)
         if job.finished or job.cancelled:
             return
         if self.config.works_past_deadline:
@@ -332,21 +369,27 @@ class SimProvider:
         self._reschedule()
 
     def _reschedule(self) -> None:
-        """Wake when the call closest to done finishes at the present rate; any change of load sets a new wake-up."""
+        """Wake when the call closest to done finishes at the present rate. A change of load that brings that sooner sets a
+        new wake-up; one that puts it later leaves the pending wake-up, which then looks again (one event, not two)."""
         jobs = self._jobs
         while jobs and jobs[0][2].cancelled:
             heapq.heappop(jobs)
-        self._wake_token += 1
         self._rate_now = self._rate()
         if not jobs:
             return
+        delay_s = max(0.0, (jobs[0][0] - self._work_done_s) / self._rate_now)
+        wake_at = self.env.now + delay_s
+        if self._wake_at is not None and self._wake_at <= wake_at:
+            return  # the pending wake-up comes first: it looks again then
+        self._wake_token += 1
+        self._wake_at = wake_at
         token = self._wake_token
-        wake = self.env.timeout(max(0.0, (jobs[0][0] - self._work_done_s) / self._rate_now))
-        wake.callbacks.append(lambda _event: self._wake(token))
+        self.env.timeout(delay_s).callbacks.append(lambda _event: self._wake(token))
 
     def _wake(self, token: int) -> None:
         if token != self._wake_token:
-            return  # the load changed since this wake-up was set
+            return  # the load grew lighter since this wake-up was set: a sooner one replaced it
+        self._wake_at = None
         self._advance()
         jobs = self._jobs
         while jobs and (jobs[0][2].cancelled or jobs[0][0] <= self._work_done_s + _WORK_EPSILON_S):
@@ -365,7 +408,8 @@ class SimProvider:
             self.wasted += 1
             return
         effect = job.existing if job.existing is not None else self._land(*job.call)
-        job.done.succeed(effect)
+        if not job.lost:
+            job.done.succeed(effect)
 
     def _refusal(self, now: float, outage: str | None, dropped: tuple[float, TokenBucket] | None) -> ProviderRefused | None:
         if outage is not None:
