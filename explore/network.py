@@ -97,10 +97,8 @@ class Network:
 
     def awaited(self, world: Any, call: InFlight) -> Worker | None:
         """The worker awaiting this call's answer: the incarnation that sent it, still waiting on it; else None."""
-        for worker in world.workers:
-            if worker.worker_id == call.worker_id:
-                return worker if worker.incarnation == call.incarnation and worker.call == call.seq else None
-        return None
+        worker = world.worker(call.worker_id)
+        return worker if worker.incarnation == call.incarnation and worker.call == call.seq else None
 
     # --------------------------------------------------------------- steps
 

@@ -108,7 +108,7 @@ class Exploration:
 
 @dataclass(slots=True)
 class _Node:
-    """A state waiting to be expanded: its world as bytes, the steps that built that world, and the steps it may take."""
+    """A state waiting to be expanded: its world as bytes (none when it may take no step), the steps that built it, and its steps."""
 
     world: bytes
     shape: bytes
@@ -168,11 +168,12 @@ class _Search:
         """States whose every step leads back to them, judged once each (depth-first search may expand one again)."""
         self.pattern = pattern_of(result.config)
         self.snapshots: Snapshots | None = None
+        self.began = self.shown = 0.0
+        """When the search began, and when it last reported its progress (`time.perf_counter`)."""
 
     def run(self) -> Exploration:
         result = self.result
-        began = self.shown = time.perf_counter()
-        self.began = began
+        began = self.began = self.shown = time.perf_counter()
         root = World(result.config, self.pattern)
         self.snapshots = Snapshots(root.shared)
         try:
@@ -232,7 +233,8 @@ class _Search:
             key, shape = self._keys(child)
             moved = moved or shape != node.shape
             if self._visit(key, path, actions):
-                pending.append(_Node(self.snapshots.dumps(child), shape, path, actions))
+                world = self.snapshots.dumps(child) if actions else b""  # a state with no step is never loaded again
+                pending.append(_Node(world, shape, path, actions))
         if node.actions and not moved and node.shape not in self.stuck:
             # Every step it may take leaves it as it is (a refusal asked again, a renewal at the same instant):
             # nothing can change any more, so it is judged as a state where the run has ended.

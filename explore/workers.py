@@ -13,14 +13,15 @@ What has a single answer is no step of its own, so traces do not grow:
 `settle` hands it over at the end of every step. A `Look` is answered from
 the store (the predecessor it reads is terminal, so the answer is the same
 whenever it is read); `Work` at once; a `Wait` once the clock reaches its
-end; a provider's answer once it arrives; and a call whose answer was lost,
-that never arrived or was sent past its deadline with `ProviderTimeout` once
-its deadline passes. A paused worker hears them too, as they fall due: the
-agent only changes its mind, and the command it then gives waits for the
-worker to wake (so a pause before or after an answer arrives is one state,
-not two). The one use the agent makes of the instant it hears an answer at,
-the deadline of a call that bypasses the gateway, is set right after a step
-of the worker's own in every anti-pattern explored.
+end; a provider's answer once it arrives; and for a call whose answer was
+lost, that never reached the provider or was sent past its deadline, a
+`ProviderTimeout` once the deadline passes. A paused worker hears them too,
+as they fall due: the agent only changes its mind, and the command it then
+gives waits for the worker to wake (so a pause just before or just after an
+answer arrives is one state, not two). The agent reads the instant it hears
+an answer at only to set the deadline of a call that bypasses the gateway,
+and in the one anti-pattern that bypasses it the call follows a step of the
+worker's own.
 
 The driver's own bits are what an operating system or a network would hold
 for the agent: whether it is paused, its incarnation (a crash makes a new
@@ -30,7 +31,9 @@ nothing here reads a refusal.
 
 A `Worker` talks to the world through a `Wire` (the orchestrator's
 contracts, the store for a `Look`, the provider for a call), so a unit test
-can drive it against a scripted orchestrator and provider.
+can drive it against a scripted orchestrator and provider: `act` the one
+step `steps` offers, answer a `perform` with `answered` (or `lost`), move
+the clock to `wait_until` when nothing is offered, and `settle` after each.
 """
 
 from __future__ import annotations

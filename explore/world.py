@@ -46,7 +46,8 @@ from .network import Network
 from .workers import DUPLICABLE, Worker
 
 _NO_DELAYS = Delays()
-"""The control plane acts the instant something is due: CI has answered, the reviewer approves, nothing retires."""
+"""The control plane acts the instant something is due: CI has answered once an Attempt verifies, the reviewer approves at
+once (and the explorer retires nothing: a task's final read is the judge's)."""
 
 
 class World:
