@@ -73,7 +73,8 @@ class Transport:
         self._losses.add(self.env.now, until, (probability, frozenset(calls)))
 
     def partitioned(self, worker_id: str) -> bool:
-        return self._cut_until.get(worker_id, -1.0) > self.env.now
+        cut_until = self._cut_until
+        return bool(cut_until) and cut_until.get(worker_id, -1.0) > self.env.now  # asked twice a call: no partition, no lookup
 
     def _request_lost(self, name: str) -> bool:
         config, rng = self.config, self.rng

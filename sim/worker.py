@@ -14,8 +14,8 @@ the agent's commands into SimPy events and hands the answers back:
 | `Work` | a timeout of the workbench's time for that kind of work (`tool_time_s`, `commit_time_s`) |
 | `Look` | `Looked.read` on the store, at once: reading a record has no network cost here |
 
-It never reads a refusal's code, state or failed guards: a decision found
-here would belong in the agent.
+It never reads a refusal's code or failed guards (`tests/test_layers.py`
+reads its source for them): a decision found here would belong in the agent.
 
 Heartbeats keep the agent's `Cadence` from the moment the claim is heard
 accepted (`shiftchange.agent.heartbeat` says why and how many land inside a
@@ -43,7 +43,8 @@ The driver needs no `World`: any object with the orchestrator's contract
 methods, any provider with `call`, any store with `get_attempt` will do, so
 a unit test can feed it scripted answers and read back the contract calls it
 made (`tests/test_sim_world.py`, "the worker drives the agent against a
-scripted orchestrator").
+scripted orchestrator"; `tests/test_agent_drivers.py` feeds the very same
+script to the three drivers).
 """
 
 from __future__ import annotations
@@ -278,7 +279,3 @@ class _Heartbeat:
         worker.context.leases.renewal("unanswered" if answer is None else "accepted" if answer.accepted else "refused")
         if worker.alive and worker.agent is self.agent and self.agent.renewed(fence, answer):
             worker._main.interrupt(RENEWED)
-
-
-Behaviour = WorkerSeams
-"""The anti-patterns' worker seams under their old name, for `sim/explore_world.py` alone until the explorer drives the agent."""
