@@ -83,6 +83,8 @@ def speed(tasks: int, seed: int) -> bool:
     ok = ratio <= RUN_RAW_RATIO_MAX
     held = "every invariant holds" if outcome.ok else "NOT every invariant holds"
     print(f"run   {outcome.events_processed:>12,} events   {run_s:>8.2f} s wall ({run_cpu_s:.2f} s CPU)   {run_us:>7.2f} us/event")
+    events_per_task, ms_per_task = outcome.events_processed / tasks, 1e3 * run_cpu_s / tasks
+    print(f"      {events_per_task:.1f} events and {ms_per_task:.2f} ms CPU per task (the ratio below is per event: fewer events raise it)")
     print(f"      {held}; history digest {outcome.digest}")
     print(f"raw   {raw_count:>12,} events   {raw_s:>8.2f} s wall ({raw_cpu_s:.2f} s CPU)   {raw_us:>7.2f} us/event")
     print(f"      {workers} processes (the run's workers), each yielding env.timeout in a loop")
