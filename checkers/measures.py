@@ -18,11 +18,12 @@ same number read off real processes means:
 
 What a fault struck is the driver's to say (`struck`): the simulator knows it
 as ground truth (the worker reports what it held when it crashed), chaos
-reads it off the history (the worker's last claim not yet ended). Feed the
-strikes and the events in time order, a strike before the events of its
-instant. The fold keeps per task only the strikes not yet recovered and the
-effects seen so far, and drops both when the task retires, so its memory
-follows the live tasks; the durations are kept as arrays of doubles.
+reads it off the history (the worker's last claim not yet ended). A strike
+may come as it happens or ahead of the events (a run read back afterwards):
+only events at or after its instant count for it, in the order they come.
+The fold keeps per task only the strikes not yet recovered and the effects
+seen so far, and drops both when the task retires, so its memory follows the
+live tasks; the durations are kept as arrays of doubles.
 """
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ steady rate for the run's duration, and meanwhile, on a seeded schedule:
   caller hears nothing).
 
 Only a fault actually delivered is counted: a pause of a worker that is
-already down is skipped, and said so. When the duration ends, the faults
+already down is skipped, and said so. The processes are tended (a paused
+worker continued on time, a killed process restarted) by a keeper thread
+that never waits for the store: on SQLite a worker paused inside a write
+transaction holds the file's lock until it is continued, and the harness's
+own submissions wait for that lock, so tending them from the same thread
+would wait for ever on the very pause it is to end. When the duration ends, the faults
 stop (every paused worker is continued, every killed process restarted),
 submission stops, and the processes run on until every submitted task is at
 rest (terminal, or truthfully blocked, escalated or quarantined) or the
@@ -59,6 +64,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -439,6 +445,11 @@ class _Run:
         self.unclean: list[dict[str, Any]] = []
         self.provider_counters: dict[str, Any] = {}
         self.stopping = False
+        self.lock = threading.Lock()
+        """Held while the processes' state changes: by the keeper as it tends them, by the main thread as it delivers a fault."""
+        self.keeper: threading.Thread | None = None
+        self.keeper_stop = threading.Event()
+        self.keeper_error = ""
         self.began = 0.0
         self.load_ended = 0.0
         self.drain_ended = 0.0
@@ -522,6 +533,7 @@ class _Run:
             self.duration_s, self.faults, self.workers, self.seed, self.config.core.lease_ttl_s, self.kind == "postgresql"
         )
         self.began = time.time()
+        self._start_keeper()
         next_fault = 0
         next_progress = self.began + PROGRESS_EVERY_S
         self._say(
@@ -533,9 +545,10 @@ class _Run:
             elapsed_s = now - self.began
             if elapsed_s >= self.duration_s:
                 break
-            self._tend(now)
+            self._check_keeper()
             while next_fault < len(schedule) and schedule[next_fault].at_s <= elapsed_s:
-                self._deliver(schedule[next_fault], time.time())
+                with self.lock:
+                    self._deliver(schedule[next_fault], time.time())
                 next_fault += 1
             due = min(math.floor(elapsed_s * self.rate_per_s) + 1, math.ceil(self.duration_s * self.rate_per_s))
             submitted_now = 0
@@ -552,11 +565,12 @@ class _Run:
     def drain(self) -> None:
         """Faults off; everything running again; wait until every submitted task is at rest or the drain limit passes."""
         now = time.time()
-        for child in self.children.values():
-            if child.paused:
-                self._continue(child)
-            if child.restart_at is not None:
-                child.restart_at = now
+        with self.lock:
+            for child in self.children.values():
+                if child.paused:
+                    self._continue(child)
+                if child.restart_at is not None:
+                    child.restart_at = now
         with contextlib.suppress(Exception):
             self.provider.set_faults(clear=True)
         self._say(f"chaos: load ended with {len(self.task_ids)} tasks submitted; draining (at most {self.drain_s:g} s)")
@@ -564,7 +578,7 @@ class _Run:
         next_check = 0.0
         while True:
             now = time.time()
-            self._tend(now)
+            self._check_keeper()
             if now >= next_check:
                 self._check_pending()
                 if not self.pending:
@@ -634,6 +648,28 @@ class _Run:
                 self.pending.discard(task_id)
 
     # -------------------------------------------------------------- processes
+
+    def _start_keeper(self) -> None:
+        self.keeper = threading.Thread(target=self._keep, name="chaos-keeper", daemon=True)
+        self.keeper.start()
+
+    def _keep(self) -> None:
+        """The keeper thread: tend the processes every tick, whatever the main thread is waiting for."""
+        try:
+            while not self.keeper_stop.wait(TICK_S):
+                with self.lock:
+                    self._tend(time.time())
+        except Exception as error:  # said by the main thread, which stops the run
+            self.keeper_error = f"{type(error).__name__}: {error}"
+
+    def _check_keeper(self) -> None:
+        if self.keeper_error:
+            raise ChaosError(f"the harness could not tend its processes: {self.keeper_error}")
+
+    def _stop_keeper(self) -> None:
+        self.keeper_stop.set()
+        if self.keeper is not None:
+            self.keeper.join()
 
     def _tend(self, now: float) -> None:
         """Notice processes that exited on their own (restart them), start those whose restart is due, continue paused ones."""
@@ -716,6 +752,7 @@ class _Run:
     def stop_all(self) -> None:
         """SIGCONT what is paused, SIGTERM the workers and the orchestrator, then the provider; SIGKILL whatever outlives the grace."""
         self.stopping = True
+        self._stop_keeper()
         for child in self.children.values():
             child.restart_at = None
             if child.paused:
@@ -784,19 +821,14 @@ class _Run:
         )
 
     def _measure(self, events: list[Event], ledger: list[LedgerEntry]) -> Measures:
-        """The shared measures over the run: each kill or pause of a worker holding a lease is a strike, folded in time order."""
+        """The shared measures over the run: each kill or pause of a worker holding a lease is a strike, then the history folds."""
         from shiftchange.checkers import Measures
 
         accepted = sorted((event for event in events if event.accepted), key=lambda event: (event.at, event.seq))
-        hits = sorted(self._hits(accepted), key=lambda hit: hit[0].at)
         measures = Measures()
-        struck = []
+        struck = [(item, measures.struck(claim.task_id, claim.attempt_id, item.at)) for item, claim in self._hits(accepted)]
         for event in accepted:
-            while len(struck) < len(hits) and hits[len(struck)][0].at <= event.at:
-                item, claim = hits[len(struck)]
-                struck.append((item, measures.struck(claim.task_id, claim.attempt_id, item.at)))
             measures.event(event)
-        struck += [(item, measures.struck(claim.task_id, claim.attempt_id, item.at)) for item, claim in hits[len(struck) :]]
         for entry in ledger:
             measures.landed(entry.landed())
         for item, strike in struck:

@@ -78,6 +78,38 @@ def test_the_fault_schedule_is_a_function_of_the_seed_and_keeps_each_cadence():
     assert not any(f.kind == "conn_kill" for f in plan_faults(600, faults, 8, seed=3, lease_ttl_s=4.0, postgres=False))
 
 
+def test_a_worker_paused_inside_a_sqlite_write_is_continued_while_the_harness_waits_for_the_lock(tmp_path):
+    """Goal: the keeper thread continues a paused process on time even while the main thread waits for the store: a process
+    frozen inside a write transaction holds SQLite's lock, and a harness that tended it from the waiting thread never would
+    (a ten-minute run once stalled 25 minutes that way, every submission waiting out its busy timeout)."""
+    from shiftchange.core.sqlite_store import SQLiteStore
+    from shiftchange.runtime.chaos import _Child, _Run
+    from shiftchange.runtime.config import RuntimeConfig
+
+    path = tmp_path / "store.db"
+    SQLiteStore(path).close()
+    hold = "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN IMMEDIATE');"
+    hold += " print('locked', flush=True); time.sleep(1.0); c.execute('COMMIT')"
+    run = _Run(f"sqlite:///{path}", 1, 60.0, 0, 1.0, tmp_path, ChaosFaults(), True, RuntimeConfig(), 60.0, None)
+    child = run.children["holder"] = _Child("holder", [sys.executable, "-c", hold, str(path)], tmp_path / "holder.log", None)
+    child.start()
+    try:
+        deadline = time.monotonic() + 30
+        while b"locked" not in child.log_path.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.signal(signal.SIGSTOP)
+        child.paused_until = time.time() + 1.0
+        run._start_keeper()
+        began = time.monotonic()
+        with SQLiteStore(path) as store:  # waits for the frozen writer's lock: up to its 30 s busy timeout
+            assert store.get_task("nothing") is None
+        assert time.monotonic() - began < 10.0, "the lock was freed by the keeper's SIGCONT, not by the busy timeout"
+        assert child.process.wait(10) == 0
+    finally:
+        run._stop_keeper()
+        child.kill()
+
+
 # ---------------------------------------------------------------- runs
 
 
@@ -113,11 +145,11 @@ def _assert_the_judgement_sees_what_it_would_miss(store_url: str, run_dir: Path,
     The runtime offers no switch that breaks it, so the anti-patterns are
     planted in its own records: a judgement that passed them would be vacuous.
     """
+    from shiftchange.checkers import context_for, judge
     from shiftchange.core.machine import FENCED
     from shiftchange.core.stores import open_store
     from shiftchange.runtime.codehost import read_ledger
     from shiftchange.runtime.config import load_config
-    from shiftchange.checkers import context_for, judge
 
     context = context_for(load_config(run_dir / "config.json").core)
     prefix = report["task_prefix"]

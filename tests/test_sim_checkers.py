@@ -931,3 +931,13 @@ def test_the_simulator_reports_the_shared_measures_of_its_crashes():
     summary = metrics.summary(40.0, {})
     assert (summary["crashes_holding"], summary["crash_detect_count"], summary["crash_detect_s_mean"]) == (1, 1, 30.0)
     assert (summary["crash_recover_count"], summary["crash_recover_s_mean"], summary["crash_recover_s_max"]) == (1, 38.0, 38.0)
+
+
+def test_a_strike_given_ahead_of_the_history_counts_only_what_came_after_it():
+    """Goal: chaos reads a run back and gives each strike before the events: an earlier claim or expiry does not count for it."""
+    measures = Measures()
+    strike = measures.struck("task-1", "task-1#1", 5.0)
+    s = Story(History([MeasuresFeed(measures)]))
+    s.created().dispatched().at(1.0).running(1, 1)  # claimed before the strike: no recovery
+    s.at(9.0).expired(1).at(10.0).retried(2, "the fixture leaks a port").at(13.0).running(2, 2)
+    assert (strike.detect_s, strike.recover_s) == (4.0, 8.0)
