@@ -850,14 +850,17 @@ for row in points[points.group == "knife edge"].itertuples():
     assert low <= p**2 * first <= high, (
         f"TTL {row.lease_ttl_s:g}: {row.first_window_expiries} first-window expiries in {first}, p^2 expects {p**2 * first:.1f}"
     )
-    assert poisson_lower(row.first_window_expiries, 0.05) > p**3 * first, (
-        f"TTL {row.lease_ttl_s:g}: {row.first_window_expiries} first-window expiries in {first} windows, not above p^3's {p**3 * first:.1f}"
-    )
     later = row.false_expiries - row.first_window_expiries
     expected_later = p**2 * (1 + p) / 2 * row.at_risk_later
     assert poisson_lower(later, POINT_TAIL) <= expected_later <= poisson_upper(later, POINT_TAIL), (
         f"TTL {row.lease_ttl_s:g}: {later} later vs {expected_later:.1f}"
     )
+
+edges = points[points.group == "knife edge"]
+# Above p^3 is judged over both knife edges together: one edge's first windows (about 160 in CI) expect 14 expiries under
+# p^2 and 4 under p^3, so a one-sided 5% test on one edge alone misses about one draw in twenty by chance alone.
+pooled, pooled_first = int(edges.first_window_expiries.sum()), float((edges.loss**3 * edges.at_risk_first).sum())
+assert poisson_lower(pooled, 0.05) > pooled_first, f"{pooled} first-window expiries on the knife edges, not above p^3's {pooled_first:.1f}"
 
 # %% [markdown]
 # **Short leases detect failure quickly, long leases delay recovery** (the chapter), **and a short term bounds the wait
