@@ -135,6 +135,7 @@ class Agent:
     __slots__ = (
         "_failure",
         "_interrupt",
+        "_plan",
         "_retrying",
         "_stopping",
         "asks",
@@ -186,6 +187,7 @@ class Agent:
         self.deadline_at = 0.0
         self.via_gateway = True
         self._failure: tuple[str, str] = ("provider", "")
+        self._plan: Workflow = self.workflow
         self._retrying = False
         self._interrupt: str | None = None
         self._stopping = False
@@ -215,13 +217,12 @@ class Agent:
     def claim(self, workspace: str, task_id: str | None = None, workflow: Workflow | None = None) -> Call:
         """Claim the offered task's admitted Attempt, or with no task the longest-admitted one of `workspace`.
 
-        `workflow` is this task's own (a runaway task's plan), else the agent's.
+        `workflow` is this task's own (a runaway task's plan) for this claim only, else the agent's.
         """
         assert self.phase == IDLE, f"{self.worker_id} claims while {self.phase}"
         self._forget()
         self.phase = CLAIM
-        if workflow is not None:
-            self.workflow = workflow
+        self._plan = self.workflow if workflow is None else workflow
         if task_id is None:
             return Call("claim_next", (self.worker_id, workspace, True))
         return Call("claim_attempt", (task_id, self.worker_id, workspace, True))
@@ -286,7 +287,7 @@ class Agent:
         return self._begin(resume)
 
     def _begin(self, resume: str | None) -> Command:
-        self.steps = self.workflow.steps(self.task_id, self.fence[0], self.head)
+        self.steps = self._plan.steps(self.task_id, self.fence[0], self.head)
         self.index = resume_after(self.steps, resume)
         self.phase = START
         return Call("start_attempt", self.fence)

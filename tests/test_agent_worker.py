@@ -338,3 +338,13 @@ def test_a_worker_minting_its_own_keys_presents_them_to_the_gateway():
     worker = agent(seams=WorkerSeams(mints_own_keys=True))
     assert running(worker).kwargs["key"].startswith("create-pr:worker-1:task-1#2:")
     assert running(agent()).kwargs["key"] is None  # the correct worker lets the orchestrator mint
+
+
+def test_a_workflow_handed_with_a_claim_is_for_that_claim_only():
+    worker = agent(OperationsWorkflow(("create-pr",)))
+    worker.claim("workspace", TASK, workflow=OperationsWorkflow(("push", "create-pr")))
+    worker.on(claim(), 0.0)
+    worker.on(Looked(HYPOTHESIS), 0.0)
+    assert worker.on(Accepted("running"), 0.0).args[3] == "push"
+    worker.on(Refused("expired", code="expired_lease", state="running"), 0.0)  # stops
+    assert running(worker).args[3] == "create-pr"  # the next claim runs the agent's own workflow again
