@@ -15,12 +15,14 @@ steady rate for the run's duration, and meanwhile, on a seeded schedule:
   caller hears nothing).
 
 Only a fault actually delivered is counted: a pause of a worker that is
-already down is skipped, and said so. The processes are tended (a paused
-worker continued on time, a killed process restarted) by a keeper thread
-that never waits for the store: on SQLite a worker paused inside a write
-transaction holds the file's lock until it is continued, and the harness's
-own submissions wait for that lock, so tending them from the same thread
-would wait for ever on the very pause it is to end. When the duration ends, the faults
+already down is skipped, and said so. A paused worker is continued on time
+by a keeper thread that never waits for the store: on SQLite a worker paused
+inside a write transaction holds the file's lock until it is continued, and
+the harness's own submissions wait for that lock, so continuing it from the
+main thread would wait for ever on the very pause it is to end. Processes
+are started only from the main thread: the kernel's parent-death signal,
+which keeps a child from outliving the harness, fires when the thread that
+started it ends. When the duration ends, the faults
 stop (every paused worker is continued, every killed process restarted),
 submission stops, and the processes run on until every submitted task is at
 rest (terminal, or truthfully blocked, escalated or quarantined) or the
@@ -446,7 +448,7 @@ class _Run:
         self.provider_counters: dict[str, Any] = {}
         self.stopping = False
         self.lock = threading.Lock()
-        """Held while the processes' state changes: by the keeper as it tends them, by the main thread as it delivers a fault."""
+        """Held while the processes' state changes: by the keeper as it continues one, by the main thread otherwise."""
         self.keeper: threading.Thread | None = None
         self.keeper_stop = threading.Event()
         self.keeper_error = ""
@@ -546,10 +548,11 @@ class _Run:
             if elapsed_s >= self.duration_s:
                 break
             self._check_keeper()
-            while next_fault < len(schedule) and schedule[next_fault].at_s <= elapsed_s:
-                with self.lock:
+            with self.lock:
+                self._tend(now)
+                while next_fault < len(schedule) and schedule[next_fault].at_s <= elapsed_s:
                     self._deliver(schedule[next_fault], time.time())
-                next_fault += 1
+                    next_fault += 1
             due = min(math.floor(elapsed_s * self.rate_per_s) + 1, math.ceil(self.duration_s * self.rate_per_s))
             submitted_now = 0
             while len(self.task_ids) < due and submitted_now < 10:
@@ -579,6 +582,8 @@ class _Run:
         while True:
             now = time.time()
             self._check_keeper()
+            with self.lock:
+                self._tend(now)
             if now >= next_check:
                 self._check_pending()
                 if not self.pending:
@@ -654,25 +659,30 @@ class _Run:
         self.keeper.start()
 
     def _keep(self) -> None:
-        """The keeper thread: tend the processes every tick, whatever the main thread is waiting for."""
+        """The keeper thread: continue every paused process whose pause is over, whatever the main thread is waiting for."""
         try:
             while not self.keeper_stop.wait(TICK_S):
                 with self.lock:
-                    self._tend(time.time())
+                    self._continue_due(time.time())
         except Exception as error:  # said by the main thread, which stops the run
             self.keeper_error = f"{type(error).__name__}: {error}"
 
     def _check_keeper(self) -> None:
         if self.keeper_error:
-            raise ChaosError(f"the harness could not tend its processes: {self.keeper_error}")
+            raise ChaosError(f"the harness could not continue a paused process: {self.keeper_error}")
 
     def _stop_keeper(self) -> None:
         self.keeper_stop.set()
         if self.keeper is not None:
             self.keeper.join()
 
+    def _continue_due(self, now: float) -> None:
+        for child in self.children.values():
+            if child.paused_until is not None and child.paused_until <= now:
+                self._continue(child)
+
     def _tend(self, now: float) -> None:
-        """Notice processes that exited on their own (restart them), start those whose restart is due, continue paused ones."""
+        """Notice processes that exited on their own (restart them), and start those whose restart is due (main thread only)."""
         for child in self.children.values():
             if child.process is not None and child.process.poll() is not None:
                 status = child.process.returncode
@@ -684,8 +694,6 @@ class _Run:
                 self._say(f"chaos: {child.name} exited on its own with status {status}; restarting it (see {child.log_path})")
             if child.process is None and child.restart_at is not None and child.restart_at <= now:
                 child.start()
-            if child.paused_until is not None and child.paused_until <= now:
-                self._continue(child)
 
     def _continue(self, child: _Child) -> None:
         child.signal(signal.SIGCONT)

@@ -51,6 +51,7 @@ def _assert_every_invariant_holds(report: dict) -> None:
     assert metrics["tasks_lost"] == 0, metrics["lost"]
     assert metrics["duplicate_effects"] == 0
     assert metrics["stale_writes_accepted"] == 0
+    assert metrics["unclean_exits"] == [], "every process the harness started, or restarted, exits 0 on SIGTERM"
     assert metrics["tasks_submitted"] > 0 and metrics["tasks_done"] > 0
     assert report["ok"] is True
 
