@@ -12,8 +12,8 @@ provider fault (`goodput_recovers`, set on by `SimConfig.recovery`);
 `contention` is Brooker's backoff experiment (clients racing for one
 record), apart from the world; `ANTIPATTERNS` are the chapter's failure modes as switches;
 `all_checkers` and `INVARIANTS` are the checkers (from `shiftchange.checkers`); `shrink` minimises a
-violating run; `explore` (its own module, as `sweep`) enumerates every interleaving of a small
-configuration instead of sampling one per seed. Modules are named for the role
+violating run; the exhaustive explorer, which enumerates every interleaving of a small
+configuration instead of sampling one per seed, is a driver of its own (`shiftchange.explore`). Modules are named for the role
 they hold (Jepsen's habit): what arrives, who acts, what breaks, what must hold.
 """
 
