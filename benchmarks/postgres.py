@@ -7,7 +7,7 @@ What is measured, for each process count N, on one server in one run (the
 two sides alternate per N, so drift in the machine's load hits both):
 
 - shiftchange: N worker OS processes, each opening its own store
-  (`shiftchange.core.stores.open_store(URL?schema=...)`, or until that
+  (`shiftchange.stores.open_store(URL?schema=...)`, or until that
   exists `PostgresStore(URL, schema=...)` with its default pool, of which a
   single-threaded worker uses one connection) and its own `Orchestrator` (a
   wall clock, `now()` = `time.time()`; `CoreConfig` defaults but
@@ -231,9 +231,9 @@ def new_schema(side: str, processes: int) -> str:
 
 
 def shown(url: str) -> str:
-    """`url` fit to print: its password replaced, as `shiftchange.core.stores.describe` does."""
+    """`url` fit to print: its password replaced, as `shiftchange.stores.describe` does."""
     try:
-        from shiftchange.core.stores import describe
+        from shiftchange.stores import describe
     except ImportError:
         return url
     return describe(url)
@@ -259,20 +259,20 @@ class WallClock:
 
 
 def open_store(url: str) -> Any:
-    """`shiftchange.core.stores.open_store(url)`; until that exists, `PostgresStore` or `SQLiteStore` opened here from the URL."""
+    """`shiftchange.stores.open_store(url)`; until that exists, `PostgresStore` or `SQLiteStore` opened here from the URL."""
     from shiftchange.core import InputError, StoreError
 
     try:
-        if importlib.util.find_spec("shiftchange.core.stores") is not None:
-            from shiftchange.core.stores import open_store as core_open_store
+        if importlib.util.find_spec("shiftchange.stores") is not None:
+            from shiftchange.stores import open_store as core_open_store
 
             return core_open_store(url)
         parts = urlsplit(url)
         if parts.scheme == "sqlite":
-            from shiftchange.core.sqlite_store import SQLiteStore
+            from shiftchange.stores.sqlite import SQLiteStore
 
             return SQLiteStore(sqlite_path(url))
-        from shiftchange.core.postgres_store import PostgresStore
+        from shiftchange.stores.postgres import PostgresStore
 
         return PostgresStore(without_schema(url), schema=dict(parse_qsl(parts.query)).get("schema", "shiftchange"))
     except (StoreError, InputError) as error:

@@ -53,7 +53,7 @@ from shiftchange.core import (
     ReliabilityConfig,
     Store,
 )
-from shiftchange.core.sqlite_store import BUSY_TIMEOUT_S, SQLiteStore
+from shiftchange.stores.sqlite import BUSY_TIMEOUT_S, SQLiteStore
 
 CYCLES_DEFAULT = 2_000
 ROUNDS_DEFAULT = 7

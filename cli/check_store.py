@@ -109,7 +109,7 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[], None]]:
 
     from shiftchange.cli.main import BadInput
     from shiftchange.core import CoreError, MemoryStore
-    from shiftchange.core.stores import describe, open_store
+    from shiftchange.stores import describe, open_store
 
     scheme = url.partition(":")[0].lower()
     if url == "memory:":

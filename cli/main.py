@@ -97,8 +97,8 @@ def _timeline(args: argparse.Namespace) -> int:
     # Imported here, not at the top: the core compiles the packaged spec when it is imported, and
     # `spec check` must still report a broken spec as one line rather than fail on import.
     from shiftchange.core import CoreError
-    from shiftchange.core.stores import open_store
     from shiftchange.core.timeline import build_timeline, render_timeline
+    from shiftchange.stores import open_store
 
     target = args.store
     if target.startswith(("postgresql://", "postgres://")):

@@ -55,7 +55,7 @@ def _provider(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from shiftchange.core.stores import describe, migrate_url
+    from shiftchange.stores import describe, migrate_url
 
     applied = migrate_url(args.store)
     where = describe(args.store)

@@ -1,10 +1,11 @@
 """The reference core: records, the contracts, stores and policy, sans-I/O.
 
 Public surface: `Orchestrator` runs the contracts over a `Store`
-(`MemoryStore`, `SQLiteStore`), a `Clock` and a `ProviderAdapter`, with the
+(`MemoryStore` here; the SQLite and PostgreSQL adapters and `open_store` are
+`shiftchange.stores`), a `Clock` and a `ProviderAdapter`, with the
 rules it may swap passed as `Seams`; the records and result types (a
 `Refused` carries one of `REFUSAL_CODES`) are re-exported here. Nothing in this package
-sleeps, reads the wall clock, starts threads or draws unseeded randomness
+imports a database driver, sleeps, reads the wall clock, starts threads or draws unseeded randomness
 (lease tokens come from `secrets`, which is the point of them).
 """
 
@@ -34,7 +35,6 @@ from .results import REFUSAL_CODES, Accepted, Claim, Grant, Reconciliation, Refu
 from .retry_budget import RetryBudget, RetryBudgets
 from .seams import KeyRequest, Seams, mint_key
 from .store import MemoryStore, Store, Transaction
-from .stores import open_store
 
 __all__ = [
     "REFUSAL_CODES",
@@ -97,5 +97,4 @@ __all__ = [
     "ToolCall",
     "Transaction",
     "mint_key",
-    "open_store",
 ]

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from shiftchange.core import Budget, LedgerProvider, ManualClock, Orchestrator, Plan, ProviderTimeout
-from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.stores.sqlite import SQLiteStore
 
 TASK_ID = "fix-login-redirect"
 WORKSPACE = "acme/web"

@@ -365,7 +365,7 @@ def _python(*words: str) -> list[str]:
 
 def _masked(url: str) -> str:
     """The URL with any password replaced by ***, for printing."""
-    from shiftchange.core.stores import describe
+    from shiftchange.stores import describe
 
     return describe(url)
 
@@ -463,7 +463,7 @@ class _Run:
     def prepare(self) -> None:
         from shiftchange.core import CoreError
         from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
-        from shiftchange.core.stores import open_store
+        from shiftchange.stores import open_store
 
         self.at_rest = TASK_TERMINAL | TASK_RESTING
         if self.ledger_path.exists():

@@ -41,7 +41,7 @@ from shiftchange.agent import Agenda, Delays, retry_for
 from shiftchange.agent.control import RECOVERING
 from shiftchange.core import CoreError, InputError, Orchestrator, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
 from shiftchange.core.machine import ACTIVE
-from shiftchange.core.stores import open_store
+from shiftchange.stores import open_store
 
 from .clock import WallClock
 from .codehost import HttpProvider

@@ -67,7 +67,7 @@ from shiftchange.core import (
     ReliabilityConfig,
     StoreError,
 )
-from shiftchange.core.stores import describe, open_store
+from shiftchange.stores import describe, open_store
 
 from .clock import WallClock
 from .codehost import HttpProvider

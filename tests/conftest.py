@@ -54,7 +54,7 @@ POSTGRES_DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """The URL of a PostgreSQL server to test against, probed once; the tests that need one skip (or fail, if required) without it."""
-    from shiftchange.core.stores import describe
+    from shiftchange.stores import describe
 
     url = os.environ.get(POSTGRES_URL_VARIABLE) or POSTGRES_DEFAULT_URL
     try:
@@ -81,7 +81,7 @@ def make_postgres_store(postgres_url):
     """
     import psycopg
 
-    from shiftchange.core.postgres_store import PostgresStore
+    from shiftchange.stores.postgres import PostgresStore
 
     stores, schemas = [], []
 

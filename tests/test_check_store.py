@@ -35,7 +35,7 @@ def port(tmp_path, monkeypatch):
             from pathlib import Path
 
             from shiftchange.core import MemoryStore
-            from shiftchange.core.sqlite_store import SQLiteStore
+            from shiftchange.stores.sqlite import SQLiteStore
 
             _directory = Path(tempfile.mkdtemp(prefix="mypackage-"))
             _numbers = itertools.count()

@@ -14,7 +14,7 @@ import itertools
 import pytest
 
 from shiftchange.core import Grant, KeyRequest, MemoryStore, Orchestrator, Plan, Seams
-from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import check_contracts, contract_checks, reference_orchestrator
 from shiftchange.testing.rig import FIRST_HYPOTHESIS, REASON, World, appends, fence, refused_on
 

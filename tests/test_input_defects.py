@@ -30,7 +30,7 @@ from shiftchange.core import (
     Seams,
     Store,
 )
-from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.stores.sqlite import SQLiteStore
 
 WORKSPACE = "repo-a"
 HYPOTHESIS = "the fixture leaks a port between tests"

@@ -91,6 +91,42 @@ def test_the_agent_is_sans_io():
             )
 
 
+DATABASE_DRIVERS = ("sqlite3", "psycopg", "psycopg_pool", "psycopg2", "asyncpg")
+
+
+def test_the_core_imports_no_database_driver_nor_a_store_adapter():
+    """The core holds the store protocol and MemoryStore; every adapter that does I/O lives in shiftchange.stores."""
+    for path in sorted((ROOT / "core").glob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        for name in _imports(_tree(relative)):
+            assert name.split(".")[0] not in DATABASE_DRIVERS, f"{relative} imports the database driver {name}"
+            assert not name.startswith(("shiftchange.stores", "shiftchange.sim", "shiftchange.runtime", "shiftchange.explore")), (
+                f"{relative} imports {name}, a layer above the core"
+            )
+
+
+def test_importing_the_core_loads_no_database_driver():
+    """The import graph as Python walks it (the static check above cannot see an import hidden behind a call)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, shiftchange.core, shiftchange.agent, shiftchange.checkers; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {DATABASE_DRIVERS!r} or m.startswith('shiftchange.stores')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", f"importing the core, the agent and the checkers loaded {loaded}"
+
+
+def test_the_stores_import_the_core_and_not_the_reverse():
+    for path in sorted((ROOT / "stores").glob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        imported = _imports(_tree(relative))
+        assert not any(
+            name.startswith(("shiftchange.sim", "shiftchange.runtime", "shiftchange.explore", "shiftchange.testing")) for name in imported
+        ), f"{relative} imports a driver or the kit"
+
+
 def test_the_runtime_does_not_import_the_test_kit():
     for path in sorted((ROOT / "runtime").glob("*.py")):
         relative = str(path.relative_to(ROOT))

@@ -41,12 +41,11 @@ from shiftchange.core import (
     StoreError,
     StoreRetryable,
     StoreUnavailable,
-    open_store,
 )
-from shiftchange.core.postgres_store import SCHEMA_VERSION, TABLES, escape_text, migrate, unescape_text
 from shiftchange.core.records import Attempt, Budget, Event, Intent, Plan, Task, field_names
-from shiftchange.core.sqlite_store import SQLiteStore
-from shiftchange.core.stores import describe
+from shiftchange.stores import describe, open_store
+from shiftchange.stores.postgres import SCHEMA_VERSION, TABLES, escape_text, migrate, unescape_text
+from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import check_contracts, check_store, reference_orchestrator
 from shiftchange.testing.stores import event_fields, make_task, minimal_attempt, minimal_task, seed
 
@@ -167,8 +166,8 @@ def test_a_fresh_schema_is_migrated_and_recorded_and_migrating_again_does_nothin
 def _open_or_migrate(url: str, schema: str, how: str, barrier, results) -> None:
     """A child process: wait for the others, then open a store (or run migrate) on one new schema; report what it applied."""
     try:
-        from shiftchange.core.postgres_store import PostgresStore
-        from shiftchange.core.postgres_store import migrate as run_migrate
+        from shiftchange.stores.postgres import PostgresStore
+        from shiftchange.stores.postgres import migrate as run_migrate
 
         barrier.wait(60)
         if how == "open":
@@ -248,7 +247,7 @@ def _claimer(url: str, schema: str, worker: str, barrier, results) -> None:
     """A child process: claim one admitted Attempt per transaction (claimable + guarded update + event) until none is left."""
     try:
         from shiftchange.core import StoreConflict
-        from shiftchange.core.postgres_store import PostgresStore
+        from shiftchange.stores.postgres import PostgresStore
 
         store = PostgresStore(url, schema=schema, pool_min=1, pool_max=1, migrate=False)
         claimed, conflicts = [], []
@@ -521,7 +520,7 @@ def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_silently(
 
 def test_an_unreachable_server_is_one_line_of_store_unavailable_naming_host_and_database_without_the_password(postgres_url):
     """Goal: a refused connection fails fast with StoreUnavailable in one line, naming host, port and database, never the password."""
-    from shiftchange.core.postgres_store import PostgresStore
+    from shiftchange.stores.postgres import PostgresStore
 
     started = time.monotonic()
     with pytest.raises(StoreUnavailable) as raised:
@@ -579,7 +578,7 @@ def test_a_transaction_object_is_dead_after_its_block_and_a_closed_store_refuses
 )
 def test_bad_arguments_are_input_errors_before_any_connection(options, match):
     """Goal: a schema that is not a plain identifier, or a bad pool size or timeout, is an InputError (no server needed)."""
-    from shiftchange.core.postgres_store import PostgresStore
+    from shiftchange.stores.postgres import PostgresStore
 
     with pytest.raises(InputError, match=match):
         PostgresStore("postgresql://nobody@127.0.0.1:1/nothing", **options)
@@ -669,7 +668,8 @@ def test_the_core_imports_without_psycopg_and_a_postgres_url_says_how_to_install
         print("loaded" if "psycopg" in sys.modules else "not loaded")
         sys.modules["psycopg"] = None
         sys.modules["psycopg_pool"] = None
-        from shiftchange.core import StoreError, open_store
+        from shiftchange.core import StoreError
+        from shiftchange.stores import open_store
         open_store("memory:")
         try:
             open_store("postgresql://someone@127.0.0.1/db?schema=orders")

@@ -29,7 +29,7 @@ from shiftchange.core import (
     Store,
     StoreError,
 )
-from shiftchange.core.sqlite_store import SCHEMA_VERSION, SQLiteStore
+from shiftchange.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 
 WORKSPACE = "repo-a"
 LEASE_TTL_S = 30.0

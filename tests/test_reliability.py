@@ -48,7 +48,7 @@ from shiftchange.core import (
     mint_key,
 )
 from shiftchange.core.backoff import bounds_s
-from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.stores.sqlite import SQLiteStore
 
 WORKSPACE = "repo-a"
 OTHER_WORKSPACE = "repo-b"

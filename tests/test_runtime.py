@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from shiftchange.core import InputError, LedgerProvider, ManualClock, MemoryStore, Orchestrator, Plan, ProviderTimeout, StoreUnavailable
-from shiftchange.core.sqlite_store import SQLiteStore
 from shiftchange.runtime.clock import SteppingClock
 from shiftchange.runtime.config import RuntimeConfig, load_config
 from shiftchange.runtime.leadership import FencedStore, Leadership, NotLeader
 from shiftchange.runtime.worker import Worker, worker_store_url
 from shiftchange.runtime.workload import submit
+from shiftchange.stores.sqlite import SQLiteStore
 
 CONFIG = RuntimeConfig()
 ONE_ATTEMPT = [
@@ -340,8 +340,8 @@ def test_runtime_commands_refuse_bad_input_in_one_line(argv, words):
 def _claim_until_empty(url: str, worker_id: str, ready, found) -> None:
     """One racing process: once every racer is ready, claim_next until nothing is left; report what it was granted."""
     from shiftchange.core import Orchestrator
-    from shiftchange.core.stores import open_store
     from shiftchange.runtime.clock import WallClock
+    from shiftchange.stores import open_store
 
     store = open_store(url)
     orchestrator = Orchestrator(store, WallClock(), LedgerProvider())
@@ -365,8 +365,8 @@ def test_many_processes_racing_claim_next_each_take_different_attempts(postgres_
     import uuid
 
     from shiftchange.core import AdmissionConfig, CoreConfig, ReliabilityConfig
-    from shiftchange.core.stores import open_store
     from shiftchange.runtime.clock import WallClock
+    from shiftchange.stores import open_store
 
     url = postgres_url + ("&" if "?" in postgres_url else "?") + f"schema=race_{uuid.uuid4().hex[:8]}"
     store = open_store(url)

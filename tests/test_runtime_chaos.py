@@ -83,9 +83,9 @@ def test_a_worker_paused_inside_a_sqlite_write_is_continued_while_the_harness_wa
     """Goal: the keeper thread continues a paused process on time even while the main thread waits for the store: a process
     frozen inside a write transaction holds SQLite's lock, and a harness that tended it from the waiting thread never would
     (a ten-minute run once stalled 25 minutes that way, every submission waiting out its busy timeout)."""
-    from shiftchange.core.sqlite_store import SQLiteStore
     from shiftchange.runtime.chaos import _Child, _Run
     from shiftchange.runtime.config import RuntimeConfig
+    from shiftchange.stores.sqlite import SQLiteStore
 
     path = tmp_path / "store.db"
     SQLiteStore(path).close()
@@ -148,9 +148,9 @@ def _assert_the_judgement_sees_what_it_would_miss(store_url: str, run_dir: Path,
     """
     from shiftchange.checkers import context_for, judge
     from shiftchange.core.machine import FENCED
-    from shiftchange.core.stores import open_store
     from shiftchange.runtime.codehost import read_ledger
     from shiftchange.runtime.config import load_config
+    from shiftchange.stores import open_store
 
     context = context_for(load_config(run_dir / "config.json").core)
     prefix = report["task_prefix"]

@@ -31,7 +31,7 @@ from shiftchange.core import Claim, CoreConfig, LedgerProvider, ManualClock, Orc
 from shiftchange.core.config import AdmissionConfig, ReliabilityConfig
 from shiftchange.core.machine import ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC
 from shiftchange.core.records import Attempt, Event, Intent, Lease, Task
-from shiftchange.core.sqlite_store import SQLiteStore
+from shiftchange.stores.sqlite import SQLiteStore
 
 SPAWN = multiprocessing.get_context("spawn")
 WORKSPACE = "acme/web"

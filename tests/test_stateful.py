@@ -23,9 +23,9 @@ from hypothesis.stateful import invariant
 from mutants import MUTANTS, mutant_factory
 
 from shiftchange.core import MemoryStore, Orchestrator, Seams
-from shiftchange.core.sqlite_store import SQLiteStore
 from shiftchange.spec import CompiledMachine, load_spec
 from shiftchange.spec.oracle import build_oracle, oracle_fire
+from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import orchestrator_machine, run_machine
 from shiftchange.testing.stateful import TERMINAL, WORKSPACE, OrchestratorMachine
 

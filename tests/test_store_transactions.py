@@ -22,7 +22,7 @@ import pytest
 
 from shiftchange.core import Attempt, Event, InputError, Intent, MemoryStore, NotFound, StoreConflict, StoreError, Task
 from shiftchange.core.records import field_names
-from shiftchange.core.sqlite_store import SCHEMA_VERSION, SQLiteStore
+from shiftchange.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from shiftchange.testing import check_store, store_checks
 from shiftchange.testing.stores import event_fields, make_attempt, make_intent, make_task, minimal_attempt, seed
 
@@ -245,7 +245,7 @@ def test_transaction_object_is_dead_after_its_block(tmp_path):
 
 def run_child(script: str, path: Path) -> subprocess.Popen:
     """Start a Python process running `script` against the store at `path`."""
-    preamble = "import sys\nfrom shiftchange.core.sqlite_store import SQLiteStore\nstore = SQLiteStore(sys.argv[1])\n"
+    preamble = "import sys\nfrom shiftchange.stores.sqlite import SQLiteStore\nstore = SQLiteStore(sys.argv[1])\n"
     return subprocess.Popen(
         [sys.executable, "-c", preamble + textwrap.dedent(script), str(path)],
         stdout=subprocess.PIPE,

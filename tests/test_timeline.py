@@ -22,8 +22,8 @@ from shiftchange.core import (
     RateLimitConfig,
     ReliabilityConfig,
 )
-from shiftchange.core.sqlite_store import SQLiteStore
 from shiftchange.core.timeline import build_timeline, render_timeline
+from shiftchange.stores.sqlite import SQLiteStore
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "recovery.py"
 

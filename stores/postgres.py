@@ -57,7 +57,6 @@ then raises StoreError saying how to install it.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.resources
 import inspect
@@ -72,9 +71,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .errors import CoreError, InputError, NotFound, StoreConflict, StoreError, StoreRetryable, StoreUnavailable
-from .machine import ATTEMPT_TERMINAL
-from .records import (
+from shiftchange.core.errors import CoreError, InputError, NotFound, StoreConflict, StoreError, StoreRetryable, StoreUnavailable
+from shiftchange.core.machine import ATTEMPT_TERMINAL
+from shiftchange.core.records import (
     Attempt,
     Budget,
     Event,
@@ -82,15 +81,11 @@ from .records import (
     Leader,
     Plan,
     Task,
-    budget_from_json,
-    budget_to_json,
-    field_names,
     new_event,
-    plan_from_json,
-    plan_to_json,
 )
-from .sqlite_store import _check_changes
-from .store import Store, Transaction
+from shiftchange.core.store import Store, Transaction
+
+from .columns import Columns, check_changes
 
 try:
     import psycopg
@@ -229,10 +224,10 @@ def _adapt_text(connection: Any) -> None:
 # ---- tables: how one record type maps to one table, derived from its fields as the SQLite store does.
 
 
-class _Table:
-    """The columns of one record type, their kinds, and the conversions each way; `kinds` and `record_type` serve `_check_changes`."""
+class _Table(Columns):
+    """How one record type maps to one PostgreSQL table: the shared columns, their column types, and the statements."""
 
-    __slots__ = ("_decoders", "_encoders", "_updates", "columns", "guard_read", "key", "kinds", "name", "optional", "record_type")
+    __slots__ = ("_updates", "guard_read")
 
     SQL_TYPES: typing.ClassVar[dict[type, str]] = {
         str: "text",
@@ -243,33 +238,11 @@ class _Table:
         Plan: "text",
     }
     """Python type of a field -> PostgreSQL column type (information_schema's `data_type`): what the schema files declare."""
-    ENCODERS: typing.ClassVar[dict[type, Any]] = {Budget: budget_to_json, Plan: plan_to_json}
-    DECODERS: typing.ClassVar[dict[type, Any]] = {
-        Budget: functools.lru_cache(maxsize=1024)(budget_from_json),
-        Plan: functools.lru_cache(maxsize=1024)(plan_from_json),
-    }
 
     def __init__(self, name: str, record_type: type, key: str) -> None:
-        self.name = _identifier(name)
-        self.record_type = record_type
-        self.key = key
-        self.columns = tuple(_identifier(column) for column in field_names(record_type))
-        self.kinds: dict[str, type] = {}
-        self.optional: set[str] = set()
-        hints = typing.get_type_hints(record_type)
+        super().__init__(_identifier(name), record_type, key)
         for column in self.columns:
-            arguments = typing.get_args(hints[column])
-            if type(None) in arguments:
-                self.optional.add(column)
-                (kind,) = (argument for argument in arguments if argument is not type(None))
-            else:
-                kind = hints[column]
-            assert kind in self.SQL_TYPES, f"{record_type.__name__}.{column}: no PostgreSQL type for {kind!r}"
-            self.kinds[column] = kind
-        self._decoders = tuple(
-            (index, self.DECODERS[self.kinds[column]]) for index, column in enumerate(self.columns) if self.kinds[column] in self.DECODERS
-        )
-        self._encoders = {column: self.ENCODERS[kind] for column, kind in self.kinds.items() if kind in self.ENCODERS}
+            _identifier(column)
         self._updates: dict[tuple[tuple[str, ...], bool], str] = {}
         guarded = ", state" if "state" in self.columns else ""
         self.guard_read = f"SELECT version{guarded} FROM {self.name} WHERE {key} = %s"
@@ -293,21 +266,8 @@ class _Table:
             self._updates[(names, terminal_guard)] = sql_text
         return sql_text
 
-    def encode(self, column: str, value: Any) -> Any:
-        encoder = self._encoders.get(column)
-        return encoder(value) if encoder is not None and value is not None else value
-
     def to_row(self, record: Any) -> tuple:
         return tuple(self.encode(column, getattr(record, column)) for column in self.columns)
-
-    def from_row(self, row: tuple) -> Any:
-        if not self._decoders:
-            return self.record_type(*row)
-        values = list(row)
-        for index, decoder in self._decoders:
-            if values[index] is not None:
-                values[index] = decoder(values[index])
-        return self.record_type(*values)
 
 
 def _identifier(name: str) -> str:
@@ -699,7 +659,7 @@ class _PostgresTransaction(Transaction):
 
     def _update(self, table: _Table, record: Any, changes: dict[str, Any], *, terminal_guard: bool) -> None:
         """Write `changes` only if the row still has `record.version` (and is not terminal); then mirror them on `record`."""
-        _check_changes(table, changes)
+        check_changes(table, changes)
         identity = getattr(record, table.key)
         parameters = [table.encode(name, value) for name, value in changes.items()] + [identity, record.version]
         if terminal_guard:

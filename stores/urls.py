@@ -23,8 +23,8 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .errors import InputError
-from .store import MemoryStore, Store
+from shiftchange.core.errors import InputError
+from shiftchange.core.store import MemoryStore, Store
 
 __all__ = ["describe", "migrate_url", "open_store"]
 
@@ -54,7 +54,7 @@ def _construct(kind: Any, url: str, arguments: tuple, options: dict[str, Any]) -
 
 
 def _open_sqlite(url: str, options: dict[str, Any]) -> Store:
-    from .sqlite_store import SQLiteStore
+    from .sqlite import SQLiteStore
 
     if not url.startswith("sqlite:///"):
         raise InputError(f"not a store URL: {url!r}; an SQLite URL has no host: sqlite:///relative/path.db or sqlite:////absolute/path.db")
@@ -76,7 +76,7 @@ def _open_sqlite(url: str, options: dict[str, Any]) -> Store:
 
 
 def _open_postgres(url: str, options: dict[str, Any]) -> Store:
-    from .postgres_store import PostgresStore
+    from .postgres import PostgresStore
 
     conninfo, options = _postgres_arguments(url, options)
     return _construct(PostgresStore, url, (conninfo,), options)
@@ -135,7 +135,7 @@ def migrate_url(url: str) -> list[int]:
         after = _sqlite_version(path)
         return list(range(before + 1, after + 1)) if before else [after]
     if scheme in ("postgresql", "postgres"):
-        from .postgres_store import migrate
+        from .postgres import migrate
 
         conninfo, options = _postgres_arguments(url, {})
         return migrate(conninfo, **options)

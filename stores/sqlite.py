@@ -29,7 +29,6 @@ through; one JSON blob per record loses the indexes and the column guards.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import sqlite3
@@ -39,24 +38,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, NotFound, StoreConflict, StoreError
-from .machine import ATTEMPT_TERMINAL
-from .records import (
-    Attempt,
-    Budget,
-    Event,
-    Intent,
-    Leader,
-    Plan,
-    Task,
-    budget_from_json,
-    budget_to_json,
-    field_names,
-    new_event,
-    plan_from_json,
-    plan_to_json,
-)
-from .store import WRITABLE, Store, Transaction
+from shiftchange.core.errors import InputError, NotFound, StoreConflict, StoreError
+from shiftchange.core.machine import ATTEMPT_TERMINAL
+from shiftchange.core.records import Attempt, Budget, Event, Intent, Leader, Plan, Task, new_event
+from shiftchange.core.store import Store, Transaction
+
+from .columns import Columns, check_changes
 
 __all__ = ["BUSY_TIMEOUT_S", "MIGRATIONS", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS", "SQLiteStore"]
 
@@ -71,12 +58,12 @@ SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
 """The `PRAGMA synchronous` levels allowed. Each keeps the file consistent through a power cut; OFF may not, so it is refused."""
 
 
-class _Table:
-    """How one record type maps to one table: its columns, their SQL types, and the conversions each way."""
+class _Table(Columns):
+    """How one record type maps to one SQLite table: the shared columns, their SQL types, and the statements."""
 
-    __slots__ = ("_decoders", "_encoders", "_updates", "columns", "key", "kinds", "name", "optional", "record_type")
+    __slots__ = ("_updates",)
 
-    # Python type of a field -> SQL column type, and the conversions for the types SQLite lacks.
+    # Python type of a field -> SQL column type; SQLite has no boolean, so a bool is read back through bool().
     SQL_TYPES: typing.ClassVar[dict[type, str]] = {
         str: "TEXT",
         int: "INTEGER",
@@ -85,37 +72,10 @@ class _Table:
         Budget: "TEXT",
         Plan: "TEXT",
     }
-    # sqlite3 binds a bool as the integer it is; only the records' frozen values need text. A read decodes the same JSON
-    # text over and over (a task's budget, an Attempt's plan), and the values are frozen: one decoded value serves all.
-    ENCODERS: typing.ClassVar[dict[type, Any]] = {Budget: budget_to_json, Plan: plan_to_json}
-    DECODERS: typing.ClassVar[dict[type, Any]] = {
-        bool: bool,
-        Budget: functools.lru_cache(maxsize=1024)(budget_from_json),
-        Plan: functools.lru_cache(maxsize=1024)(plan_from_json),
-    }
+    DECODERS: typing.ClassVar[dict[type, Any]] = {bool: bool, **Columns.DECODERS}
 
     def __init__(self, name: str, record_type: type, key: str) -> None:
-        self.name = name
-        self.record_type = record_type
-        self.key = key
-        self.columns = field_names(record_type)
-        self.kinds: dict[str, type] = {}
-        self.optional: set[str] = set()
-        hints = typing.get_type_hints(record_type)
-        for column in self.columns:
-            arguments = typing.get_args(hints[column])
-            if type(None) in arguments:
-                self.optional.add(column)
-                (kind,) = (argument for argument in arguments if argument is not type(None))
-            else:
-                kind = hints[column]
-            # A field of a type with no column mapping must fail at import, not corrupt rows later.
-            assert kind in self.SQL_TYPES, f"{record_type.__name__}.{column}: no SQL type for {kind!r}"
-            self.kinds[column] = kind
-        self._decoders = tuple(
-            (index, self.DECODERS[self.kinds[column]]) for index, column in enumerate(self.columns) if self.kinds[column] in self.DECODERS
-        )
-        self._encoders = {column: self.ENCODERS[kind] for column, kind in self.kinds.items() if kind in self.ENCODERS}
+        super().__init__(name, record_type, key)
         self._updates: dict[tuple[str, tuple[str, ...]], str] = {}
         """The UPDATE text per (template, changed fields): a contract writes one of a few sets of fields."""
 
@@ -141,10 +101,6 @@ class _Table:
         """An UPDATE template; `{assignments}` is filled per call from validated field names only."""
         return "UPDATE " + self.name + " SET {assignments} WHERE " + self.key + " = ? AND version = ?" + guard
 
-    def encode(self, column: str, value: Any) -> Any:
-        encoder = self._encoders.get(column)
-        return encoder(value) if encoder is not None and value is not None else value
-
     def update_sql(self, template: str, names: tuple[str, ...]) -> str:
         """The UPDATE of `template` setting `names` (already checked to be fields), built once per set of names."""
         sql = self._updates.get((template, names))
@@ -155,14 +111,6 @@ class _Table:
 
     def to_row(self, record: Any, columns: tuple[str, ...]) -> tuple:
         return tuple(self.encode(column, getattr(record, column)) for column in columns)
-
-    def from_row(self, row: tuple) -> Any:
-        # Decoders are looked up once per table (in __init__), not per column per row: reads sit on every contract.
-        values = list(row)
-        for index, decoder in self._decoders:
-            if values[index] is not None:
-                values[index] = decoder(values[index])
-        return self.record_type(*values)
 
 
 def _placeholders(count: int) -> str:
@@ -429,7 +377,7 @@ class _SQLiteTransaction(Transaction):
 
     def _update(self, table: _Table, template: str, record: Any, changes: dict[str, Any], guard: tuple) -> None:
         """Write `changes` only if the row still has `record.version` (and passes `guard`); then mirror them on `record`."""
-        _check_changes(table, changes)
+        check_changes(table, changes)
         names = tuple(changes)
         identity = getattr(record, table.key)
         parameters = [table.encode(name, value) for name, value in changes.items()] + [identity, record.version, *guard]
@@ -451,19 +399,6 @@ class _SQLiteTransaction(Transaction):
         if stored.version != record.version:
             return f"{what} changed since it was read (stored version {stored.version}, read {record.version})"
         return f"{what} is terminal ({stored.state}) and immutable"
-
-
-def _check_changes(table: _Table, changes: dict[str, Any]) -> None:
-    """Only real fields reach the SQL text; the identity and the version are the store's to manage."""
-    if changes.keys() <= WRITABLE[table.record_type]:
-        return
-    unknown = sorted(name for name in changes if name not in table.kinds)
-    if unknown:
-        raise InputError(f"{table.record_type.__name__} has no field(s) {', '.join(map(repr, unknown))}")
-    managed = sorted(name for name in changes if name not in WRITABLE[table.record_type])
-    if managed:
-        kind = table.record_type.__name__
-        raise InputError(f"cannot change {', '.join(map(repr, managed))} of a {kind}: an identity, or the store's to manage")
 
 
 assert tuple(inspect.signature(_SQLiteTransaction.append_event).parameters)[1:] == _EVENT_FIELDS, "append_event must take every field"
