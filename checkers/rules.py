@@ -27,7 +27,7 @@ imports record types only (`Event`, `Attempt`, `Task`): the state sets and
 the failure-domain table its rules need are read from the spec here, never
 from the core's compiled machine or its policy, and no rule calls the core's
 logic. A mistake in the core then shows up as a violation instead of being
-shared (tests/test_sim_oracles.py mutates the retry policy to prove it).
+shared (tests/checkers/test_oracles.py mutates the retry policy to prove it).
 
 An accepted entry for a task that already retired would open its state again;
 that cannot happen in a correct run (the store forgets a retired task), and

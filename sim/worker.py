@@ -14,7 +14,7 @@ the agent's commands into SimPy events and hands the answers back:
 | `Work` | a timeout of the workbench's time for that kind of work (`tool_time_s`, `commit_time_s`) |
 | `Look` | `Looked.read` on the store, at once: reading a record has no network cost here |
 
-It never reads a refusal's code or failed guards (`tests/test_layers.py`
+It never reads a refusal's code or failed guards (`tests/project/test_layers.py`
 reads its source for them): a decision found here would belong in the agent.
 
 Heartbeats keep the agent's `Cadence` from the moment the claim is heard
@@ -42,8 +42,8 @@ out.
 The driver needs no `World`: any object with the orchestrator's contract
 methods, any provider with `call`, any store with `get_attempt` will do, so
 a unit test can feed it scripted answers and read back the contract calls it
-made (`tests/test_sim_world.py`, "the worker drives the agent against a
-scripted orchestrator"; `tests/test_agent_drivers.py` feeds the very same
+made (`tests/sim/test_world.py`, "the worker drives the agent against a
+scripted orchestrator"; `tests/agent/test_drivers.py` feeds the very same
 script to the three drivers).
 """
 

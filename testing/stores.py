@@ -17,7 +17,7 @@ only the error types (`StoreConflict`, `NotFound`, `InputError`).
 Not checked here, because one handle cannot show it: isolation between two
 handles on one database (readers see only committed history, writers
 serialize). A store that several processes share needs its own test of that,
-as `tests/test_store_transactions.py` has for SQLite.
+as `tests/stores/test_transactions.py` has for SQLite.
 """
 
 from __future__ import annotations

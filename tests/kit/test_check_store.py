@@ -18,7 +18,7 @@ import pytest
 from shiftchange.cli.main import main
 from shiftchange.testing import contract_checks, store_checks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHECKS = len(store_checks()) + len(contract_checks())
 
 
@@ -82,7 +82,7 @@ def test_a_store_broken_in_one_contract_fails_with_exit_1(capsys, monkeypatch):
     """Goal: a store that keeps a rolled-back transaction's writes fails the rollback checks, named, with why, and exits 1."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    assert main(["check-store", "tests.broken_stores:make_unrollbacked"]) == 1
+    assert main(["check-store", "tests.kit.broken_stores:make_unrollbacked"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  exception_rolls_back_every_write_of_the_transaction" in out
     assert "a task inserted by a rolled-back transaction: expected None" in out
@@ -93,7 +93,7 @@ def test_a_store_broken_in_one_contract_fails_with_exit_1(capsys, monkeypatch):
 
 def test_the_command_line_exits_1_for_a_broken_store_without_a_traceback():
     """Goal: the installed command, run from the repository as a user would, exits 1 and writes nothing to stderr."""
-    command = [sys.executable, "-m", "shiftchange", "check-store", "tests.broken_stores:make_reordering"]
+    command = [sys.executable, "-m", "shiftchange", "check-store", "tests.kit.broken_stores:make_reordering"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
@@ -133,7 +133,7 @@ def test_stateful_fails_a_store_that_reorders_its_history(capsys, monkeypatch):
     """Goal: the machine reports a failure as FAIL with its message and the steps that reproduce it, and the command exits 1."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    assert main(["check-store", "tests.broken_stores:make_reordering", "--stateful", "--examples", "30"]) == 1
+    assert main(["check-store", "tests.kit.broken_stores:make_reordering", "--stateful", "--examples", "30"]) == 1
     out = capsys.readouterr().out
     stateful = out[out.index("stateful machine") :]
     assert "FAIL  stateful_machine" in stateful and "state = " in stateful

@@ -25,7 +25,7 @@ from shiftchange.core import (
 from shiftchange.core.timeline import build_timeline, render_timeline
 from shiftchange.stores.sqlite import SQLiteStore
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "recovery.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recovery.py"
 
 
 @pytest.fixture(scope="module")

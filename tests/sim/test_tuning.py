@@ -20,7 +20,7 @@ from shiftchange.sim.config import ControlConfig, FaultSpec, NetworkConfig, Seri
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import World, play
 
-SIM = Path(__file__).resolve().parents[1] / "sim"
+SIM = Path(__file__).resolve().parents[2] / "sim"
 
 
 def _quiet(tasks: int = 20, **workload: object) -> SimConfig:

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
-from mutants import MUTANTS, mutant_factory
 
 from shiftchange.core import MemoryStore, Orchestrator, Seams
 from shiftchange.spec import CompiledMachine, load_spec
@@ -28,6 +27,7 @@ from shiftchange.spec.oracle import build_oracle, oracle_fire
 from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import orchestrator_machine, run_machine
 from shiftchange.testing.stateful import TERMINAL, WORKSPACE, OrchestratorMachine
+from tests.kit.mutants import MUTANTS, mutant_factory
 
 SPEC = load_spec()
 ORACLES = {name: build_oracle(SPEC.machines[name]) for name in ("attempt", "task")}

@@ -1,6 +1,6 @@
 """The contracts over one SQLite file shared by real OS processes: racing claimers, and a driver SIGKILLed mid-run.
 
-`test_store_transactions.py` already proves the store alone: no lost update
+`tests/stores/test_transactions.py` already proves the store alone: no lost update
 across processes, and a kill inside one transaction leaves the last commit.
 These tests go one layer up, through the Orchestrator, where the promises
 are the chapter's: one winner per claim however many workers race for it,

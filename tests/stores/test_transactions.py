@@ -17,7 +17,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import broken_stores
 import pytest
 
 from shiftchange.core import Attempt, Event, InputError, Intent, MemoryStore, NotFound, StoreConflict, StoreError, Task
@@ -25,6 +24,7 @@ from shiftchange.core.records import field_names
 from shiftchange.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from shiftchange.testing import check_store, store_checks
 from shiftchange.testing.stores import event_fields, make_attempt, make_intent, make_task, minimal_attempt, seed
+from tests.kit import broken_stores
 
 
 @pytest.fixture(params=["memory", "sqlite"])

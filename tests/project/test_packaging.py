@@ -21,7 +21,7 @@ import pytest
 import shiftchange
 from shiftchange.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 CORE_PACKAGES = ("spec", "core", "sim", "cli")
 """Everything but the conformance kit: none of it may need Hypothesis."""

@@ -16,7 +16,7 @@ import pytest
 from shiftchange.core.machine import SPEC
 from shiftchange.core.results import REFUSAL_CODES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DRIVERS = {
     "sim": ["sim/worker.py", "sim/control.py"],
     "explore": sorted(str(p.relative_to(ROOT)) for p in (ROOT / "explore").glob("*.py") if p.name != "__init__.py"),

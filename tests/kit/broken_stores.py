@@ -2,7 +2,7 @@
 
 Each wraps a `MemoryStore` through the public `Store` and `Transaction`
 interfaces and breaks one promise; everything else is the memory store's.
-A factory of each is what `shiftchange check-store tests.broken_stores:NAME`
+A factory of each is what `shiftchange check-store tests.kit.broken_stores:NAME`
 imports.
 """
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent.py"
 
 
 def test_the_smallest_driver_runs_one_task_to_review_with_renewals_on_the_cadence():

@@ -16,12 +16,12 @@ import inspect
 from dataclasses import replace
 
 import pytest
-from test_sim_checkers import RealRun, story
 
 from shiftchange.checkers import history
 from shiftchange.checkers import rules as checkers
 from shiftchange.checkers.history import OK, VIOLATED
 from shiftchange.core import Plan, policy
+from tests.checkers.test_checkers import RealRun, story
 
 RECORD_TYPES = {"Attempt", "Event", "Intent", "Task"}
 
