@@ -38,12 +38,16 @@ Why these choices:
   deadlock with one waiting to append (PostgreSQL breaks it after
   `deadlock_timeout`; one side gets StoreRetryable).
 - Text holds every string Python can encode as UTF-8, NUL included, as the
-  other stores do: PostgreSQL text cannot hold U+0000, so a string that
-  contains NUL, or starts with U+FDD0 (a Unicode noncharacter, reserved for
-  exactly such internal use), is stored as U+FDD0 followed by the string with
-  U+FDD0 doubled and NUL written as U+FDD0 "0". Every other string is stored
-  as it is. The connection's adapters do it both ways, for every parameter
-  and every text column. Lone surrogates cannot be sent: InputError.
+  other stores do, and sorts as they sort it, by code point. PostgreSQL text
+  cannot hold U+0000, so a string that contains U+0000 or U+0001 is stored
+  with U+0001 written as U+0001 U+0002 and U+0000 as U+0001 U+0001. That
+  escape keeps code-point order (both replacements sort below every other
+  character, and in the order of what they replace), so `ORDER BY` on a
+  stored id is the order of the ids themselves, a tie in the claim queue
+  included. Every other string is stored as it is. The connection's adapters
+  do it both ways, for every parameter and every text column. Lone
+  surrogates cannot be sent: InputError. (Schema version 2 and before used an
+  escape that did not keep order; migration 3 rewrites what it stored.)
 - Every text column collates "C": ids sort by code point, as Python sorts
   them, whatever the database's locale.
 - The schema lives only in numbered SQL files (`migrations/postgresql/`),
@@ -159,27 +163,25 @@ def _advisory_key(schema: str) -> int:
 
 # ---- text with NUL: the escape every parameter and every text column goes through (see the module docstring).
 
-_NUL, _MARK = "\x00", "\ufdd0"
-_MARK_BYTES = _MARK.encode()
-_ESCAPED = re.compile(_MARK + "(.)", re.DOTALL)
+_NUL, _ONE = "\x00", "\x01"
 
 
 def escape_text(text: str) -> str:
-    """How `text` is stored: itself, unless it holds NUL or starts with U+FDD0."""
-    if _NUL not in text and not text.startswith(_MARK):
+    """How `text` is stored: itself, unless it holds U+0000 or U+0001 (then U+0001 -> U+0001 U+0002, U+0000 -> U+0001 U+0001)."""
+    if _NUL not in text and _ONE not in text:
         return text
-    return _MARK + text.replace(_MARK, _MARK + _MARK).replace(_NUL, _MARK + "0")
-
-
-def _unescaped(match: re.Match[str]) -> str:
-    return _NUL if match[1] == "0" else match[1]
+    return text.replace(_ONE, "\x01\x02").replace(_NUL, "\x01\x01")
 
 
 def unescape_text(stored: str) -> str:
-    """The string `escape_text` stored as `stored`."""
-    if not stored.startswith(_MARK):
+    """The string `escape_text` stored as `stored`.
+
+    Two replacements suffice: scanning left to right, a U+0001 always starts a
+    pair, so a pair is never read across two of them.
+    """
+    if _ONE not in stored:
         return stored
-    return _ESCAPED.sub(_unescaped, stored[1:])
+    return stored.replace("\x01\x01", _NUL).replace("\x01\x02", _ONE)
 
 
 if psycopg is not None:
@@ -188,7 +190,7 @@ if psycopg is not None:
         _encoding: str
 
         def dump(self, obj: str) -> bytes:
-            if _NUL in obj or obj.startswith(_MARK):
+            if _NUL in obj or _ONE in obj:
                 obj = escape_text(obj)
             return obj.encode(self._encoding)
 
@@ -203,9 +205,8 @@ if psycopg is not None:
 
     class _TextLoader(pg_string.TextLoader):
         def load(self, data: Any) -> str:
-            if data[:3] == _MARK_BYTES:
-                return unescape_text(str(data, "utf-8"))
-            return str(data, "utf-8")
+            text = str(data, "utf-8")
+            return unescape_text(text) if _ONE in text else text
 
     class _TextBinaryLoader(_TextLoader):
         format = pg_string.TextBinaryLoader.format

@@ -160,7 +160,7 @@ def test_a_fresh_schema_is_migrated_and_recorded_and_migrating_again_does_nothin
     assert migrate(make_postgres_store.url, store.schema) == []
     assert make_postgres_store(schema=store.schema).migrated == []
     recorded = relations(make_postgres_store.url, store.schema)["schema_migrations"]
-    assert recorded == [(1, "schema"), (2, "claim_order")]
+    assert recorded == [(1, "schema"), (2, "claim_order"), (3, "ordered_text_escape")]
 
 
 def _open_or_migrate(url: str, schema: str, how: str, barrier, results) -> None:
@@ -195,7 +195,11 @@ def test_processes_opening_one_new_schema_at_once_migrate_it_once(make_postgres_
         child.join(30)
     everything = ("ok", list(range(1, SCHEMA_VERSION + 1)))
     assert (outcomes.count(everything), outcomes.count(("ok", []))) == (1, len(ways) - 1), outcomes
-    assert relations(make_postgres_store.url, schema)["schema_migrations"] == [(1, "schema"), (2, "claim_order")]
+    assert relations(make_postgres_store.url, schema)["schema_migrations"] == [
+        (1, "schema"),
+        (2, "claim_order"),
+        (3, "ordered_text_escape"),
+    ]
 
 
 def test_a_schema_of_a_newer_version_is_refused_and_left_as_it_was(make_postgres_store):
@@ -588,9 +592,9 @@ def test_bad_arguments_are_input_errors_before_any_connection(options, match):
 
 
 def test_nul_is_kept_through_an_escape_other_sql_clients_can_see_and_plain_text_is_stored_as_it_is(make_postgres_store):
-    """Goal: text with NUL (or starting with U+FDD0) round-trips exactly; in the table it is U+FDD0-escaped, all other text verbatim."""
+    """Goal: text with NUL or U+0001 round-trips; stored, NUL is U+0001 U+0001 and U+0001 is U+0001 U+0002, all else verbatim."""
     store = make_postgres_store()
-    texts = ["plain", "a\x00b", "\x00", "\ufdd0", "\ufdd00", "\ufdd0\x00\ufdd0\ufdd0", "x\ufdd0y", "caf\u00e9 \U0001f680"]
+    texts = ["plain", "a\x00b", "\x00", "\x01", "\x01\x01", "\x00\x01\x02", "x\ufdd0y", "caf\u00e9 \U0001f680"]
     seed(store, *(make_task(f"task-{index}", objective=text, decision=text) for index, text in enumerate(texts)))
     for index, text in enumerate(texts):
         task = store.get_task(f"task-{index}")
@@ -601,16 +605,83 @@ def test_nul_is_kept_through_an_escape_other_sql_clients_can_see_and_plain_text_
     with admin(make_postgres_store.url) as connection:
         stored = dict(connection.execute(f'SELECT task_id, objective FROM "{store.schema}".tasks').fetchall())
     assert stored["task-0"] == "plain" and stored["task-6"] == "x\ufdd0y" and stored["task-7"] == "caf\u00e9 \U0001f680"
-    assert stored["task-1"] == "\ufdd0a\ufdd00b" and stored["task-3"] == "\ufdd0\ufdd0\ufdd0"
-    assert "\ufdd0key\ufdd00with nul" in stored
+    assert stored["task-1"] == "a\x01\x01b" and stored["task-3"] == "\x01\x02" and stored["task-5"] == "\x01\x01\x01\x02\x02"
+    assert "key\x01\x01with nul" in stored
 
 
-@given(st.text(alphabet=st.sampled_from("\x00\ufdd00ab\\"), max_size=12) | st.text(max_size=30))
+ESCAPED_ALPHABET = st.sampled_from("\x00\x01\x02\ufdd0\U0010ffff0ab")
+
+
+@given(st.text(alphabet=ESCAPED_ALPHABET, max_size=12) | st.text(max_size=30))
 def test_the_text_escape_is_reversible_and_never_leaves_a_nul(text):
     """Goal: for any string, unescape(escape(s)) == s, the stored form holds no NUL, and a string needing no escape is unchanged."""
     stored = escape_text(text)
     assert unescape_text(stored) == text and "\x00" not in stored
-    assert (stored == text) == ("\x00" not in text and not text.startswith("\ufdd0"))
+    assert (stored == text) == ("\x00" not in text and "\x01" not in text)
+
+
+@given(st.text(alphabet=ESCAPED_ALPHABET, max_size=8), st.text(alphabet=ESCAPED_ALPHABET, max_size=8))
+def test_the_text_escape_keeps_code_point_order(one, other):
+    """Goal: stored forms compare as the strings do (COLLATE "C" is code-point order), so ORDER BY on an id is the ids' order."""
+    assert (escape_text(one) < escape_text(other)) == (one < other)
+    assert (escape_text(one) == escape_text(other)) == (one == other)
+
+
+def test_ids_with_nul_and_noncharacters_come_back_in_code_point_order(make_postgres_store):
+    """Goal: the reaper's scan, tasks_in, intents_of and a claim-queue tie all sort ids as Python sorts them, escaped ones included."""
+    store = make_postgres_store()
+    ids = ["a", "a\x00", "a\x00b", "a\x01", "\x00", "\ufdd0", "\ufdd00", "b", "A", "a\U0010ffff"]
+    seed(store, *(minimal_task(task_id) for task_id in ids))
+    seed(store, *(minimal_attempt("attempt-" + task_id, task_id=task_id) for task_id in ids))
+    with store.transaction() as tx:
+        assert [task.task_id for task in tx.tasks_in(["inbox"])] == sorted(ids)
+        assert [attempt.attempt_id for attempt in tx.attempts_in(["queued"])] == sorted("attempt-" + task_id for task_id in ids)
+        assert [attempt.attempt_id for attempt in tx.claimable(["queued"], 3)] == sorted("attempt-" + task_id for task_id in ids)[:3]
+
+
+def test_migration_3_rewrites_what_the_old_escape_stored_and_restores_order(make_postgres_store):
+    """Goal: a version-2 schema holding U+FDD0-escaped ids (and raw U+0001) reads back exactly, in code-point order, after migration 3."""
+    store = make_postgres_store()
+    ids = ["a\x00b", "a", "\ufdd0x", "a\x01", "\x00", "\ufdd00", "\ufdd0\x00\ufdd0\ufdd0", "b"]
+    seed(store, *(make_task(task_id, objective="objective " + task_id) for task_id in ids))
+    seed(store, *(minimal_attempt("attempt-" + task_id, task_id=task_id) for task_id in ids))
+    store.close()
+    mark = "\ufdd0"
+
+    def old_escape(text: str) -> str:  # what versions 1 and 2 stored
+        if "\x00" not in text and not text.startswith(mark):
+            return text
+        return mark + text.replace(mark, mark + mark).replace("\x00", mark + "0")
+
+    with admin(make_postgres_store.url) as connection:  # turn the schema back into a version-2 one holding old-escaped text
+        schema = store.schema
+        for table in ("tasks", "attempts"):
+            columns = [
+                name
+                for (name,) in connection.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s AND data_type = 'text'",
+                    (schema, table),
+                )
+            ]
+            key = "task_id" if table == "tasks" else "attempt_id"
+            rows = connection.execute(f'SELECT {key}, {", ".join(columns)} FROM "{schema}".{table}').fetchall()
+            connection.execute(f'ALTER TABLE "{schema}".{table} DISABLE TRIGGER ALL')
+            for row in rows:
+                assignments = ", ".join(f"{column} = %s" for column in columns)
+                values = [None if value is None else old_escape(unescape_text(value)) for value in row[1:]]
+                connection.execute(f'UPDATE "{schema}".{table} SET {assignments} WHERE {key} = %s', (*values, row[0]))
+            connection.execute(f'ALTER TABLE "{schema}".{table} ENABLE TRIGGER ALL')
+        connection.execute(f'DELETE FROM "{schema}".schema_migrations WHERE version = 3')
+        stored_ids = [task_id for (task_id,) in connection.execute(f'SELECT task_id FROM "{schema}".tasks ORDER BY task_id')]
+    by_stored = {old_escape(task_id): task_id for task_id in ids}
+    assert [by_stored[stored] for stored in stored_ids] != sorted(ids), "the old escape sorted these ids out of order: the case to repair"
+    assert migrate(make_postgres_store.url, schema=schema) == [3]
+    again = make_postgres_store(schema=schema)
+    with again.transaction() as tx:
+        assert [task.task_id for task in tx.tasks_in(["ready"])] == sorted(ids)
+        assert [tx.task(task_id).objective for task_id in ids] == ["objective " + task_id for task_id in ids]
+        assert [attempt.attempt_id for attempt in tx.attempts_in(["queued"])] == sorted("attempt-" + task_id for task_id in ids)
+        assert [tx.attempt("attempt-" + task_id).task_id for task_id in ids] == ids
 
 
 # ---- the control plane's records
