@@ -15,10 +15,16 @@ record_health_probe) and a `store` attribute: the `Store` it writes, which
 the kit reads records and the history from, and closes when a check ends.
 A port of the store alone plugs its store factory into the reference core
 with `reference_orchestrator(make_store)`.
+
+The core's own tests drive the same `World` over one store of each kind,
+built with `World.over(store, reliability)`: the reference core over a store
+the caller opened, with the reliability configuration and the seed of its
+backoff jitter the test states.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -38,6 +44,7 @@ from shiftchange.core import (
     Orchestrator,
     Plan,
     ProviderAdapter,
+    Refused,
     ReliabilityConfig,
     Store,
 )
@@ -80,59 +87,106 @@ class World:
         make: OrchestratorFactory,
         supports_idempotency: bool = True,
         provider: Callable[[ManualClock], LedgerProvider] | None = None,
+        reliability: ReliabilityConfig | None = None,
         **config: float,
     ) -> None:
-        """`provider`, if given, builds the provider from the world's clock (a `LedgerProvider` subclass that misbehaves on purpose)."""
+        """`provider`, if given, builds the provider from the world's clock (a `LedgerProvider` subclass that misbehaves on purpose).
+
+        `config` are `CoreConfig` fields. Without `reliability` there is no backoff: the contract checks claim a retry at
+        once; pacing is the reliability suite's to prove, with the configuration it passes.
+        """
         self.clock = ManualClock()
         if provider is None:
             self.provider = LedgerProvider(supports_idempotency=supports_idempotency, clock=self.clock)
         else:
             self.provider = provider(self.clock)
         self.config = CoreConfig(**config)
-        # No backoff here: these checks claim a retry at once; pacing is the reliability suite's to prove.
-        self.reliability = ReliabilityConfig(backoff=BackoffConfig(strategy="none"))
+        self.reliability = reliability if reliability is not None else ReliabilityConfig(backoff=BackoffConfig(strategy="none"))
         self.orchestrator = make(clock=self.clock, provider=self.provider, config=self.config, reliability=self.reliability)
         self.store: Store = self.orchestrator.store
         self.task_ids: list[str] = []
+
+    @classmethod
+    def over(cls, store: Store, reliability: ReliabilityConfig | None = None, *, seed: int = 0, **options: Any) -> World:
+        """The reference `Orchestrator` over `store`, already open, its backoff jitter drawn from `random.Random(seed)`.
+
+        `options` are those of `World()`. Closing the world closes `store`.
+        """
+
+        def make(*, clock: Clock, provider: ProviderAdapter, config: CoreConfig, reliability: ReliabilityConfig) -> Orchestrator:
+            return Orchestrator(store, clock, provider, config, reliability, random.Random(seed))
+
+        return cls(make, reliability=reliability, **options)
 
     def close(self) -> None:
         self.store.close()
 
     # ---- steps that must succeed
 
-    def task(self, task_id: str = "task-1", budget: Budget | None = None) -> str:
-        self.orchestrator.create_task(task_id, "make the flaky test pass", WORKSPACE, scope="tests/", budget=budget)
+    def task(self, task_id: str = "task-1", budget: Budget | None = None, *, workspace: str = WORKSPACE, **options: Any) -> str:
+        """Create and accept a task; `options` are create_task's (priority, deadline_at)."""
+        self.orchestrator.create_task(task_id, "make the flaky test pass", workspace, scope="tests/", budget=budget, **options)
         expect(self.orchestrator.accept_task(task_id).accepted, f"accept_task({task_id!r}) of a task in the inbox was refused")
         self.task_ids.append(task_id)
         return task_id
 
-    def dispatched(self, task_id: str = "task-1", budget: Budget | None = None) -> str:
-        self.task(task_id, budget)
+    def dispatched(self, task_id: str = "task-1", budget: Budget | None = None, *, workspace: str = WORKSPACE, **options: Any) -> str:
+        self.task(task_id, budget, workspace=workspace, **options)
         result = self.orchestrator.dispatch(task_id, Plan(FIRST_HYPOTHESIS))
         expect(result.accepted, f"the first dispatch of ready {task_id} was refused: {result}")
         return f"{task_id}#1"
 
-    def claimed(self, attempt_id: str, worker_id: str = "worker-a") -> Lease:
-        admitted = self.orchestrator.admit(attempt_id)
-        expect(getattr(admitted, "state", None) == "admitted", f"admit({attempt_id!r}) of a queued Attempt did not admit it: {admitted}")
-        claim = self.orchestrator.claim_attempt(attempt_id.split("#")[0], worker_id, WORKSPACE)
+    def claimed(self, attempt_id: str, worker_id: str = "worker-a", *, workspace: str = WORKSPACE) -> Lease:
+        """Admit the Attempt if it is queued (one admission already let through is claimed as it is), then claim it."""
+        state = self.attempt(attempt_id).state
+        if state == "queued":
+            admitted = self.orchestrator.admit(attempt_id)
+            state = getattr(admitted, "state", None)
+            expect(state == "admitted", f"admit({attempt_id!r}) of a queued Attempt did not admit it: {admitted}")
+        expect_equal(state, "admitted", f"the state of {attempt_id}, to be claimed")
+        claim = self.orchestrator.claim_attempt(attempt_id.split("#")[0], worker_id, workspace)
         expect(isinstance(claim, Claim), f"a claim of admitted {attempt_id} by {worker_id} was refused: {claim}")
         return claim.lease
 
-    def started(self, attempt_id: str, worker_id: str = "worker-a") -> Lease:
-        lease = self.claimed(attempt_id, worker_id)
+    def started(self, attempt_id: str, worker_id: str = "worker-a", *, workspace: str = WORKSPACE) -> Lease:
+        lease = self.claimed(attempt_id, worker_id, workspace=workspace)
         result = self.orchestrator.start_attempt(*fence(lease))
         expect_equal(getattr(result, "state", result), "running", f"start_attempt of claimed {attempt_id} with its lease")
         return lease
 
-    def running(self, task_id: str = "task-1", worker_id: str = "worker-a", budget: Budget | None = None) -> Lease:
-        return self.started(self.dispatched(task_id, budget), worker_id)
+    def running(
+        self,
+        task_id: str = "task-1",
+        worker_id: str = "worker-a",
+        budget: Budget | None = None,
+        *,
+        workspace: str = WORKSPACE,
+        **options: Any,
+    ) -> Lease:
+        return self.started(self.dispatched(task_id, budget, workspace=workspace, **options), worker_id, workspace=workspace)
+
+    def requeued(self, task_id: str = "task-1", hypothesis: str = FIRST_HYPOTHESIS, reason: str = REASON) -> Attempt:
+        """Retry is accepted and appends the next Attempt, queued (it may still have a backoff to sleep out: see eligible_at)."""
+        attempts = self.store.get_attempts(task_id)
+        result = self.orchestrator.retry(task_id, reason, Plan(hypothesis))
+        expect(result.accepted, f"a retry of {task_id} after a failed Attempt was refused: {result}")
+        attempt = self.attempt(f"{task_id}#{len(attempts) + 1}")
+        expect_equal(attempt.state, "queued", f"the state of {attempt.attempt_id}, appended by the retry")
+        return attempt
 
     def retried(self, task_id: str = "task-1", hypothesis: str = FIRST_HYPOTHESIS, worker_id: str = "worker-b") -> Lease:
-        attempts = self.store.get_attempts(task_id)
-        result = self.orchestrator.retry(task_id, REASON, Plan(hypothesis))
-        expect(result.accepted, f"a retry of {task_id} after a failed Attempt was refused: {result}")
-        return self.started(f"{task_id}#{len(attempts) + 1}", worker_id)
+        """Retry, then admit, claim and start the next Attempt at once (no backoff to wait out)."""
+        return self.started(self.requeued(task_id, hypothesis).attempt_id, worker_id)
+
+    def started_when_eligible(self, attempt: Attempt, worker_id: str = "worker-b") -> Lease:
+        """Wait out the Attempt's backoff, then admit, claim and start it."""
+        if attempt.eligible_at is not None:
+            self.clock.set(attempt.eligible_at)
+        return self.started(attempt.attempt_id, worker_id)
+
+    def renewed(self, lease: Lease) -> None:
+        result = self.orchestrator.renew_lease(*fence(lease))
+        expect(result.accepted, f"the renewal of {lease.attempt_id} by its lease holder was refused: {result}")
 
     def failed(self, lease: Lease, domain: str = "executor", signature: str = "worker crashed") -> Attempt:
         """The worker reports a failure; reconciliation finds nothing landed and the Attempt ends failed (or quarantined)."""
@@ -158,10 +212,28 @@ class World:
         expect(recorded.accepted, f"the receipt of {grant.key} from the lease holder was refused: {recorded}")
         return grant, effect.provider_id
 
+    # ---- calls that may be refused, and what the history says
+
+    def grant(self, lease: Lease, identity: str, operation: str = "model-call", **options: Any) -> Grant | Refused:
+        """grant_tool under the lease; `options` are its keywords (dependency, cost_usd, call_deadline_s, ...)."""
+        return self.orchestrator.grant_tool(*fence(lease), operation, identity, **options)
+
     def attempt(self, attempt_id: str) -> Attempt:
         found = self.store.get_attempt(attempt_id)
         expect(found is not None, f"the store has no Attempt {attempt_id}")
         return found
+
+    def last_event(self, kind: str, attempt_id: str | None = None) -> Event:
+        """The latest event of `kind` in the history (of `attempt_id`'s, if given)."""
+        matching = [e for e in self.store.events() if e.kind == kind and attempt_id in (None, e.attempt_id)]
+        expect(matching, f"the history has no {kind!r} event" + (f" of {attempt_id}" if attempt_id else ""))
+        return matching[-1]
+
+    def refused(self, kind: str, guard: str, attempt_id: str | None = None) -> Event:
+        """The latest `kind` event is a refusal whose reason names `guard`."""
+        event = self.last_event(kind, attempt_id)
+        expect(not event.accepted and guard in event.reason, f"the latest {kind!r} event is not a refusal naming {guard}: {event}")
+        return event
 
     def snapshot(self) -> tuple:
         """Everything the store holds for the tasks of this world, plus the provider's ledger."""
