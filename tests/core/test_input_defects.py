@@ -11,14 +11,15 @@ step and before any probe is recorded, so none of these may leave a trace.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from shiftchange.core import (
     Claim,
-    CoreConfig,
+    Grant,
     InputError,
     LedgerProvider,
     ManualClock,
@@ -30,48 +31,23 @@ from shiftchange.core import (
     Seams,
     Store,
 )
-from shiftchange.stores.sqlite import SQLiteStore
+from shiftchange.testing.rig import WORKSPACE, World, fence
 
-WORKSPACE = "repo-a"
 HYPOTHESIS = "the fixture leaks a port between tests"
 LONE_SURROGATE = "half a pair: \ud800"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path) -> Iterator[Store]:
-    opened = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "store.sqlite")
-    yield opened
-    opened.close()
+@dataclass(frozen=True)
+class TwoTasks:
+    """A world with two tasks: task-1's Attempt running under a lease (`fence`) with one granted call (`key`), task-2's queued."""
 
-
-class World:
-    """An orchestrator with two tasks: task-1's Attempt running under a lease, task-2's queued, waiting for admission."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.clock = ManualClock()
-        self.orchestrator = Orchestrator(store, self.clock, LedgerProvider(clock=self.clock), CoreConfig(), ReliabilityConfig())
-        core = self.orchestrator
-        self.dispatched("task-1")
-        assert core.admit("task-1#1").state == "admitted"
-        claim = core.claim_attempt("task-1", "worker-a", WORKSPACE)
-        assert isinstance(claim, Claim)
-        self.fence = (claim.lease.attempt_id, claim.lease.generation, claim.lease.token)
-        assert core.start_attempt(*self.fence).accepted
-        grant = core.grant_tool(*self.fence, "create-pr", "sha-1")
-        assert grant.accepted
-        self.key = grant.key
-        self.dispatched("task-2")  # after the admission step, so it waits in the queue
-
-    def dispatched(self, task_id: str) -> None:
-        core = self.orchestrator
-        core.create_task(task_id, "make the flaky test pass", WORKSPACE)
-        assert core.accept_task(task_id).accepted
-        assert core.dispatch(task_id, Plan(HYPOTHESIS)).accepted
+    world: World
+    fence: tuple[str, int, str]
+    key: str
 
     def snapshot(self) -> tuple:
         """Everything a call could change: the history, every record, and admission's view of each Attempt."""
-        store, core = self.store, self.orchestrator
+        store, core = self.world.store, self.world.orchestrator
         tasks = [store.get_task(task_id) for task_id in ("task-1", "task-2")]
         attempts = [attempt for task_id in ("task-1", "task-2") for attempt in store.get_attempts(task_id)]
         intents = [store.get_intent(self.key)]
@@ -79,44 +55,59 @@ class World:
         return store.events(), tasks, attempts, intents, admission, core.admission.queue_depth(), core.admission.in_flight()
 
 
+def two_tasks(store: Store) -> TwoTasks:
+    """The reference core with its default reliability controls over `store`, driven to the scene every test here starts from."""
+    world = World.over(store, ReliabilityConfig())
+    lease = world.running("task-1")
+    grant = world.grant(lease, "sha-1", "create-pr")
+    assert isinstance(grant, Grant), grant
+    world.dispatched("task-2")  # after the admission step, so it waits in the queue
+    return TwoTasks(world, fence(lease), grant.key)
+
+
 @pytest.fixture
-def world(store) -> World:
-    return World(store)
+def scene(store) -> TwoTasks:
+    return two_tasks(store)
 
 
-def rejected(world: World, error: type[Exception], call: Callable[[], Any], *named: str) -> None:
+@pytest.fixture
+def world(scene) -> World:
+    return scene.world
+
+
+def rejected(scene: TwoTasks, error: type[Exception], call: Callable[[], Any], *named: str) -> None:
     """`call` raises `error` whose message names each of `named`, and leaves the world exactly as it was."""
-    before = world.snapshot()
+    before = scene.snapshot()
     with pytest.raises(error) as raised:
         call()
     for word in named:
         assert word in str(raised.value), raised.value
-    assert world.snapshot() == before
+    assert scene.snapshot() == before
 
 
 # ---------------------------------------------------------------- admission
 
 
 @pytest.mark.parametrize(("attempt_id", "error"), [(None, InputError), ("nope#1", NotFound)], ids=["none", "unknown"])
-def test_admit_with_a_bad_id_runs_no_admission_step(world, attempt_id, error):
+def test_admit_with_a_bad_id_runs_no_admission_step(world, scene, attempt_id, error):
     """admit(None) and admit("nope#1") raise before the step: task-2's queued Attempt stays queued and no event is appended."""
     assert world.store.get_attempt("task-2#1").state == "queued" and world.orchestrator.admission_status("task-2#1") == "waiting"
-    rejected(world, error, lambda: world.orchestrator.admit(attempt_id), "attempt_id" if error is InputError else "nope#1")
+    rejected(scene, error, lambda: world.orchestrator.admit(attempt_id), "attempt_id" if error is InputError else "nope#1")
     assert world.store.get_attempt("task-2#1").state == "queued"
 
 
-def test_admission_status_of_a_non_string_is_an_input_error(world):
+def test_admission_status_of_a_non_string_is_an_input_error(world, scene):
     """A list is not an attempt id: a typed error, not the TypeError of an unhashable set member."""
-    rejected(world, InputError, lambda: world.orchestrator.admission_status(["task-2#1"]), "attempt_id")
+    rejected(scene, InputError, lambda: world.orchestrator.admission_status(["task-2#1"]), "attempt_id")
 
 
 # -------------------------------------------------------------- the gateway
 
 
-def test_grant_tool_with_a_list_for_a_dependency_is_an_input_error(world):
+def test_grant_tool_with_a_list_for_a_dependency_is_an_input_error(world, scene):
     """dependency=["code_host"] is a typed InputError naming the argument, not a TypeError from a dict lookup."""
     rejected(
-        world, InputError, lambda: world.orchestrator.grant_tool(*world.fence, "push", "sha-1", dependency=["code_host"]), "dependency"
+        scene, InputError, lambda: world.orchestrator.grant_tool(*scene.fence, "push", "sha-1", dependency=["code_host"]), "dependency"
     )
 
 
@@ -132,28 +123,28 @@ def test_grant_tool_with_a_list_for_a_dependency_is_an_input_error(world):
     ],
     ids=["nan-deadline", "negative-cost", "fractional-tokens", "string-flag", "number-key", "lone-surrogate"],
 )
-def test_grant_tool_checks_every_argument_before_the_fence(world, arguments):
+def test_grant_tool_checks_every_argument_before_the_fence(world, scene, arguments):
     """With a forged token as well, each bad argument is an InputError: no refused grant_tool is kept in the history."""
-    attempt_id, generation, _token = world.fence
-    rejected(world, InputError, lambda: world.orchestrator.grant_tool(attempt_id, generation, "forged", "push", "sha-1", **arguments))
+    attempt_id, generation, _token = scene.fence
+    rejected(scene, InputError, lambda: world.orchestrator.grant_tool(attempt_id, generation, "forged", "push", "sha-1", **arguments))
 
 
-def test_record_receipt_with_a_forged_token_and_no_key_is_an_input_error(world):
+def test_record_receipt_with_a_forged_token_and_no_key_is_an_input_error(world, scene):
     """key=None is checked before the fence: an InputError, not a refused (and recorded) forged call."""
-    attempt_id, generation, _token = world.fence
-    rejected(world, InputError, lambda: world.orchestrator.record_receipt(attempt_id, generation, "forged", None, "pr-1"), "key")
+    attempt_id, generation, _token = scene.fence
+    rejected(scene, InputError, lambda: world.orchestrator.record_receipt(attempt_id, generation, "forged", None, "pr-1"), "key")
 
 
-def test_report_call_failure_with_a_number_for_a_key_is_an_input_error(world):
+def test_report_call_failure_with_a_number_for_a_key_is_an_input_error(world, scene):
     """key=123 is checked before the fence: an InputError, and nothing appended."""
-    attempt_id, generation, _token = world.fence
-    rejected(world, InputError, lambda: world.orchestrator.report_call_failure(attempt_id, generation, "forged", 123, "503"), "key")
+    attempt_id, generation, _token = scene.fence
+    rejected(scene, InputError, lambda: world.orchestrator.report_call_failure(attempt_id, generation, "forged", 123, "503"), "key")
 
 
-def test_a_receipt_for_an_unknown_key_is_not_found_before_the_fence(world):
+def test_a_receipt_for_an_unknown_key_is_not_found_before_the_fence(world, scene):
     """A key that names no intent is NotFound whatever the fence presented: no refusal is recorded for it."""
-    attempt_id, generation, _token = world.fence
-    rejected(world, NotFound, lambda: world.orchestrator.record_receipt(attempt_id, generation, "forged", "push:nowhere", "pr-1"))
+    attempt_id, generation, _token = scene.fence
+    rejected(scene, NotFound, lambda: world.orchestrator.record_receipt(attempt_id, generation, "forged", "push:nowhere", "pr-1"))
 
 
 @pytest.mark.parametrize(
@@ -161,9 +152,9 @@ def test_a_receipt_for_an_unknown_key_is_not_found_before_the_fence(world):
     ["start_attempt", "renew_lease", "acknowledge_cancel"],
 )
 @pytest.mark.parametrize(("generation", "token"), [("1", "token"), (True, "token"), (1, None), (1, "")], ids=str)
-def test_a_fence_of_the_wrong_type_is_an_input_error_not_a_refusal(world, contract, generation, token):
+def test_a_fence_of_the_wrong_type_is_an_input_error_not_a_refusal(world, scene, contract, generation, token):
     """A generation that is not an integer, or a token that is not text, never reaches the fence to be kept as a refusal."""
-    rejected(world, InputError, lambda: getattr(world.orchestrator, contract)(world.fence[0], generation, token))
+    rejected(scene, InputError, lambda: getattr(world.orchestrator, contract)(scene.fence[0], generation, token))
 
 
 # ------------------------------------------------------------ lone surrogates
@@ -181,29 +172,29 @@ def test_a_fence_of_the_wrong_type_is_an_input_error_not_a_refusal(world, contra
     ],
     ids=["task-id", "objective", "cancel-reason", "retry-reason", "hypothesis", "worker-id"],
 )
-def test_text_with_a_lone_surrogate_is_the_same_input_error_on_every_store(world, call):
+def test_text_with_a_lone_surrogate_is_the_same_input_error_on_every_store(world, scene, call):
     """The memory store would keep such text and SQLite could not encode it: the core refuses it first, for both alike."""
-    rejected(world, InputError, lambda: call(world.orchestrator), "lone surrogate")
+    rejected(scene, InputError, lambda: call(world.orchestrator), "lone surrogate")
 
 
-def test_a_fenced_write_with_a_lone_surrogate_is_refused_before_the_fence(world):
+def test_a_fenced_write_with_a_lone_surrogate_is_refused_before_the_fence(world, scene):
     """Even a call with a valid fence changes nothing when its text is not Unicode."""
-    rejected(world, InputError, lambda: world.orchestrator.checkpoint(*world.fence, LONE_SURROGATE), "checkpoint")
-    rejected(world, InputError, lambda: world.orchestrator.complete_attempt(*world.fence, LONE_SURROGATE), "result")
+    rejected(scene, InputError, lambda: world.orchestrator.checkpoint(*scene.fence, LONE_SURROGATE), "checkpoint")
+    rejected(scene, InputError, lambda: world.orchestrator.complete_attempt(*scene.fence, LONE_SURROGATE), "result")
 
 
 # ------------------------------------------------------------------ claims
 
 
-def test_claim_of_an_unknown_task_records_no_health_probe(world):
+def test_claim_of_an_unknown_task_records_no_health_probe(world, scene):
     """NotFound, and the failing probe it carried is not recorded: the worker, never probed, may still claim."""
-    rejected(world, NotFound, lambda: world.orchestrator.claim_attempt("nope", "worker-b", WORKSPACE, healthy=False), "nope")
+    rejected(scene, NotFound, lambda: world.orchestrator.claim_attempt("nope", "worker-b", WORKSPACE, healthy=False), "nope")
     assert world.orchestrator.admit("task-2#1").state == "admitted"
     assert isinstance(world.orchestrator.claim_attempt("task-2", "worker-b", WORKSPACE), Claim)
 
 
-def test_claim_with_a_non_boolean_probe_is_an_input_error(world):
-    rejected(world, InputError, lambda: world.orchestrator.claim_attempt("task-2", "worker-b", WORKSPACE, healthy="yes"), "healthy")
+def test_claim_with_a_non_boolean_probe_is_an_input_error(world, scene):
+    rejected(scene, InputError, lambda: world.orchestrator.claim_attempt("task-2", "worker-b", WORKSPACE, healthy="yes"), "healthy")
 
 
 def test_a_probe_taken_with_a_claim_is_recorded_with_it(world):
@@ -271,18 +262,17 @@ def test_seams_with_a_value_that_is_not_a_rule_is_an_input_error():
         Seams(fence=object())
 
 
-def test_bad_input_leaves_identical_histories_on_both_stores(tmp_path):
-    """Both stores answer every bad input above alike: the histories after the same calls are equal, field for field."""
+def test_bad_input_leaves_the_history_the_memory_store_leaves(store):
+    """Every store answers bad input as the memory store does: the histories after the same calls are equal, field for field."""
     histories = []
-    for store in (MemoryStore(), SQLiteStore(tmp_path / "both.sqlite")):
-        world = World(store)
+    for scene in (two_tasks(MemoryStore()), two_tasks(store)):
         for call in (
             lambda core: core.create_task("task-\ud800", "objective", WORKSPACE),
             lambda core: core.admit(None),
-            lambda core, world=world: core.record_receipt(world.fence[0], world.fence[1], "forged", None, "pr-1"),
+            lambda core, scene=scene: core.record_receipt(scene.fence[0], scene.fence[1], "forged", None, "pr-1"),
         ):
             with pytest.raises(InputError):
-                call(world.orchestrator)
-        histories.append([(e.kind, e.accepted, e.reason, e.code, e.late) for e in store.events()])
-        store.close()
+                call(scene.world.orchestrator)
+        histories.append([(e.kind, e.accepted, e.reason, e.code, e.late) for e in scene.world.store.events()])
+        scene.world.close()
     assert histories[0] == histories[1]
