@@ -8,15 +8,16 @@ reconciliation, retry, decide), driven only by a `ManualClock` and a seeded
 `random.Random`, and visible in the one history: every refusal is an event
 whose reason names the guard that refused it.
 
-Every test runs against the memory store and the SQLite store (the `store`
-fixture), so a control that lived only in one store's code would fail here.
+Every test runs against every store (the `store` fixture: memory, SQLite,
+PostgreSQL), so a control that lived only in one store's code would fail here.
+The world is the kit's (`shiftchange.testing.rig.World`) over that store.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -29,7 +30,6 @@ from shiftchange.core import (
     Budget,
     Claim,
     CoreConfig,
-    Event,
     Fallback,
     Grant,
     InputError,
@@ -48,12 +48,9 @@ from shiftchange.core import (
     mint_key,
 )
 from shiftchange.core.backoff import bounds_s
-from shiftchange.stores.sqlite import SQLiteStore
+from shiftchange.testing.rig import CHANGED_HYPOTHESIS, FIRST_HYPOTHESIS, WORKSPACE, World, fence
 
-WORKSPACE = "repo-a"
 OTHER_WORKSPACE = "repo-b"
-FIRST_HYPOTHESIS = "the fixture leaks a port between tests"
-CHANGED_HYPOTHESIS = "the port is reused because SO_REUSEADDR is missing"
 REASON = "the forge answered 503; transient, retry after backoff"
 SIGNATURE = "503 from the code host"
 NO_BACKOFF = BackoffConfig(strategy="none")
@@ -69,125 +66,19 @@ FALLBACK = Fallback(
     autonomy_ceiling="draft PR only",
 )
 
-STORES: dict[str, Callable] = {
-    "memory": lambda path: MemoryStore(),
-    "sqlite": lambda path: SQLiteStore(path),
-}
-
-
-@pytest.fixture(params=sorted(STORES))
-def make_store(request, tmp_path) -> Iterator[Callable[[], Store]]:
-    """Makes fresh stores of the kind under test (a test comparing two runs needs two)."""
-    made: list[Store] = []
-
-    def make() -> Store:
-        made.append(STORES[request.param](tmp_path / f"store-{len(made)}.sqlite"))
-        return made[-1]
-
-    yield make
-    for store in made:
-        store.close()
-
-
-@pytest.fixture
-def store(make_store) -> Store:
-    return make_store()
-
-
-class World:
-    """One orchestrator over the store under test, with a manual clock, a ledger provider and a seeded Random."""
-
-    def __init__(self, store: Store, reliability: ReliabilityConfig | None = None, *, seed: int = 0, **core: float) -> None:
-        self.store = store
-        self.clock = ManualClock()
-        self.provider = LedgerProvider(clock=self.clock)
-        self.config = CoreConfig(**core)
-        self.reliability = reliability if reliability is not None else ReliabilityConfig()
-        self.orchestrator = Orchestrator(store, self.clock, self.provider, self.config, self.reliability, random.Random(seed))
-
-    # ---- steps that must succeed: each asserts it did, so a broken step fails where it broke.
-
-    def task(self, task_id: str = "task-1", workspace: str = WORKSPACE, **options) -> str:
-        self.orchestrator.create_task(task_id, "make the flaky test pass", workspace, scope="tests/", **options)
-        assert self.orchestrator.accept_task(task_id).accepted
-        return task_id
-
-    def dispatched(self, task_id: str = "task-1", workspace: str = WORKSPACE, **options) -> str:
-        self.task(task_id, workspace, **options)
-        assert self.orchestrator.dispatch(task_id, Plan(FIRST_HYPOTHESIS)).accepted
-        return f"{task_id}#1"
-
-    def claimed(self, attempt_id: str, worker_id: str = "worker-a", workspace: str = WORKSPACE) -> Lease:
-        if self.attempt(attempt_id).state == "queued":
-            assert self.orchestrator.admit(attempt_id).state == "admitted"
-        claim = self.orchestrator.claim_attempt(attempt_id.split("#")[0], worker_id, workspace)
-        assert isinstance(claim, Claim), claim
-        return claim.lease
-
-    def started(self, attempt_id: str, worker_id: str = "worker-a", workspace: str = WORKSPACE) -> Lease:
-        lease = self.claimed(attempt_id, worker_id, workspace)
-        assert self.orchestrator.start_attempt(*fence(lease)).state == "running"
-        return lease
-
-    def running(self, task_id: str = "task-1", worker_id: str = "worker-a", workspace: str = WORKSPACE, **options) -> Lease:
-        return self.started(self.dispatched(task_id, workspace, **options), worker_id, workspace)
-
-    def failed(self, lease: Lease, domain: str = "provider", signature: str = SIGNATURE) -> Attempt:
-        """The worker reports a failure; reconciliation finds nothing landed and the Attempt ends failed (or quarantined)."""
-        assert self.orchestrator.report_failure(*fence(lease), domain, signature).state == "reconciling"
-        assert self.orchestrator.reconcile_attempt(lease.attempt_id).state in ("failed", "quarantined")
-        return self.attempt(lease.attempt_id)
-
-    def retried(self, task_id: str = "task-1", hypothesis: str = FIRST_HYPOTHESIS) -> Attempt:
-        """Retry is accepted and appends the next Attempt, queued."""
-        assert self.orchestrator.retry(task_id, REASON, Plan(hypothesis)).accepted
-        return self.store.get_attempts(task_id)[-1]
-
-    def started_when_eligible(self, attempt: Attempt, worker_id: str = "worker-b") -> Lease:
-        """Wait out the backoff, admit, claim and start the Attempt."""
-        if attempt.eligible_at is not None:
-            self.clock.set(attempt.eligible_at)
-        assert self.orchestrator.admit(attempt.attempt_id).state == "admitted"
-        return self.started(attempt.attempt_id, worker_id)
-
-    def grant(self, lease: Lease, identity: str, operation: str = "model-call", **options) -> Grant | Refused:
-        return self.orchestrator.grant_tool(*fence(lease), operation, identity, **options)
-
-    def renewed(self, lease: Lease) -> None:
-        assert self.orchestrator.renew_lease(*fence(lease)).accepted
-
-    def attempt(self, attempt_id: str) -> Attempt:
-        found = self.store.get_attempt(attempt_id)
-        assert found is not None
-        return found
-
-    def last_event(self, kind: str, attempt_id: str | None = None) -> Event:
-        matching = [e for e in self.store.events() if e.kind == kind and attempt_id in (None, e.attempt_id)]
-        assert matching, f"no {kind!r} event"
-        return matching[-1]
-
-    def refused(self, kind: str, guard: str, attempt_id: str | None = None) -> Event:
-        """The latest `kind` event was a refusal whose reason names `guard`."""
-        event = self.last_event(kind, attempt_id)
-        assert not event.accepted and guard in event.reason, event
-        return event
-
-    def open_circuit(self, lease: Lease, dependency: str = "code_host", signature: str = SIGNATURE) -> None:
-        """Grant and fail calls with one signature until the dependency's circuit opens."""
-        for number in range(self.reliability.breaker.failures_to_open):
-            grant = self.grant(lease, f"{dependency}-call-{number}", dependency=dependency)
-            assert isinstance(grant, Grant), grant
-            assert self.orchestrator.report_call_failure(*fence(lease), grant.key, signature).accepted
-        assert self.orchestrator.breakers.state(dependency, self.clock.now()) == "open"
-
-
-def fence(lease: Lease) -> tuple[str, int, str]:
-    return lease.attempt_id, lease.generation, lease.token
-
 
 def key(identity: str, task_id: str = "task-1", operation: str = "model-call") -> str:
     """The key the gateway mints for a call that spans attempts (the default)."""
     return mint_key(operation, task_id, "", identity, spans_attempts=True)
+
+
+def open_circuit(world: World, lease: Lease, dependency: str = "code_host", signature: str = SIGNATURE) -> None:
+    """Grant and fail calls with one signature until the dependency's circuit opens (the reference core's breakers say so)."""
+    for number in range(world.reliability.breaker.failures_to_open):
+        grant = world.grant(lease, f"{dependency}-call-{number}", dependency=dependency)
+        assert isinstance(grant, Grant), grant
+        assert world.orchestrator.report_call_failure(*fence(lease), grant.key, signature).accepted
+    assert world.orchestrator.breakers.state(dependency, world.clock.now()) == "open"
 
 
 def states(results: dict) -> dict[str, str]:
@@ -199,7 +90,7 @@ def states(results: dict) -> dict[str, str]:
 
 def test_timeout_budget_is_set_at_claim_and_a_call_that_would_overrun_it_is_refused(store):
     """The claim sets the Attempt's timeout budget; each grant sees less of it left, and a call longer than what is left never starts."""
-    world = World(store, timeout_budget_s=100.0)
+    world = World.over(store, ReliabilityConfig(), timeout_budget_s=100.0)
     attempt_id = world.dispatched()
     assert world.attempt(attempt_id).timeout_budget_s == 0.0
     lease = world.started(attempt_id)
@@ -227,10 +118,10 @@ def test_timeout_budget_is_set_at_claim_and_a_call_that_would_overrun_it_is_refu
 def test_transient_failure_delays_the_next_claim_by_a_backoff_within_its_bounds(store, strategy):
     """After a transient failure, attempt N+1 is claimable only from now + backoff_s, and backoff_s lies in the strategy's bounds."""
     config = BackoffConfig(strategy=strategy, base_s=2.0, cap_s=30.0)
-    world = World(store, ReliabilityConfig(backoff=config), seed=3)
+    world = World.over(store, ReliabilityConfig(backoff=config), seed=3)
     world.failed(world.running(), "provider", SIGNATURE)
     world.clock.advance(5.0)
-    second = world.retried()
+    second = world.requeued()
     low_s, high_s = bounds_s(config, 0)
     assert second.backoff_s > 0 and low_s <= second.backoff_s <= high_s
     assert second.eligible_at == 5.0 + second.backoff_s
@@ -247,18 +138,18 @@ def test_transient_failure_delays_the_next_claim_by_a_backoff_within_its_bounds(
 
 def test_validation_failure_with_a_changed_hypothesis_gets_no_backoff(store):
     """Backoff paces only transient failures: a new Attempt with a changed hypothesis is claimable at once."""
-    world = World(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=5.0)))
+    world = World.over(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=5.0)))
     world.failed(world.running(), "validation", "test_ports fails")
-    second = world.retried(hypothesis=CHANGED_HYPOTHESIS)
+    second = world.requeued(hypothesis=CHANGED_HYPOTHESIS)
     assert (second.backoff_s, second.eligible_at) == (0.0, None)
     world.claimed(second.attempt_id, "worker-b")
 
 
 def test_strategy_none_leaves_a_transient_retry_claimable_at_once(store):
     """With strategy none a transient failure still permits the retry, and attempt N+1 has no eligible_at."""
-    world = World(store, ReliabilityConfig(backoff=NO_BACKOFF))
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF))
     world.failed(world.running(), "provider", SIGNATURE)
-    second = world.retried()
+    second = world.requeued()
     assert (second.backoff_s, second.eligible_at) == (0.0, None)
     world.claimed(second.attempt_id, "worker-b")
 
@@ -269,7 +160,7 @@ def backoffs_drawn(world: World, failures: int) -> list[float]:
     drawn = []
     for number in range(failures):
         world.failed(lease, "provider", f"503 from the forge, call {number}")
-        attempt = world.retried()
+        attempt = world.requeued()
         drawn.append(attempt.backoff_s)
         if number + 1 < failures:
             lease = world.started_when_eligible(attempt)
@@ -281,17 +172,17 @@ def test_the_same_seed_draws_the_same_backoff(make_store):
     runs = []
     for seed, global_seed in ((7, 1), (7, 2), (8, 1)):
         random.seed(global_seed)
-        runs.append(backoffs_drawn(World(make_store(), seed=seed), 2))
+        runs.append(backoffs_drawn(World.over(make_store(), ReliabilityConfig(), seed=seed), 2))
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]
 
 
 def test_consecutive_transient_failures_grow_the_exponential_backoff_up_to_its_cap(store):
     """Each further failure of one domain doubles the wait up to cap_s; a failure of another domain starts over at base_s."""
-    world = World(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=2.0, cap_s=5.0)))
+    world = World.over(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=2.0, cap_s=5.0)))
     assert backoffs_drawn(world, 3) == [2.0, 4.0, 5.0]
     world.failed(world.started_when_eligible(world.store.get_attempts("task-1")[-1]), "executor", "sandbox out of memory")
-    assert world.retried().backoff_s == 2.0
+    assert world.requeued().backoff_s == 2.0
 
 
 # ---------------------------------------------------------------- rate limits
@@ -300,7 +191,7 @@ def test_consecutive_transient_failures_grow_the_exponential_backoff_up_to_its_c
 def test_gateway_rate_limit_refuses_calls_beyond_the_bucket_until_it_refills(store):
     """With rate 1/s and burst 2, the third immediate grant is refused on rate_allows; refusals take no token; a second buys one call."""
     limits = {**LIMITS, "code_host": RateLimitConfig(rate_per_s=1.0, burst=2)}
-    world = World(store, ReliabilityConfig(rate_limits=limits))
+    world = World.over(store, ReliabilityConfig(rate_limits=limits))
     lease = world.running()
     assert [world.grant(lease, f"call-{n}", dependency="code_host").accepted for n in range(2)] == [True, True]
     for n in range(3):
@@ -321,7 +212,7 @@ def test_gateway_rate_limit_refuses_calls_beyond_the_bucket_until_it_refills(sto
 def test_a_grant_refused_by_another_guard_takes_no_rate_token(store):
     """Only an accepted grant takes a token: a call refused for its spend leaves the bucket as it was."""
     limits = {**LIMITS, "code_host": RateLimitConfig(rate_per_s=1.0, burst=2)}
-    world = World(store, ReliabilityConfig(rate_limits=limits, attempt_spend_max_usd=1.0))
+    world = World.over(store, ReliabilityConfig(rate_limits=limits, attempt_spend_max_usd=1.0))
     lease = world.running()
     assert world.grant(lease, "first", cost_usd=0.5).accepted
     for identity in ("too-dear-1", "too-dear-2"):
@@ -334,7 +225,7 @@ def test_a_grant_refused_by_another_guard_takes_no_rate_token(store):
 
 def test_grant_to_an_unconfigured_dependency_is_bad_input_and_changes_nothing(store):
     """A call to a dependency with no rate limit is a caller's mistake: InputError, no event, no intent."""
-    world = World(store)
+    world = World.over(store, ReliabilityConfig())
     lease = world.running()
     before = world.store.events()
     with pytest.raises(InputError, match="unknown dependency"):
@@ -345,7 +236,7 @@ def test_grant_to_an_unconfigured_dependency_is_bad_input_and_changes_nothing(st
 
 def test_admission_rate_limit_defers_in_queue_order_and_admits_as_tokens_refill(store):
     """An admission bucket defers admissions beyond it (still queued, one recorded capacity deferral), then admits them in order."""
-    world = World(store, ReliabilityConfig(admission_rate=RateLimitConfig(rate_per_s=1.0, burst=2)))
+    world = World.over(store, ReliabilityConfig(admission_rate=RateLimitConfig(rate_per_s=1.0, burst=2)))
     attempt_ids = [world.dispatched(f"task-{n}") for n in range(1, 5)]
     first = world.orchestrator.run_admission()
     assert states(first) == dict(zip(attempt_ids, ["admitted", "admitted", "queued", "queued"], strict=True))
@@ -364,7 +255,7 @@ def test_admission_rate_limit_defers_in_queue_order_and_admits_as_tokens_refill(
 def test_the_admission_rate_limit_does_not_let_the_queue_grow_past_its_depth(store):
     """When the admission bucket holds attempts back, the queue still keeps to queue_depth_max by shedding the lowest priority."""
     rate = RateLimitConfig(rate_per_s=0.01, burst=1)
-    world = World(store, ReliabilityConfig(admission_rate=rate, admission=AdmissionConfig(queue_depth_max=1)))
+    world = World.over(store, ReliabilityConfig(admission_rate=rate, admission=AdmissionConfig(queue_depth_max=1)))
     assert world.orchestrator.admit(world.dispatched("first")).state == "admitted"
     for name, priority in (("low", 0), ("high", 9), ("mid", 5)):
         world.dispatched(name, priority=priority)
@@ -378,7 +269,7 @@ def test_the_admission_rate_limit_does_not_let_the_queue_grow_past_its_depth(sto
 
 def test_consecutive_failures_with_one_signature_open_the_circuit(store):
     """failures_to_open reported failures with one signature open the circuit; the next grant is refused until the cool-down ends."""
-    world = World(store, ReliabilityConfig(breaker=BREAKER))
+    world = World.over(store, ReliabilityConfig(breaker=BREAKER))
     lease = world.running()
     keys = [world.grant(lease, f"call-{n}").key for n in range(3)]
     for call_key in keys[:2]:
@@ -393,7 +284,7 @@ def test_consecutive_failures_with_one_signature_open_the_circuit(store):
 
 def test_failures_with_different_signatures_do_not_open_the_circuit(store):
     """The counter is per signature: assorted failures restart it, so the dependency is not condemned."""
-    world = World(store, ReliabilityConfig(breaker=BREAKER))
+    world = World.over(store, ReliabilityConfig(breaker=BREAKER))
     lease = world.running()
     for n in range(6):
         grant = world.grant(lease, f"call-{n}")
@@ -404,9 +295,9 @@ def test_failures_with_different_signatures_do_not_open_the_circuit(store):
 
 def test_after_the_cool_down_exactly_the_probe_allowance_passes_and_a_receipt_closes_the_circuit(store):
     """Half-open lets probes_half_open grants through and refuses the next; a probe's receipt closes the circuit."""
-    world = World(store, ReliabilityConfig(breaker=BREAKER))
+    world = World.over(store, ReliabilityConfig(breaker=BREAKER))
     lease = world.running()
-    world.open_circuit(lease)
+    open_circuit(world, lease)
     world.clock.advance(9.5)
     assert not world.grant(lease, "during-cool-down").accepted
     assert "circuit open until 10.0" in world.refused("grant_tool", "circuit_allows").detail
@@ -422,9 +313,9 @@ def test_after_the_cool_down_exactly_the_probe_allowance_passes_and_a_receipt_cl
 
 def test_a_failed_probe_reopens_the_circuit_for_a_fresh_cool_down(store):
     """A probe that fails reopens the circuit at once, with a new cool-down counted from the failure."""
-    world = World(store, ReliabilityConfig(breaker=BREAKER))
+    world = World.over(store, ReliabilityConfig(breaker=BREAKER))
     lease = world.running()
-    world.open_circuit(lease)
+    open_circuit(world, lease)
     world.clock.advance(12.0)
     probe = world.grant(lease, "probe")
     assert world.orchestrator.report_call_failure(*fence(lease), probe.key, SIGNATURE).accepted
@@ -435,8 +326,8 @@ def test_a_failed_probe_reopens_the_circuit_for_a_fresh_cool_down(store):
 @pytest.mark.parametrize("landed", [False, True], ids=["never-landed", "landed"])
 def test_reconciling_an_expired_attempt_teaches_the_breaker_what_its_probe_did(store, landed):
     """A probe whose worker vanished still reports through reconciliation: absent reopens the circuit, landed closes it."""
-    world = World(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=BreakerConfig(failures_to_open=2, cool_down_s=10.0)))
-    world.open_circuit(world.running("task-0", "worker-z"))
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=BreakerConfig(failures_to_open=2, cool_down_s=10.0)))
+    open_circuit(world, world.running("task-0", "worker-z"))
     world.clock.advance(10.0)
     lease = world.running("task-1", "worker-a")
     probe = world.grant(lease, "probe")
@@ -458,12 +349,12 @@ def test_reconciling_an_expired_attempt_teaches_the_breaker_what_its_probe_did(s
 @pytest.mark.parametrize("call", ["refused-by-the-table", "replay"])
 def test_a_grant_that_calls_no_dependency_spends_no_half_open_probe(store, call):
     """A grant the table refuses, or a replay of a receipted key, reaches no dependency, so the next real call still gets the probe."""
-    world = World(store, ReliabilityConfig(breaker=BreakerConfig(failures_to_open=1, cool_down_s=10.0, probes_half_open=1)))
+    world = World.over(store, ReliabilityConfig(breaker=BreakerConfig(failures_to_open=1, cool_down_s=10.0, probes_half_open=1)))
     lease = world.running()
     receipted = world.grant(lease, "sha-1", operation="create-pr")
     effect = world.provider.perform(receipted.key, "create-pr", "sha-1", "open the pull request")
     assert world.orchestrator.record_receipt(*fence(lease), receipted.key, effect.provider_id).accepted
-    world.open_circuit(lease)
+    open_circuit(world, lease)
     world.clock.advance(10.0)
     world.renewed(lease)
     if call == "replay":
@@ -478,7 +369,7 @@ def test_a_grant_that_calls_no_dependency_spends_no_half_open_probe(store, call)
 
 def test_call_failures_reported_by_successive_attempts_open_the_circuit(store):
     """The same call failure reported by consecutive Attempts, each then failing and reconciled, opens the circuit."""
-    world = World(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=BreakerConfig(failures_to_open=2, cool_down_s=10.0)))
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=BreakerConfig(failures_to_open=2, cool_down_s=10.0)))
     for number in (1, 2):
         lease = world.running(f"task-{number}", f"worker-{number}")
         grant = world.grant(lease, f"sha-{number}", operation="create-pr")
@@ -495,11 +386,11 @@ def test_call_failures_reported_by_successive_attempts_open_the_circuit(store):
 def test_an_open_circuit_routes_to_the_declared_fallback_and_records_the_switch(store):
     """While model_provider's circuit is open its calls go to small_model, under its own rate limit, as grant, intent and Attempt say."""
     limits = {**LIMITS, "small_model": RateLimitConfig(rate_per_s=1.0, burst=1)}
-    world = World(store, ReliabilityConfig(rate_limits=limits, breaker=BREAKER, fallbacks=(FALLBACK,)))
+    world = World.over(store, ReliabilityConfig(rate_limits=limits, breaker=BREAKER, fallbacks=(FALLBACK,)))
     lease = world.running()
     assert world.grant(lease, "before", dependency="model_provider").dependency == "model_provider"
     assert world.attempt(lease.attempt_id).fallback is None
-    world.open_circuit(lease, "model_provider")
+    open_circuit(world, lease, "model_provider")
     grant = world.grant(lease, "plan-1", dependency="model_provider")
     assert isinstance(grant, Grant), grant
     assert grant.dependency == "small_model"
@@ -515,9 +406,9 @@ def test_an_open_circuit_routes_to_the_declared_fallback_and_records_the_switch(
 
 def test_a_fallback_call_is_charged_at_the_fallbacks_declared_cost_factor(store):
     """The substitute's declared cost_factor scales what a call routed to it spends, on the Attempt and the task alike."""
-    world = World(store, ReliabilityConfig(rate_limits=LIMITS, breaker=BREAKER, fallbacks=(FALLBACK,)))
+    world = World.over(store, ReliabilityConfig(rate_limits=LIMITS, breaker=BREAKER, fallbacks=(FALLBACK,)))
     lease = world.running()
-    world.open_circuit(lease, "model_provider")
+    open_circuit(world, lease, "model_provider")
     before = (world.attempt(lease.attempt_id).cost_usd, world.store.get_task("task-1").cost_usd)
     assert world.grant(lease, "plan-1", dependency="model_provider", cost_usd=1.0).dependency == "small_model"
     after = (world.attempt(lease.attempt_id).cost_usd, world.store.get_task("task-1").cost_usd)
@@ -526,9 +417,9 @@ def test_a_fallback_call_is_charged_at_the_fallbacks_declared_cost_factor(store)
 
 def test_an_open_circuit_without_a_declared_fallback_refuses_the_call(store):
     """No fallback is improvised: without one declared, an open circuit refuses the grant and the Attempt keeps its dependency."""
-    world = World(store, ReliabilityConfig(rate_limits=LIMITS, breaker=BREAKER))
+    world = World.over(store, ReliabilityConfig(rate_limits=LIMITS, breaker=BREAKER))
     lease = world.running()
-    world.open_circuit(lease, "model_provider")
+    open_circuit(world, lease, "model_provider")
     result = world.grant(lease, "plan-1", dependency="model_provider")
     assert isinstance(result, Refused) and "circuit_allows" in result.reason
     assert "circuit open until" in world.refused("grant_tool", "circuit_allows").detail
@@ -544,15 +435,15 @@ def end_cancelled(world: World, attempt_id: str) -> None:
 
 
 def end_failed(world: World, attempt_id: str) -> None:
-    assert world.failed(world.started(attempt_id)).state == "failed"
+    assert world.failed(world.started(attempt_id), "provider", SIGNATURE).state == "failed"
 
 
 @pytest.mark.parametrize("end", [end_cancelled, end_failed], ids=["cancelled", "failed"])
 def test_a_full_bulkhead_defers_its_partition_only_and_frees_a_slot_when_an_attempt_ends(store, end):
     """Two in flight fill repo-a's bulkhead, repo-b is still admitted, and repo-a's third waits until one of its two ends."""
-    world = World(store, ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=2)))
+    world = World.over(store, ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=2)))
     a1, a2, a3 = (world.dispatched(f"a{n}") for n in (1, 2, 3))
-    b1 = world.dispatched("b1", OTHER_WORKSPACE)
+    b1 = world.dispatched("b1", workspace=OTHER_WORKSPACE)
     assert states(world.orchestrator.run_admission()) == {a1: "admitted", a2: "admitted", b1: "admitted", a3: "queued"}
     deferral = world.last_event("defer", a3)
     assert deferral.accepted and "bulkhead" in deferral.detail
@@ -564,7 +455,7 @@ def test_a_full_bulkhead_defers_its_partition_only_and_frees_a_slot_when_an_atte
 def test_a_restarted_orchestrator_counts_admitted_attempts_against_the_bulkhead(store):
     """The bulkhead is rebuilt from the store: after a restart, attempts already admitted still hold their partition's slots."""
     reliability = ReliabilityConfig(admission=AdmissionConfig(partition_concurrency_max=1))
-    world = World(store, reliability)
+    world = World.over(store, reliability)
     first = world.dispatched("a1")
     assert world.orchestrator.admit(first).state == "admitted"
     world.orchestrator = Orchestrator(store, world.clock, world.provider, world.config, reliability, random.Random(0))
@@ -579,7 +470,7 @@ def test_a_restarted_orchestrator_counts_admitted_attempts_against_the_bulkhead(
 
 def saturated(store: Store, queue_depth_max: int = 2) -> World:
     """One admission slot in all, already taken, so every new Attempt waits in a queue of at most queue_depth_max."""
-    world = World(store, ReliabilityConfig(admission=AdmissionConfig(queue_depth_max=queue_depth_max)), admitted_max=1)
+    world = World.over(store, ReliabilityConfig(admission=AdmissionConfig(queue_depth_max=queue_depth_max)), admitted_max=1)
     assert world.orchestrator.admit(world.dispatched("busy")).state == "admitted"
     return world
 
@@ -610,7 +501,7 @@ def test_an_attempt_whose_deadline_passed_is_shed_before_a_lower_priority_one(st
 
 def test_a_queued_attempt_whose_deadline_passed_is_shed_though_capacity_is_free(store):
     """Silent queue growth is refused: with every slot free, an Attempt past its task's deadline is shed (capacity), not admitted late."""
-    world = World(store)
+    world = World.over(store, ReliabilityConfig())
     deadline_at = world.clock.now() + 30.0
     late = world.dispatched("late", priority=9, deadline_at=deadline_at)
     on_time = world.dispatched("on-time", priority=0, deadline_at=deadline_at + 300.0)
@@ -639,7 +530,7 @@ def test_cancelling_a_queued_attempt_succeeds_under_full_load(store):
 
 def test_an_old_queue_slows_admissions_to_one_per_step(store):
     """Backpressure: once the oldest waiting Attempt is older than queue_age_max_s, a step admits one and defers the rest."""
-    world = World(store, ReliabilityConfig(admission=AdmissionConfig(queue_age_max_s=5.0)))
+    world = World.over(store, ReliabilityConfig(admission=AdmissionConfig(queue_age_max_s=5.0)))
     first, second, third = (world.dispatched(f"task-{n}") for n in (1, 2, 3))
     world.clock.advance(6.0)
     assert states(world.orchestrator.run_admission()) == {first: "admitted", second: "queued", third: "queued"}
@@ -649,7 +540,7 @@ def test_an_old_queue_slows_admissions_to_one_per_step(store):
 
 def test_shedding_never_drops_a_higher_priority_attempt_while_a_lower_one_of_its_partition_is_admitted(store):
     """Over a seeded run of arrivals and endings, no admission step sheds an Attempt that outranks one it admits in its partition."""
-    world = World(store, ReliabilityConfig(admission=AdmissionConfig(queue_depth_max=2, partition_concurrency_max=2)), admitted_max=3)
+    world = World.over(store, ReliabilityConfig(admission=AdmissionConfig(queue_depth_max=2, partition_concurrency_max=2)), admitted_max=3)
     rng = random.Random(5)
     priority: dict[str, tuple[int, str]] = {}
     shed_total = admitted_total = 0
@@ -657,7 +548,7 @@ def test_shedding_never_drops_a_higher_priority_attempt_while_a_lower_one_of_its
         for n in range(rng.randint(1, 3)):
             workspace = rng.choice((WORKSPACE, OTHER_WORKSPACE))
             rank = rng.randint(0, 9)
-            attempt_id = world.dispatched(f"t{step}-{n}", workspace, priority=rank)
+            attempt_id = world.dispatched(f"t{step}-{n}", workspace=workspace, priority=rank)
             priority[attempt_id] = (rank, workspace)
         result = states(world.orchestrator.run_admission())
         admitted = [a for a, state in result.items() if state == "admitted"]
@@ -694,10 +585,10 @@ def fail_by_verdict(world: World, lease: Lease, identity: str) -> Attempt:
 @pytest.mark.parametrize("fail", [fail_by_report, fail_by_verdict], ids=["reported", "verified"])
 def test_a_repeated_failure_signature_is_dead_lettered_and_never_retried(store, fail):
     """The same signature on consecutive Attempts quarantines the second as poison; decide escalates; no automatic retry follows."""
-    world = World(store, ReliabilityConfig(backoff=NO_BACKOFF))
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF))
     first = fail(world, world.running(), "sha-1")
     assert first.state == "failed"
-    second = world.retried(hypothesis=CHANGED_HYPOTHESIS)
+    second = world.requeued(hypothesis=CHANGED_HYPOTHESIS)
     poisoned = fail(world, world.started(second.attempt_id, "worker-b"), "sha-2")
     assert poisoned.state == "quarantined" and poisoned.failure_signature == first.failure_signature
     ending = world.last_event("effects_absent" if fail is fail_by_report else "verification_failed", poisoned.attempt_id)
@@ -715,7 +606,7 @@ def test_a_repeated_failure_signature_is_dead_lettered_and_never_retried(store, 
 
 def test_a_failed_health_probe_refuses_claims_until_a_fresh_passing_one(store):
     """Health probes gate claims: after a failing probe the worker is refused on worker_healthy, after a passing one it may claim."""
-    world = World(store)
+    world = World.over(store, ReliabilityConfig())
     attempt_id = world.dispatched()
     assert world.orchestrator.admit(attempt_id).state == "admitted"
     world.orchestrator.record_health_probe("worker-a", False)
@@ -729,7 +620,7 @@ def test_a_failed_health_probe_refuses_claims_until_a_fresh_passing_one(store):
 
 def test_a_passing_probe_older_than_its_limit_refuses_claims(store):
     """A passing probe counts for health_probe_max_age_s: at that age it still allows the claim, a moment later it refuses."""
-    world = World(store, ReliabilityConfig(health_probe_max_age_s=20.0))
+    world = World.over(store, ReliabilityConfig(health_probe_max_age_s=20.0))
     assert world.orchestrator.admit(world.dispatched("task-1")).state == "admitted"
     assert world.orchestrator.admit(world.dispatched("task-2")).state == "admitted"
     world.orchestrator.record_health_probe("worker-a", True)
@@ -744,7 +635,7 @@ def test_a_passing_probe_older_than_its_limit_refuses_claims(store):
 
 def test_renewals_ignore_health_probes_and_only_heartbeats_gate_them(store):
     """A failing probe does not stop a lease holder's renewals; a passing probe does not revive an expired lease."""
-    world = World(store)
+    world = World.over(store, ReliabilityConfig())
     lease = world.running()
     world.orchestrator.record_health_probe("worker-a", False)
     world.clock.advance(10.0)
@@ -760,7 +651,7 @@ def test_renewals_ignore_health_probes_and_only_heartbeats_gate_them(store):
 
 def test_a_grant_past_the_attempt_spend_ceiling_is_refused_though_the_task_has_room(store):
     """attempt_spend_max_usd caps one Attempt whatever its task's budget has left; the next Attempt starts a fresh ceiling."""
-    world = World(store, ReliabilityConfig(backoff=NO_BACKOFF, attempt_spend_max_usd=1.0))
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF, attempt_spend_max_usd=1.0))
     lease = world.running(budget=Budget(cost_max_usd=20.0))
     assert world.grant(lease, "plan-1", cost_usd=0.6).accepted
     result = world.grant(lease, "plan-2", cost_usd=0.6)
@@ -768,15 +659,15 @@ def test_a_grant_past_the_attempt_spend_ceiling_is_refused_though_the_task_has_r
     world.refused("grant_tool", "spend_within_budget", lease.attempt_id)
     assert world.store.get_task("task-1").cost_usd == 0.6 == world.attempt(lease.attempt_id).cost_usd
     assert world.store.get_intent(key("plan-2")) is None
-    world.failed(lease)
-    second = world.started(world.retried().attempt_id, "worker-b")
+    world.failed(lease, "provider", SIGNATURE)
+    second = world.started(world.requeued().attempt_id, "worker-b")
     assert world.grant(second, "plan-3", cost_usd=0.6).accepted
     assert world.store.get_task("task-1").cost_usd == pytest.approx(1.2)
 
 
 def test_a_queued_attempt_whose_budget_ran_out_fails_at_admission_instead_of_waiting(store):
     """Denial of wallet at admission: a queued Attempt whose task budget is exhausted fails via exceed_budget, classified capacity."""
-    world = World(store)
+    world = World.over(store, ReliabilityConfig())
     attempt_id = world.dispatched(budget=Budget(cost_max_usd=1.0))
     # No contract spends a task's budget while its only Attempt is queued (spend is granted to running Attempts), so this
     # write stands in for spend booked by another orchestrator process sharing the store.
@@ -794,7 +685,7 @@ def test_a_queued_attempt_whose_budget_ran_out_fails_at_admission_instead_of_wai
 
 def test_nothing_a_worker_sends_lifts_a_spend_stop_and_only_a_release_extends_the_budget(store):
     """Once the task's cost budget is spent, no worker call reopens spending; an operator's release with a new Budget does."""
-    world = World(store, ReliabilityConfig(backoff=NO_BACKOFF))
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF))
     lease = world.running(budget=Budget(cost_max_usd=1.0))
     grant = world.grant(lease, "plan-1", cost_usd=1.0)
     assert isinstance(grant, Grant), grant
@@ -808,11 +699,11 @@ def test_nothing_a_worker_sends_lifts_a_spend_stop_and_only_a_release_extends_th
     assert not world.grant(lease, "plan-2", cost_usd=0.01).accepted
     world.refused("grant_tool", "spend_within_budget", lease.attempt_id)
     assert world.store.get_task("task-1").budget == budget
-    world.failed(lease)
+    world.failed(lease, "provider", SIGNATURE)
     assert world.orchestrator.decide("task-1").kind == "stop"
     assert isinstance(world.orchestrator.retry("task-1", REASON, Plan(FIRST_HYPOTHESIS)), Refused)
     assert world.orchestrator.release("task-1", "the operator approves one more dollar", Budget(cost_max_usd=2.0)).accepted
-    second = world.started(world.retried().attempt_id, "worker-b")
+    second = world.started(world.requeued().attempt_id, "worker-b")
     assert world.grant(second, "plan-2", cost_usd=0.5).accepted
 
 
@@ -857,14 +748,14 @@ def failures_that_open_the_circuit(world: World) -> int:
 
 def grant_five_seconds_after_opening(world: World) -> bool:
     lease = world.running()
-    world.open_circuit(lease)
+    open_circuit(world, lease)
     world.clock.advance(5.0)
     return world.grant(lease, "after-five-seconds").accepted
 
 
 def probes_let_through(world: World) -> int:
     lease = world.running()
-    world.open_circuit(lease)
+    open_circuit(world, lease)
     world.clock.advance(world.reliability.breaker.cool_down_s - 1.0)
     world.renewed(lease)
     world.clock.advance(1.0)
@@ -900,7 +791,7 @@ def retries_earned_by_twenty_calls(world: World) -> int:
 
 
 def outcomes_of_one_step(world: World, workspaces: tuple[str, ...], wait_s: float = 0.0) -> tuple[str, ...]:
-    attempt_ids = [world.dispatched(f"task-{n}", workspace) for n, workspace in enumerate(workspaces)]
+    attempt_ids = [world.dispatched(f"task-{n}", workspace=workspace) for n, workspace in enumerate(workspaces)]
     world.clock.advance(wait_s)
     result = states(world.orchestrator.run_admission())
     return tuple(result.get(a, "queued") for a in attempt_ids)
@@ -930,7 +821,7 @@ def admitted_across_partitions(world: World) -> int:
 
 def model_call_goes_to(world: World) -> str:
     lease = world.running()
-    world.open_circuit(lease, "model_provider")
+    open_circuit(world, lease, "model_provider")
     result = world.grant(lease, "plan", dependency="model_provider")
     return result.dependency if isinstance(result, Grant) else "refused"
 
@@ -1077,8 +968,8 @@ def test_the_field_table_names_every_reliability_field():
 def test_every_reliability_field_reaches_the_control_it_configures(make_store, name):
     """Changing one field, and only it, changes what the orchestrator does in the way that field promises."""
     case = FIELD_CASES[name]
-    before = case.probe(World(make_store(), case.baseline))
-    after = case.probe(World(make_store(), case.changed, **case.core_changed))
+    before = case.probe(World.over(make_store(), case.baseline))
+    after = case.probe(World.over(make_store(), case.changed, **case.core_changed))
     assert (before, after) == case.expected
 
 
@@ -1123,9 +1014,9 @@ def test_an_infinite_backoff_cap_is_refused_when_the_orchestrator_is_built():
 
 def test_cancelling_an_attempt_that_sleeps_out_its_backoff_takes_it_out_of_admission(store):
     """A retry cancelled during its backoff ends cancelled and is forgotten by admission: it never wakes into the queue."""
-    world = World(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=10.0)))
+    world = World.over(store, ReliabilityConfig(backoff=BackoffConfig(strategy="exponential", base_s=10.0)))
     world.failed(world.running(), "provider", SIGNATURE)
-    second = world.retried()
+    second = world.requeued()
     assert world.orchestrator.admission_status(second.attempt_id) == "sleeping"
     assert world.orchestrator.cancel_attempt(second.attempt_id, "operator changed priorities").state == "cancelled"
     assert world.orchestrator.admission_status(second.attempt_id) == "gone"
