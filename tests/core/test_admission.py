@@ -604,4 +604,4 @@ class AdmissionUnderLoad(RuleBasedStateMachine):
 
 
 AdmissionUnderLoad.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
-test_admission_under_load = AdmissionUnderLoad.TestCase
+test_admission_under_load = pytest.mark.heavy(AdmissionUnderLoad.TestCase)  # 200 examples: 3-4 s

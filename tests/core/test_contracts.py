@@ -2,30 +2,32 @@
 
 The rules are `shiftchange.testing.check_contracts`, one check per test
 here, each building its own world (a fresh store, a `ManualClock`, a
-`LedgerProvider`) from the factory; the factories are the reference
-`Orchestrator` over fresh memory stores and over fresh SQLite files. What
-only the reference core has, its `Seams`, is tested below the suite.
+`LedgerProvider`) from the factory; the factory is the reference
+`Orchestrator` over fresh stores of each kind (the `make_store` fixture:
+memory, SQLite files, PostgreSQL schemas). What only the reference core has,
+its `Seams`, is tested below the suite.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from shiftchange.core import Grant, KeyRequest, MemoryStore, Orchestrator, Plan, Seams
-from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import check_contracts, contract_checks, reference_orchestrator
 from shiftchange.testing.rig import FIRST_HYPOTHESIS, REASON, World, appends, fence, refused_on
+from tests.conftest import STORE_KINDS
+
+HEAVY = {("postgres", "bad_input_raises_input_error_and_changes_nothing")}
+"""Cases over 2 s: that check builds a world, so a PostgreSQL schema, per bad input (about forty)."""
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def make_store(request, tmp_path):
-    """A factory of fresh stores of one kind (each SQLite store a new file)."""
-    if request.param == "memory":
-        return MemoryStore
-    numbers = itertools.count()
-    return lambda: SQLiteStore(tmp_path / f"store-{next(numbers)}.sqlite")
+def contract_cases() -> list:
+    """Every check on every store kind, each case named kind-check; the heavy ones marked so the fast tier leaves them out."""
+    return [
+        pytest.param(kind, check, id=f"{kind}-{check.name}", marks=[pytest.mark.heavy] if (kind, check.name) in HEAVY else [])
+        for kind in STORE_KINDS
+        for check in contract_checks()
+    ]
 
 
 @pytest.fixture
@@ -34,7 +36,7 @@ def make_orchestrator(make_store):
     return reference_orchestrator(make_store)
 
 
-@pytest.mark.parametrize("check", contract_checks(), ids=lambda check: check.name)
+@pytest.mark.parametrize(("make_store", "check"), contract_cases(), indirect=["make_store"])
 def test_contract(make_orchestrator, check):
     """Goal: the reference core over the store under test keeps the contract rule the kit's check states (its docstring)."""
     check(make_orchestrator)
