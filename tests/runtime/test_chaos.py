@@ -1,8 +1,10 @@
 """`shiftchange chaos`: real processes under real faults, judged by the simulator's checkers.
 
-The runs here are short (tens of seconds) with faults every few seconds, so
-every kind of fault strikes a few times; the ten-minute, eight-worker runs of
-the issue are `-m slow`.
+The runs here are short (12 to 20 seconds of load) with faults every few
+seconds, and each seed is chosen so its schedule plans every kind the test
+asserts at least once (two orchestrator kills, a pause that ends in time);
+the ten-minute, eight-worker runs of the issue are `-m slow`. Each run is
+`heavy`: real processes on the wall clock, left out of the fast tier.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def test_the_fault_schedule_is_a_function_of_the_seed_and_keeps_each_cadence():
     assert not any(f.kind == "conn_kill" for f in plan_faults(600, faults, 8, seed=3, lease_ttl_s=4.0, postgres=False))
 
 
+@pytest.mark.heavy
 def test_a_worker_paused_inside_a_sqlite_write_is_continued_while_the_harness_waits_for_the_lock(tmp_path):
     """Goal: the keeper thread continues a paused process on time even while the main thread waits for the store: a process
     frozen inside a write transaction holds SQLite's lock, and a harness that tended it from the waiting thread never would
@@ -114,11 +117,12 @@ def test_a_worker_paused_inside_a_sqlite_write_is_continued_while_the_harness_wa
 # ---------------------------------------------------------------- runs
 
 
+@pytest.mark.heavy
 def test_a_short_sqlite_run_under_every_fault_holds_every_invariant(tmp_path):
     """Goal: the command runs provider, orchestrator and workers on SQLite under kills, pauses and drops; exit 0, every invariant ok."""
     run_dir = tmp_path / "run"
     store = f"sqlite:///{tmp_path / 'store.db'}"
-    command = [*CHAOS, "--store", store, "--workers", "2", "--duration", "25", "--seed", "1", "--run-dir", str(run_dir), "--json"]
+    command = [*CHAOS, "--store", store, "--workers", "2", "--duration", "15", "--seed", "23", "--run-dir", str(run_dir), "--json"]
     done = subprocess.run([*command, *FAST_FAULTS, *BUSY], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}"
     report = json.loads(done.stdout)
@@ -173,6 +177,7 @@ def _schema_url(url: str, schema: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}schema={schema}"
 
 
+@pytest.mark.heavy
 def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url, tmp_path):
     """Goal: on PostgreSQL, with workers' sessions terminated too, every invariant holds and no task is lost (a fresh schema, dropped)."""
     import psycopg
@@ -184,8 +189,8 @@ def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url
         report = run_chaos(
             _schema_url(postgres_url, schema),
             workers=4,
-            duration_s=45,
-            seed=2,
+            duration_s=20,
+            seed=27,
             run_dir=tmp_path / "run",
             faults=faults,
             progress=lines.append,
@@ -238,6 +243,7 @@ def test_bad_input_is_one_line_and_exit_status_2(words, says, capsys, tmp_path, 
     assert _processes_naming(str(tmp_path / "run")) == []
 
 
+@pytest.mark.heavy
 def test_ctrl_c_stops_every_process_with_one_line_and_status_130(tmp_path):
     """Goal: an interrupted run SIGTERMs (or SIGKILLs) every child it started, says so in one line, and exits 130."""
     run_dir = tmp_path / "run"
@@ -285,12 +291,13 @@ def test_ten_minutes_with_eight_workers_holds_every_invariant(kind, request, tmp
     assert kind == "sqlite" or metrics["connection_kills"] >= 5
 
 
+@pytest.mark.heavy
 def test_without_idempotency_keys_dropped_responses_still_land_once(tmp_path):
     """Goal: a provider that ignores operation keys, dropping a response every few seconds: reconciliation by identity keeps
     every effect single, and the ledger (not only the checker) shows no pull request twice."""
     run_dir = tmp_path / "run"
     store = f"sqlite:///{tmp_path / 'store.db'}"
-    command = [*CHAOS, "--store", store, "--workers", "2", "--duration", "20", "--seed", "3", "--run-dir", str(run_dir), "--json"]
+    command = [*CHAOS, "--store", store, "--workers", "2", "--duration", "12", "--seed", "0", "--run-dir", str(run_dir), "--json"]
     faults = ["--drop-every", "2", "--kill-every", "6", "--pause-every", "0", "--orchestrator-kill-every", "0", "--conn-kill-every", "0"]
     done = subprocess.run([*command, "--no-idempotency", *faults, *BUSY], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}"
