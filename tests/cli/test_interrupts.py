@@ -141,6 +141,7 @@ def test_sigint_ends_a_long_run_with_one_line_and_its_partial_report(tmp_path):
     assert history.stat().st_size > 0  # what was streamed stays
 
 
+@pytest.mark.heavy
 def test_ctrl_c_to_a_parallel_sweep_stops_its_workers_and_keeps_its_rows(tmp_path):
     """Goal: SIGINT to the sweep's whole process group (a terminal's Ctrl-C): one line, 130, rows kept, no worker left running."""
     out_file = tmp_path / "rows.csv"

@@ -328,6 +328,7 @@ def test_the_header_says_how_many_settings_a_run_changed_from_its_scenario(capsy
     assert status == 0 and out.splitlines()[0].startswith("shiftchange sim run: scenario baseline with 1 setting changed, seed 1")
 
 
+@pytest.mark.heavy
 def test_series_plot_and_artifacts_are_written_where_asked(capsys, tmp_path):
     status, _out, _ = sim(
         capsys, "run", "--scenario", "baseline", "--tasks", "20", "--series", str(tmp_path / "s.csv"), "--plot", str(tmp_path / "s.png"),

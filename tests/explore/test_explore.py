@@ -61,7 +61,13 @@ CLEAN = {
 }
 
 
-@pytest.mark.parametrize("changes", CLEAN.values(), ids=CLEAN.keys())
+HEAVY = {"two crashes and a pause", "a duplicate, a crash and a lost answer without keys"}
+"""The configurations whose search takes seconds: part of the default suite, left out of the fast tier."""
+
+
+@pytest.mark.parametrize(
+    "changes", [pytest.param(changes, id=name, marks=[pytest.mark.heavy] if name in HEAVY else []) for name, changes in CLEAN.items()]
+)
 def test_the_correct_core_completes_small_configurations_with_no_violation(changes):
     result = explore(ExploreConfig(**changes))
     assert result.counterexample is None, "\n".join(result.counterexample.timeline)
@@ -70,6 +76,7 @@ def test_the_correct_core_completes_small_configurations_with_no_violation(chang
     assert result.explored == result.states  # complete: every distinct state had all its steps taken
 
 
+@pytest.mark.heavy
 def test_the_benchmark_configuration_completes_with_no_violation():
     result = explore(ExploreConfig(workers=2, tasks=1, crashes=1, pauses=1, lost_responses=1))
     assert result.ok and result.complete
@@ -160,6 +167,7 @@ def test_depth_first_with_a_bound_finds_a_counterexample_too():
 # --------------------------------------------------------- search mechanics
 
 
+@pytest.mark.heavy
 def test_symmetry_reduction_merges_mirror_images_of_workers():
     config = ExploreConfig(workers=2, crashes=1, pauses=1)
     reduced, full = explore(config), explore(config, symmetry=False)

@@ -103,9 +103,9 @@ class SQLiteLifecycle(ReferenceLifecycle):
 
 COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much], "stateful_step_count": 80}
 
-TestMemoryLifecycle = ReferenceLifecycle.TestCase
+TestMemoryLifecycle = pytest.mark.heavy(ReferenceLifecycle.TestCase)
 TestMemoryLifecycle.settings = settings(max_examples=200, **COMMON)
-TestSQLiteLifecycle = SQLiteLifecycle.TestCase
+TestSQLiteLifecycle = pytest.mark.heavy(SQLiteLifecycle.TestCase)
 TestSQLiteLifecycle.settings = settings(max_examples=40, **COMMON)
 
 
@@ -141,6 +141,7 @@ EXAMPLES_MAX = 600
 """The example budget each mutant must be caught within, from seed 0: from seeds 0-19 each was caught within 400 (at worst 359)."""
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_the_stateful_machine_alone_catches_the_mutant(name):
     """Goal: the machine, with nothing else, fails against each mutant within a bounded, seeded run, naming the broken rule."""
@@ -149,6 +150,7 @@ def test_the_stateful_machine_alone_catches_the_mutant(name):
         run_machine(machine, examples=EXAMPLES_MAX, seed=0, shrink=False)
 
 
+@pytest.mark.heavy
 def test_the_reference_core_passes_the_same_seeded_run():
     """Goal: the run that catches each mutant passes unbroken, so what fails is the mutant, not the machine."""
     run_machine(orchestrator_machine(lambda **world: Orchestrator(MemoryStore(), **world)), examples=100, seed=0, shrink=False)

@@ -42,6 +42,7 @@ def test_committed_notebook_is_its_source_executed(name: str) -> None:
     assert not any(output.get("output_type") == "error" for cell in executed.cells for output in cell.get("outputs", ()))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_and_its_claims_hold(name: str, tmp_path: Path) -> None:
     target = runner.execute(name, "ci", tmp_path)

@@ -359,6 +359,7 @@ def _claim_until_empty(url: str, worker_id: str, ready, found) -> None:
     found.put((worker_id, claims, refusals))
 
 
+@pytest.mark.heavy
 def test_many_processes_racing_claim_next_each_take_different_attempts(postgres_url):
     """Goal: eight processes pulling from one PostgreSQL store claim every admitted Attempt exactly once, without a refusal."""
     import multiprocessing

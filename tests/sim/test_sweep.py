@@ -49,6 +49,7 @@ def counting(monkeypatch: pytest.MonkeyPatch, interrupt_at: int | None = None) -
     return played
 
 
+@pytest.mark.heavy
 def test_rows_are_identical_on_one_process_a_pool_and_a_dask_cluster():
     """The table is a function of the runs alone: in run order, with nothing from the wall clock, the executor or the job count."""
     pandas = pytest.importorskip("pandas")

@@ -129,6 +129,7 @@ def _digests(seed: str, code: str = _RENDER_ALL) -> list[str]:
     return result.stdout.splitlines()
 
 
+@pytest.mark.heavy
 def test_every_format_is_byte_identical_across_hash_seeds():
     """Two processes with different hash seeds draw every machine in every format (and a marked diff) to the same bytes."""
     first, second = _digests("1"), _digests("2")

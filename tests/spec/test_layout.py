@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +41,7 @@ def _rectangles(nodes, edges, layout):
     return out
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None)
 @given(graphs())
 def test_no_two_boxes_overlap_and_edges_join_their_ends(graph):

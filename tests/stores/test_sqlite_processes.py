@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
+import pytest
+
 from shiftchange.core import Claim, CoreConfig, LedgerProvider, ManualClock, Orchestrator, Plan, ProviderTimeout, Reconciliation
 from shiftchange.core.config import AdmissionConfig, ReliabilityConfig
 from shiftchange.core.machine import ATTEMPT_TERMINAL, EXPIRABLE, LEASED, SPEC
@@ -91,6 +93,7 @@ def race_claims(path: str, worker_id: str, task_ids: list[str], clock_s: float, 
         orchestrator.store.close()
 
 
+@pytest.mark.heavy
 def test_racing_claimers_in_separate_processes_yield_exactly_one_lease_every_time(tmp_path):
     """Goal: N processes claiming one admitted Attempt at the same instant get one lease and N-1 refusals, round after round.
 
@@ -556,6 +559,7 @@ def kill_at_a_seeded_moment(path: Path, run: int, chooser: random.Random) -> int
     return acknowledged_seq
 
 
+@pytest.mark.heavy
 def test_sigkilled_driver_leaves_every_invariant_and_a_store_the_next_orchestrator_can_use(tmp_path):
     """Goal: SIGKILL at seeded moments of a run of every contract leaves a file that satisfies every stored invariant.
 
