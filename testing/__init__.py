@@ -4,7 +4,11 @@ Trio's `check_one_way_stream(maker)` is the model: the contract tests ship
 with the library, as functions of a factory, so every implementation of an
 interface is held to the same suite. Public surface:
 
-- `check_store(make_store)`: the transactional contract of a `Store`;
+- `check_store(make_store, reopen=None)`: the transactional contract of a
+  `Store`, every method of the protocol called (the claim queue, `tasks_in`,
+  the leader leases); with `reopen(store)`, which opens a second handle on
+  the data a store holds, also isolation between two handles, a writer that
+  waits, and concurrent claimers (for a store several processes share);
 - `check_contracts(make_orchestrator)`: every contract rule of the chapter,
   for an orchestrator the factory builds (`rig.OrchestratorFactory`; a store
   port plugs in with `reference_orchestrator(make_store)`);
@@ -13,19 +17,20 @@ interface is held to the same suite. Public surface:
 - `judge(events, ledger, store)`: the checkers (`shiftchange.checkers.judge`) over any
   store's history and a provider's ledger (`LedgerEntry`, `ledger_from`).
 
-Each suite returns a `Report` (a `CheckResult` per check; `raise_for_failures`
-turns a failed one into an exception), and `store_checks()` and
-`contract_checks()` give the checks one by one, each raising `Violation`, for
-a test runner to run separately. Nothing here needs pytest.
+Each suite returns a `Report` (a `CheckResult` per check, passed, failed or
+skipped; `raise_for_failures` turns a failed one into an exception), and
+`store_checks()`, `shared_store_checks()` (functions of a `SharedStore`) and
+`contract_checks()` give the checks one by one, each raising `Violation`
+(or `Skipped`), for a test runner to run separately. Nothing here needs pytest.
 """
 
 from typing import Any
 
-from .checks import Check, CheckResult, Report, Violation
+from .checks import Check, CheckResult, Report, Skipped, Violation
 from .contracts import check_contracts, contract_checks
 from .judge import INVARIANTS, CheckContext, Judge, LedgerEntry, Verdict, context_for, judge, ledger_from
 from .rig import OrchestratorFactory, reference_orchestrator
-from .stores import check_store, store_checks
+from .stores import SharedStore, check_store, shared_store_checks, store_checks
 
 __all__ = [
     "INVARIANTS",
@@ -37,6 +42,8 @@ __all__ = [
     "OrchestratorFactory",
     "OrchestratorMachine",
     "Report",
+    "SharedStore",
+    "Skipped",
     "Verdict",
     "Violation",
     "check_contracts",
@@ -48,6 +55,7 @@ __all__ = [
     "orchestrator_machine",
     "reference_orchestrator",
     "run_machine",
+    "shared_store_checks",
     "store_checks",
 ]
 

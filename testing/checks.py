@@ -11,6 +11,11 @@ and raises `Violation` when the implementation breaks the contract. Running a
 suite turns each check into a `CheckResult`; any other exception the
 implementation raises is a failure too (a port that crashes does not pass),
 reported with its type. `KeyboardInterrupt` and `SystemExit` are not caught.
+
+A check that cannot apply to this implementation (it needs a second handle
+the caller did not give, or a method the protocol leaves optional and the
+port left out) raises `Skipped` through `skip`: the result says so, and a
+skipped check is reported as skipped and is no failure (Jepsen's "unknown").
 """
 
 from __future__ import annotations
@@ -21,11 +26,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Check", "CheckResult", "Report", "Violation", "expect", "expect_equal", "expect_raises", "run_checks"]
+__all__ = ["Check", "CheckResult", "Report", "Skipped", "Violation", "expect", "expect_equal", "expect_raises", "run_checks", "skip"]
 
 
 class Violation(AssertionError):
     """The implementation under test broke the contract a check states; the message says how."""
+
+
+class Skipped(Exception):
+    """The check does not apply to the implementation under test; the message says why (and what would make it apply)."""
+
+
+def skip(why: str) -> None:
+    """End the check as skipped: raise `Skipped(why)`."""
+    raise Skipped(why)
 
 
 def expect(condition: object, why: str) -> None:
@@ -78,8 +92,10 @@ class CheckResult:
     name: str
     goal: str
     passed: bool
+    """False only when the implementation broke the rule; a skipped check is not a failure."""
     detail: str = ""
-    """Why it failed: the violation's message, or the unexpected exception's type and message."""
+    """Why it failed (the violation's message, or the unexpected exception's type and message), or why it was skipped."""
+    skipped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,10 @@ class Report:
     def failures(self) -> tuple[CheckResult, ...]:
         return tuple(result for result in self.results if not result.passed)
 
+    @property
+    def skips(self) -> tuple[CheckResult, ...]:
+        return tuple(result for result in self.results if result.skipped)
+
     def raise_for_failures(self) -> None:
         """Raise one `Violation` listing every failed check, or return if all passed."""
         if self.failures:
@@ -113,6 +133,8 @@ def run_checks(suite: str, checks: Iterable[Check], factory: Any) -> Report:
             check.run(factory)
         except Violation as violation:
             results.append(CheckResult(check.name, check.goal, False, str(violation)))
+        except Skipped as skipped:
+            results.append(CheckResult(check.name, check.goal, True, str(skipped), skipped=True))
         except Exception as error:
             results.append(CheckResult(check.name, check.goal, False, f"raised {type(error).__name__}: {error}"))
         else:

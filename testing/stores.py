@@ -1,4 +1,4 @@
-"""`check_store(make_store)`: the transactional contract of a `Store`, one suite for every implementation.
+"""`check_store(make_store, reopen=...)`: the transactional contract of a `Store`, one suite for every implementation.
 
 What the suite holds a store to is what `shiftchange.core.store` promises
 and every contract of the core relies on: a transaction commits whole on
@@ -7,44 +7,88 @@ alike); writes are guarded by the version they read and refused for a
 terminal Attempt; a transaction reads its own writes; transactions do not
 nest; the history is numbered 1..N in append order with no gap left by a
 rolled-back transaction; reads outside transactions are copies; and every
-record comes back exactly as it was written, field by field, type by type,
-awkward text included.
+record comes back exactly as it was written, after an insert and after an
+update, field by field, type by type, awkward text included. Every method
+of the protocol is called: the claim queue (`claimable`, and the reference
+core's `claim_next` over it), the control plane's `tasks_in`, the leader
+leases (`leader`, `put_leader`, and the runtime's `Leadership` over them),
+each promised order (code-point order of ids, as Python's `sorted` gives),
+and ids that differ by a prefix, by case or by Unicode normalisation, which
+must never alias.
 
 `make_store()` must return a fresh, empty store on every call; the suite
-closes each store it made. Error messages are not part of the contract,
-only the error types (`StoreConflict`, `NotFound`, `InputError`).
+closes each store it made. The first check proves that, and when it fails the
+report holds that check alone (every other check would fail for the same
+reason). Error messages are not part of the contract, only the error types
+(`StoreConflict`, `NotFound`, `InputError`). A store whose Transaction leaves
+out the optional `tasks_in` or the leader leases (a port the runtime does not
+run on) has those checks skipped, not failed.
 
-Not checked here, because one handle cannot show it: isolation between two
-handles on one database (readers see only committed history, writers
-serialize). A store that several processes share needs its own test of that,
-as `tests/stores/test_transactions.py` has for SQLite.
+Two handles: a store that several processes share is given a second
+callable, `reopen(store)`, which opens another handle on the very data
+`store` holds (another connection, as another process would). Then the
+suite also checks isolation between the two (a transaction's writes are
+invisible to the other handle until it commits, a rolled-back one never
+visible), that a writer on one handle waits for the other's write
+transaction instead of failing, and that two claimers, one per handle, side
+by side, never take the same Attempt. The second handle is opened, used and
+closed on a thread of its own (an SQLite connection belongs to the thread
+that opened it). Without `reopen` those checks are skipped. Each wait for
+the other handle is bounded (`SETTLE_S` to see that it has not failed yet,
+`DONE_WAIT_S` for it to finish), so a broken store fails, never hangs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from shiftchange.core import (
     Attempt,
+    BackoffConfig,
     Budget,
+    Claim,
+    CoreConfig,
     Event,
     InputError,
     Intent,
+    Leader,
+    LedgerProvider,
+    ManualClock,
     NotFound,
+    Orchestrator,
     Plan,
+    ReliabilityConfig,
     Store,
     StoreConflict,
+    StoreRetryable,
     Task,
+    Transaction,
 )
+from shiftchange.core.store import WRITABLE
+from shiftchange.runtime.leadership import Leadership, NotLeader
 
-from .checks import Check, Report, collector, expect, expect_equal, expect_raises, run_checks
+from .checks import Check, CheckResult, Report, Violation, collector, expect, expect_equal, expect_raises, run_checks, skip
+from .rig import reference_orchestrator
 
-__all__ = ["AWKWARD_TEXT", "check_store", "store_checks"]
+__all__ = ["AWKWARD_TEXT", "SharedStore", "check_store", "shared_store_checks", "store_checks"]
 
 StoreFactory = Callable[[], Store]
+Reopen = Callable[[Store], Store]
+"""Opens a second handle on the data a store holds (another connection to its file, schema or server), as another process would."""
+
+SETTLE_S = 0.2
+"""How long a check lets the other handle run before it looks whether that handle has failed (it must not have)."""
+DONE_WAIT_S = 10.0
+"""The most a check waits for the other handle to finish once nothing holds it up: reached only by a store that hangs."""
+CLAIMERS_TASKS = 8
+"""How many admitted Attempts two concurrent claimers share out."""
 
 TERMINAL_STATES = ("blocked", "cancelled", "failed", "quarantined", "succeeded")
 """The Attempt machine's terminal states (spec/attempt.toml); a store refuses any write to an Attempt in one."""
@@ -78,16 +122,54 @@ UNENCODABLE_TEXT = ("\ud800", "lone \udfff surrogate")
 
 _CHECKS: list[Check] = []
 _check = collector(_CHECKS)
+_SHARED_CHECKS: list[Check] = []
+_shared_check = collector(_SHARED_CHECKS)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedStore:
+    """What the two-handle checks are functions of: the factory of fresh stores, and how to open a second handle on one."""
+
+    make_store: StoreFactory
+    reopen: Reopen
 
 
 def store_checks() -> tuple[Check, ...]:
-    """Every check of the store contract, in the suite's order (each is a function of `make_store`)."""
+    """Every check of the store contract through one handle, in the suite's order (each is a function of `make_store`)."""
     return tuple(_CHECKS)
 
 
-def check_store(make_store: StoreFactory) -> Report:
-    """Run the whole store contract against stores from `make_store` (a fresh, empty store per call)."""
-    return run_checks("store", _CHECKS, make_store)
+def shared_store_checks() -> tuple[Check, ...]:
+    """The checks through two handles on one store, in the suite's order (each is a function of a `SharedStore`)."""
+    return tuple(_SHARED_CHECKS)
+
+
+def check_store(make_store: StoreFactory, *, reopen: Reopen | None = None) -> Report:
+    """Run the whole store contract against stores from `make_store` (a fresh, empty store per call).
+
+    `reopen(store)`, for a store several processes share, opens a second
+    handle on the data `store` holds; with it the isolation checks run too,
+    without it they are skipped. A factory that does not make fresh stores is
+    reported by its one check alone, and a `reopen` whose handle does not share
+    the store by its one check, the other two-handle checks skipped.
+    """
+    first = run_checks("store", _CHECKS[:1], make_store)
+    if not first.ok:
+        return first
+    results = first.results + run_checks("store", _CHECKS[1:], make_store).results
+    if reopen is None:
+        why = "needs a second handle on the store: check_store(make_store, reopen=...) for a store several processes share"
+        return Report("store", results + _skipped(_SHARED_CHECKS, why))
+    shared = SharedStore(make_store, reopen)
+    opening = run_checks("store", _SHARED_CHECKS[:1], shared)
+    if not opening.ok:
+        why = f"the second handle does not share the store ({_SHARED_CHECKS[0].name} failed)"
+        return Report("store", results + opening.results + _skipped(_SHARED_CHECKS[1:], why))
+    return Report("store", results + opening.results + run_checks("store", _SHARED_CHECKS[1:], shared).results)
+
+
+def _skipped(checks: Iterable[Check], why: str) -> tuple[CheckResult, ...]:
+    return tuple(CheckResult(check.name, check.goal, True, why, skipped=True) for check in checks)
 
 
 # ---- builders: every field away from its default, so a dropped or mangled column shows.
@@ -240,6 +322,41 @@ def _same_record(read: object, written: object, what: str) -> None:
         expect_equal(got, wanted, f"{what}: field {field.name}")
         if wanted is None or isinstance(wanted, bool | str | Budget | Plan):
             expect_equal(type(got), type(wanted), f"{what}: type of field {field.name}")
+
+
+# ---- the factory itself: checked first, and alone when it fails (every other check would fail for the same reason)
+
+
+@_check
+def factory_makes_a_fresh_empty_store_each_call(make_store: StoreFactory) -> None:
+    """Each call of the factory makes a new, empty store that shares nothing with the others it made."""
+    first = make_store()
+    try:
+        second = make_store()
+        try:
+            expect(
+                second is not first,
+                "the factory returned the same store object twice: make_store() must build a new, empty store on every call"
+                " (a new file, schema or database each time)",
+            )
+            for store, which in ((first, "first"), (second, "second")):
+                expect(
+                    store.get_task("task-1") is None and store.events() == [],
+                    f"the {which} store the factory made is not empty: make_store() must return an empty store on every call",
+                )
+            seed(first, make_task())
+            with first.transaction() as tx:
+                tx.append_event(**event_fields())
+            expect(
+                second.get_task("task-1") is None and second.events() == [],
+                "two stores the factory made share their data (a task and an event written to one show in the other):"
+                " make_store() must give each store a file, schema or database of its own",
+            )
+        finally:
+            if second is not first:
+                second.close()
+    finally:
+        first.close()
 
 
 # ---- round trips
@@ -769,3 +886,552 @@ def intents_of_are_by_key_and_follow_a_reassigned_attempt(make_store: StoreFacto
             tx.update_intent(tx.intent("k-b"), attempt_id="attempt-2")
         expect_equal([i.key for i in store.get_intents("attempt-1")], ["k-a"], "attempt-1's intents after the hand-over")
         expect_equal([i.key for i in store.get_intents("attempt-2")], ["k-b", "k-c"], "attempt-2's intents after the hand-over")
+
+
+# ---- the claim queue: Transaction.claimable, and the reference core's claim_next over it
+
+
+def _queued(attempt_id: str, created_at: float, state: str = "admitted", workspace: str = "repo-a") -> tuple[Task, Attempt]:
+    """An Attempt waiting in `state`, the first of a task of its own in `workspace`."""
+    task = replace(minimal_task(f"task-of-{attempt_id}"), workspace=workspace, state="in_progress")
+    return task, replace(minimal_attempt(attempt_id, task.task_id, state=state), created_at=created_at)
+
+
+def _seed_queue(store: Store, *entries: tuple[Task, Attempt]) -> None:
+    seed(store, *(record for entry in entries for record in entry))
+
+
+def _ids(records: Iterable[Attempt | Task]) -> list[str]:
+    """The ids of Attempts or Tasks, in the order given."""
+    return [record.attempt_id if isinstance(record, Attempt) else record.task_id for record in records]
+
+
+_attempt_ids = _ids
+
+
+@_check
+def claimable_is_oldest_first_by_created_at_then_attempt_id(make_store: StoreFactory) -> None:
+    """The claim queue offers the oldest Attempt first: by created_at, a tie broken by attempt id, whatever the insertion order."""
+    ages = {"q-c": 5.0, "q-a": 7.5, "q-d": 1.0, "q-b": 5.0, "q-e": 3.25}
+    oldest_first = ["q-d", "q-e", "q-b", "q-c", "q-a"]
+    with fresh(make_store) as store:
+        _seed_queue(store, *(_queued(attempt_id, at) for attempt_id, at in ages.items()))
+        with store.transaction() as tx:
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10)), oldest_first, "claimable(['admitted'], 10), oldest first")
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 2)), oldest_first[:2], "claimable(['admitted'], 2): the two oldest")
+
+
+@_check
+def claimable_offers_only_attempts_in_the_asked_states(make_store: StoreFactory) -> None:
+    """Only Attempts in an asked state are offered: a leased (claimed, running) or queued one never, unless its state is asked for."""
+    with fresh(make_store) as store:
+        _seed_queue(
+            store,
+            _queued("leased-claimed", 1.0, "claimed"),
+            _queued("leased-running", 2.0, "running"),
+            _queued("waiting", 0.5, "queued"),
+            _queued("admitted-1", 4.0),
+            _queued("suspect", 3.0, "suspect"),
+            _queued("admitted-2", 6.0),
+        )
+        with store.transaction() as tx:
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10)), ["admitted-1", "admitted-2"], "claimable(['admitted'], 10)")
+            both = _attempt_ids(tx.claimable(("admitted", "queued"), 10))
+            expect_equal(both, ["waiting", "admitted-1", "admitted-2"], "claimable(('admitted', 'queued'), 10)")
+            expect_equal(tx.claimable([], 10), [], "claimable of no state")
+            tx.update_attempt(tx.attempt("admitted-1"), state="claimed", worker_id="worker-1")
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10)), ["admitted-2"], "claimable(['admitted']) after a claim, same tx")
+        with store.transaction() as tx:
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10)), ["admitted-2"], "claimable(['admitted']) after a committed claim")
+
+
+@_check
+def claimable_honours_the_workspace_filter(make_store: StoreFactory) -> None:
+    """With a workspace, only Attempts of that workspace's tasks are offered, oldest first; without one, every workspace's."""
+    workspaces = {"a-1": "repo-a", "b-1": "repo-b", "a2-1": "repo-a2", "A-1": "Repo-a", "a-2": "repo-a", "b-2": "repo-b"}
+    with fresh(make_store) as store:
+        _seed_queue(store, *(_queued(attempt_id, float(n), workspace=w) for n, (attempt_id, w) in enumerate(workspaces.items())))
+        with store.transaction() as tx:
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10, "repo-a")), ["a-1", "a-2"], "claimable in workspace 'repo-a'")
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10, "repo-b")), ["b-1", "b-2"], "claimable in workspace 'repo-b'")
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 1, "repo-b")), ["b-1"], "claimable(limit 1) in workspace 'repo-b'")
+            expect_equal(tx.claimable(["admitted"], 10, "repo-c"), [], "claimable in a workspace with no task")
+            expect_equal(_attempt_ids(tx.claimable(["admitted"], 10)), list(workspaces), "claimable in every workspace (no filter)")
+
+
+@_check
+def claimable_honours_its_limit(make_store: StoreFactory) -> None:
+    """At most `limit` Attempts are offered, the oldest; limit 0 offers none; a negative, fractional or boolean limit is an InputError."""
+    with fresh(make_store) as store:
+        _seed_queue(store, *(_queued(f"q-{n}", float(n)) for n in range(5)))
+        with store.transaction() as tx:
+            for limit in (0, 1, 3, 5, 50):
+                expect_equal(len(tx.claimable(["admitted"], limit)), min(limit, 5), f"how many claimable(['admitted'], {limit}) offers")
+        for limit in (-1, 1.5, True):
+            with expect_raises(InputError, f"claimable with limit {limit!r}"), store.transaction() as tx:
+                tx.claimable(["admitted"], limit)  # type: ignore[arg-type]
+
+
+def _orchestrator(store: Store, clock: ManualClock) -> Orchestrator:
+    """The reference core over `store`, as a worker process of the runtime builds it (no backoff between claims)."""
+    reliability = ReliabilityConfig(backoff=BackoffConfig(strategy="none"))
+    return Orchestrator(store, clock, LedgerProvider(clock=clock), CoreConfig(), reliability)
+
+
+def _admitted(orchestrator: Orchestrator, clock: ManualClock, task_id: str, workspace: str) -> str:
+    """A task created, accepted, dispatched and its Attempt 1 admitted, a second after the previous one; the Attempt's id."""
+    clock.advance(1.0)
+    orchestrator.create_task(task_id, "make the flaky test pass", workspace, scope="tests/")
+    expect(orchestrator.accept_task(task_id).accepted, f"accept_task({task_id!r}) of a task in the inbox was refused")
+    dispatched = orchestrator.dispatch(task_id, Plan("the fixture leaks a port"))
+    expect(dispatched.accepted, f"the first dispatch of {task_id} was refused: {dispatched}")
+    attempt_id = store_attempt_id(orchestrator.store, task_id)
+    admitted = orchestrator.admit(attempt_id)
+    expect(getattr(admitted, "state", None) == "admitted", f"admit({attempt_id!r}) of a queued Attempt did not admit it: {admitted}")
+    return attempt_id
+
+
+def store_attempt_id(store: Store, task_id: str) -> str:
+    attempts = store.get_attempts(task_id)
+    expect(len(attempts) == 1, f"a dispatched task {task_id} has one Attempt, not {len(attempts)}")
+    return attempts[0].attempt_id
+
+
+@contextmanager
+def _reference(make_store: StoreFactory) -> Iterator[tuple[Orchestrator, ManualClock]]:
+    """The reference core over a fresh store from the factory (`rig.reference_orchestrator`), and its clock."""
+    clock = ManualClock()
+    reliability = ReliabilityConfig(backoff=BackoffConfig(strategy="none"))
+    orchestrator = reference_orchestrator(make_store)(
+        clock=clock, provider=LedgerProvider(clock=clock), config=CoreConfig(), reliability=reliability
+    )
+    try:
+        yield orchestrator, clock
+    finally:
+        orchestrator.store.close()
+
+
+def _claimed_id(result: object, what: str) -> str:
+    expect(isinstance(result, Claim), f"{what}: expected a Claim, got {result!r}")
+    return result.lease.attempt_id  # type: ignore[union-attr]
+
+
+@_check
+def claim_next_takes_the_oldest_admitted_attempt_of_its_workspace(make_store: StoreFactory) -> None:
+    """Through the reference core, claim_next takes the oldest admitted Attempt of the claimer's workspace; None when none is left."""
+    with _reference(make_store) as (orchestrator, clock):
+        made = {task_id: _admitted(orchestrator, clock, task_id, w) for task_id, w in (("task-z", "repo-a"), ("task-y", "repo-b"))}
+        made |= {task_id: _admitted(orchestrator, clock, task_id, w) for task_id, w in (("task-x", "repo-a"), ("task-w", "repo-b"))}
+        for worker, workspace, task_id in (("b-1", "repo-b", "task-y"), ("a-1", "repo-a", "task-z"), ("a-2", "repo-a", "task-x")):
+            what = f"claim_next({worker!r}, {workspace!r}), whose oldest admitted Attempt is {made[task_id]}"
+            expect_equal(_claimed_id(orchestrator.claim_next(worker, workspace, True), what), made[task_id], what)
+        expect_equal(orchestrator.claim_next("c-1", "repo-c", True), None, "claim_next in a workspace with no task")
+        expect_equal(orchestrator.claim_next("a-3", "repo-a", True), None, "claim_next in a workspace whose Attempts are all claimed")
+        what = "claim_next('b-2', 'repo-b'), the last admitted Attempt"
+        expect_equal(_claimed_id(orchestrator.claim_next("b-2", "repo-b", True), what), made["task-w"], what)
+
+
+@_check
+def claim_next_never_hands_one_attempt_to_two_claimers(make_store: StoreFactory) -> None:
+    """Claimers one after another each get a different Attempt until none is left, and every admitted Attempt is claimed once."""
+    with _reference(make_store) as (orchestrator, clock):
+        admitted = [_admitted(orchestrator, clock, f"task-{n}", "repo-a") for n in range(4)]
+        claimed = []
+        for n in range(len(admitted) + 1):
+            result = orchestrator.claim_next(f"worker-{n}", "repo-a", True)
+            if result is None:
+                break
+            claimed.append(_claimed_id(result, f"claim {n + 1} of {len(admitted)} admitted Attempts, by worker-{n}"))
+        expect_equal(claimed, admitted, "the Attempts successive claimers took (each once, oldest first)")
+        for n, attempt_id in enumerate(admitted):
+            stored = store_read(orchestrator.store, attempt_id)
+            expect_equal((stored.state, stored.worker_id), ("claimed", f"worker-{n}"), f"{attempt_id} after its claim")
+
+
+def store_read(store: Store, attempt_id: str) -> Attempt:
+    found = store.get_attempt(attempt_id)
+    expect(found is not None, f"the store has no Attempt {attempt_id}")
+    return found  # type: ignore[return-value]
+
+
+# ---- what the runtime's control plane needs besides the contracts: tasks_in and the leader leases
+
+
+def _implements(tx: Transaction, name: str) -> bool:
+    """Whether the store's Transaction has its own `name`, not the protocol's default that says it has none."""
+    return getattr(type(tx), name) is not getattr(Transaction, name)
+
+
+def _require(tx: Transaction, *names: str) -> None:
+    """Skip the check when the store's Transaction leaves out these optional methods (the protocol allows it)."""
+    missing = [name for name in names if not _implements(tx, name)]
+    if missing:
+        skip(
+            f"the store's Transaction leaves out {', '.join(missing)}: optional in the protocol, but the runtime's control plane"
+            " needs it, so only a store the runtime never runs on may leave it out"
+        )
+
+
+@_check
+def tasks_in_answers_from_current_state_in_task_id_order(make_store: StoreFactory) -> None:
+    """tasks_in lists the Tasks now in an asked state, by task id, following every update (in the transaction and after) and a rollback."""
+    states = {"t-c": "inbox", "t-a": "ready", "t-d": "in_progress", "t-b": "in_progress"}
+    with fresh(make_store) as store:
+        seed(store, *(replace(minimal_task(task_id), state=state) for task_id, state in states.items()))
+        with store.transaction() as tx:
+            _require(tx, "tasks_in")
+            expect_equal(_ids(tx.tasks_in(["in_progress"])), ["t-b", "t-d"], "tasks_in(['in_progress'])")
+            expect_equal(_ids(tx.tasks_in(("ready", "in_progress"))), ["t-a", "t-b", "t-d"], "tasks_in(('ready', 'in_progress'))")
+            expect_equal(tx.tasks_in([]), [], "tasks_in of no state")
+            tx.update_task(tx.task("t-a"), state="in_progress")
+            tx.update_task(tx.task("t-b"), state="review")
+            expect_equal(_ids(tx.tasks_in(["in_progress"])), ["t-a", "t-d"], "tasks_in(['in_progress']) after updates, same tx")
+        with store.transaction() as tx:
+            found = tx.tasks_in(["in_progress", "review"])
+            expect_equal(
+                [(t.task_id, t.state, t.version) for t in found],
+                [("t-a", "in_progress", 1), ("t-b", "review", 1), ("t-d", "in_progress", 0)],
+                "tasks_in(['in_progress', 'review']) after a commit: ids, states, versions",
+            )
+        with expect_raises(RuntimeError, "the transaction's own error"), store.transaction() as tx:
+            tx.update_task(tx.task("t-d"), state="done")
+            raise RuntimeError("abandon")
+        with store.transaction() as tx:
+            expect_equal(_ids(tx.tasks_in(["in_progress"])), ["t-a", "t-d"], "tasks_in(['in_progress']) after a rolled-back update")
+            expect_equal(tx.tasks_in(["done"]), [], "tasks_in(['done']) after a rolled-back update")
+
+
+@_check
+def leader_lease_round_trips_and_put_leader_overwrites(make_store: StoreFactory) -> None:
+    """put_leader writes the named lease exactly and a later put overwrites it; names never alias; a rolled-back put leaves the last one."""
+    first, second = Leader("admission", "orchestrator-1", 1, 12.75), Leader("admission", "orchestrator-2", 2**40, 1e9 + 0.125)
+    with fresh(make_store) as store:
+        with store.transaction() as tx:
+            _require(tx, "leader", "put_leader")
+            expect_equal(tx.leader("admission"), None, "the leader lease nobody ever took")
+            tx.put_leader(*_fields_of(first))
+            expect_equal(tx.leader("admission"), first, "the leader lease after put_leader, same tx")
+        for written in (first, second, replace(second, expires_at=2e9 + 0.5)):
+            with store.transaction() as tx:
+                tx.put_leader(*_fields_of(written))
+            with store.transaction() as tx:
+                read = tx.leader("admission")
+                expect_equal(read, written, "the leader lease after a put over an existing one")
+                kinds = (type(read.generation), type(read.expires_at), type(read.holder))  # type: ignore[union-attr]
+                expect_equal(kinds, (int, float, str), "the types of a leader lease's generation, expiry and holder")
+        last = replace(second, expires_at=2e9 + 0.5)
+        with store.transaction() as tx:
+            tx.put_leader("admission-2", "orchestrator-3", 7, 5.5)
+            for alias in ("admission-", "Admission", "ADMISSION"):
+                expect_equal(tx.leader(alias), None, f"the leader lease named {alias!r}, which nobody took")
+        with expect_raises(RuntimeError, "the transaction's own error"), store.transaction() as tx:
+            tx.put_leader("admission", "orchestrator-4", 99, 99.0)
+            raise RuntimeError("abandon")
+        with store.transaction() as tx:
+            expect_equal(tx.leader("admission"), last, "the leader lease after a rolled-back put")
+            expect_equal(tx.leader("admission-2"), Leader("admission-2", "orchestrator-3", 7, 5.5), "another name's lease")
+
+
+def _fields_of(leader: Leader) -> tuple[str, str, int, float]:
+    return leader.name, leader.holder, leader.generation, leader.expires_at
+
+
+@_check
+def a_held_leader_lease_cannot_be_taken_until_it_expires(make_store: StoreFactory) -> None:
+    """Through the runtime's Leadership: a held lease is refused to another holder, renewed by its holder, and taken once expired."""
+    clock = ManualClock(100.25)
+    with fresh(make_store) as store:
+        with store.transaction() as tx:
+            _require(tx, "leader", "put_leader")
+        holder = Leadership(store, "admission", "orchestrator-a", 2.5, clock)
+        rival = Leadership(store, "admission", "orchestrator-b", 2.5, clock)
+        expect(holder.hold(), "orchestrator-a could not take a leader lease nobody held")
+        clock.set(102.25)
+        expect(not rival.hold(), "orchestrator-b took the lease orchestrator-a holds until 102.75, at 102.25")
+        expect(holder.hold(), "orchestrator-a could not renew the lease it holds, at 102.25")
+        clock.set(104.5)
+        expect(not rival.hold(), "orchestrator-b took the lease orchestrator-a renewed until 104.75, at 104.5")
+        with store.transaction() as tx:
+            holder.check(tx)
+        expect_equal(holder.generation, 1, "the generation of a lease its holder renewed")
+        clock.set(104.75)
+        expect(rival.hold(), "orchestrator-b could not take the lease that expired at 104.75, at 104.75")
+        expect_equal(rival.generation, 2, "the generation of a lease taken over")
+        expect(not holder.hold(), "orchestrator-a took back the lease orchestrator-b has just taken")
+        with expect_raises(NotLeader, "the old holder's check once its lease was taken"), store.transaction() as tx:
+            holder.check(tx)
+
+
+# ---- every field the core writes by update comes back, not only those an insert wrote
+
+
+def _away_from_defaults() -> dict[type, dict[str, Any]]:
+    """For each record type, a value for every field `store.WRITABLE` lets an update write, none of them the seeded record's."""
+    task, attempt, intent = make_task(), make_attempt(previous_attempt_id="attempt-1"), make_intent(attempt_id="attempt-2")
+    return {
+        kind: {name: getattr(record, name) for name in WRITABLE[kind]}
+        for kind, record in ((Task, task), (Attempt, attempt), (Intent, intent))
+    }
+
+
+def _update_seeds() -> tuple[Task, Attempt, Attempt, Intent]:
+    """The records the update check seeds: defaults everywhere (an intent of Attempt 1, Attempt 2 to hand it to)."""
+    minimal_intent = Intent("k-1", "task-1", "attempt-1", "push", "sha", "", 1.0)
+    return minimal_task("task-1"), minimal_attempt("attempt-1"), minimal_attempt("attempt-2", number=2), minimal_intent
+
+
+@_check
+def every_writable_field_round_trips_after_an_update(make_store: StoreFactory) -> None:
+    """Every field the core writes by update (store.WRITABLE) comes back after an update, exactly, away from its default, its type kept."""
+    values = _away_from_defaults()
+    targets = ((Task, "task", "task-1"), (Attempt, "attempt", "attempt-2"), (Intent, "intent", "k-1"))
+    with fresh(make_store) as store:
+        seed(store, *_update_seeds())
+        with store.transaction() as tx:
+            for kind, name, identity in targets:
+                getattr(tx, "update_" + name)(getattr(tx, name)(identity), **values[kind])
+                _same_fields(getattr(tx, name)(identity), values[kind], f"the {name} read in the updating transaction")
+        readers = {"task": store.get_task, "attempt": store.get_attempt, "intent": store.get_intent}
+        for kind, name, identity in targets:
+            _same_fields(readers[name](identity), values[kind], f"the {name} after an update of every writable field")
+
+
+def _same_fields(record: object, values: dict[str, Any], what: str) -> None:
+    expect(record is not None, f"{what}: the store has no record of it")
+    for name, wanted in sorted(values.items()):
+        got = getattr(record, name)
+        expect_equal(got, wanted, f"{what}: field {name}")
+        expect_equal(type(got), type(wanted), f"{what}: type of field {name}")
+
+
+# ---- ids: no two alias, and every promised order is code-point order
+
+ALIASING_IDS = ("task-1", "task-10", "task-1 ", "task", "Task-1", "TASK-1", "caf\u00e9", "cafe\u0301", "CAF\u00c9")
+"""Ids a store must keep apart: prefixes of one another, case variants, and café in NFC and NFD (equal once normalised)."""
+assert unicodedata.normalize("NFC", ALIASING_IDS[7]) == ALIASING_IDS[6], "the NFD café must normalise to the NFC one"
+
+ORDERED_IDS = (
+    "a", "B", "b", "\x00", "a\x00", "a\x00b", "a\x01", "\x01", "\ufdd0", "\ufdd0x", "\uffff", "\U0001f600",
+    "caf\u00e9", "cafe\u0301", "\u00e9", "Z", " ", "~", "a\U0010ffff", "a\ufffd",
+)  # fmt: skip
+"""Ids in no particular order; a store lists them as Python's `sorted` does (NUL, U+0001, U+FDD0, U+FFFF, astral characters)."""
+
+
+@_check
+def ids_that_differ_by_a_prefix_case_or_normalisation_never_alias(make_store: StoreFactory) -> None:
+    """Ids that are prefixes of one another, differ by case, or by Unicode normalisation name different records in every read."""
+    with fresh(make_store) as store:
+        for n, task_id in enumerate(ALIASING_IDS):
+            task = replace(minimal_task(task_id), objective=f"objective {n}", workspace=task_id)
+            attempt = replace(minimal_attempt("a:" + task_id, task_id, state="admitted"), created_at=float(n))
+            seed(store, task, attempt, Intent("k:" + task_id, task_id, "a:" + task_id, "push", str(n), "", 1.0))
+            with store.transaction() as tx:
+                tx.append_event(**event_fields(task_id, attempt_id="a:" + task_id, detail=str(n)))
+        for n, task_id in enumerate(ALIASING_IDS):
+            what = f"id {task_id!r}"
+            expect_equal(getattr(store.get_task(task_id), "objective", None), f"objective {n}", f"get_task of {what}: its objective")
+            expect_equal(
+                getattr(store.get_attempt("a:" + task_id), "task_id", None), task_id, f"get_attempt of {'a:' + task_id!r}: its task"
+            )
+            expect_equal(_ids(store.get_attempts(task_id)), ["a:" + task_id], f"attempts_of {what}")
+            expect_equal([i.key for i in store.get_intents("a:" + task_id)], ["k:" + task_id], f"intents_of {'a:' + task_id!r}")
+            expect_equal(getattr(store.get_intent("k:" + task_id), "identity", None), str(n), f"get_intent of {'k:' + task_id!r}")
+            expect_equal([e.detail for e in store.events(task_id=task_id)], [str(n)], f"events(task_id={task_id!r})")
+            with store.transaction() as tx:
+                expect_equal(_ids(tx.claimable(["admitted"], 50, task_id)), ["a:" + task_id], f"claimable in workspace {task_id!r}")
+
+
+@_check
+def every_promised_order_is_code_point_order(make_store: StoreFactory) -> None:
+    """attempts_in, tasks_in, intents_of and claimable's ties go by code point, as Python's sorted (NUL, U+FDD0); attempts_of by number."""
+    ordered = sorted(ORDERED_IDS)
+    with fresh(make_store) as store:
+        seed(store, *(replace(minimal_task(task_id), state="ready") for task_id in ORDERED_IDS))
+        seed(store, *(replace(minimal_attempt(task_id, task_id, state="admitted"), created_at=5.0) for task_id in ORDERED_IDS))
+        seed(store, *(Intent(task_id, ORDERED_IDS[0], ORDERED_IDS[0], "push", "sha", "", 1.0) for task_id in ORDERED_IDS))
+        seed(store, minimal_task("numbered"), *(minimal_attempt(f"n-{13 - n:02d}", "numbered", n) for n in range(1, 13)))
+        with store.transaction() as tx:
+            expect_equal(_ids(tx.attempts_in(["admitted"])), ordered, "attempts_in(['admitted']), by attempt id")
+            expect_equal(_ids(tx.claimable(["admitted"], 50)), ordered, "claimable(['admitted']) with created_at tied, by attempt id")
+            expect_equal([i.key for i in tx.intents_of(ORDERED_IDS[0])], ordered, "intents_of, by key")
+            expect_equal([a.number for a in tx.attempts_of("numbered")], list(range(1, 13)), "attempts_of, by number (1..12)")
+            if _implements(tx, "tasks_in"):
+                expect_equal(_ids(tx.tasks_in(["ready"])), ordered, "tasks_in(['ready']), by task id")
+
+
+# ---- two handles on one store (with `reopen`): isolation, a waiting writer, concurrent claimers
+
+
+class _OtherHandle:
+    """A second handle on a store, opened, used and closed on a thread of its own, as another process would use it.
+
+    An SQLite connection belongs to the thread that opened it, so every call
+    on this handle runs on the one thread that opened it. `submit` hands it a
+    function of the handle and returns at once with a Future.
+    """
+
+    def __init__(self, store: Store, reopen: Reopen) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-store-second-handle")
+        try:
+            self.handle: Store = self._thread.submit(reopen, store).result(timeout=DONE_WAIT_S)
+        except BaseException:
+            self._thread.shutdown(wait=False)
+            raise
+
+    def submit(self, function: Callable[[Store], Any]) -> Future:
+        return self._thread.submit(function, self.handle)
+
+    def run(self, function: Callable[[Store], Any], what: str) -> Any:
+        """Run `function` on the other handle and wait for its answer (at most DONE_WAIT_S)."""
+        return _result(self.submit(function), what)
+
+    def close(self) -> None:
+        try:
+            self._thread.submit(self.handle.close).result(timeout=DONE_WAIT_S)
+        finally:
+            self._thread.shutdown(wait=False)
+
+
+def _result(pending: Future, what: str) -> Any:
+    """The other handle's answer, waited for at most DONE_WAIT_S; its exception is a Violation naming `what`."""
+    try:
+        return pending.result(timeout=DONE_WAIT_S)
+    except FutureTimeout:
+        raise Violation(f"{what}: the other handle did not finish within {DONE_WAIT_S:g} s once nothing held it up") from None
+    except Exception as error:
+        raise Violation(f"{what}: the other handle raised {type(error).__name__}: {error}") from error
+
+
+@contextmanager
+def _two_handles(shared: SharedStore) -> Iterator[tuple[Store, _OtherHandle]]:
+    """A fresh store from the factory and a second handle on it; both closed when the block ends."""
+    with fresh(shared.make_store) as store:
+        other = _OtherHandle(store, shared.reopen)
+        try:
+            yield store, other
+        finally:
+            other.close()
+
+
+def _settled(pending: Future) -> bool:
+    """Whether the other handle's call has finished after SETTLE_S (a call that is waiting for a lock has not)."""
+    try:
+        pending.exception(timeout=SETTLE_S)
+    except FutureTimeout:
+        return False
+    return True
+
+
+@_shared_check
+def second_handle_shares_the_first_handles_store(shared: SharedStore) -> None:
+    """reopen(store) is another handle on the same data: each handle sees what the other committed."""
+    with _two_handles(shared) as (store, other):
+        expect(
+            other.handle is not store,
+            "reopen(store) returned the same object: it must open a second handle (a new connection) on the data store holds",
+        )
+        seed(store, make_task("written-by-the-first"))
+        seen = other.run(lambda handle: handle.get_task("written-by-the-first"), "the second handle's get_task")
+        expect(seen is not None, "a task the first handle committed is not visible to the second: reopen(store) must open the same store")
+        other.run(lambda handle: seed(handle, make_task("written-by-the-second")), "a write through the second handle")
+        expect(store.get_task("written-by-the-second") is not None, "a task the second handle committed is not visible to the first")
+
+
+def _reads(task_id: str) -> Callable[[Store], tuple[list[Event], Task | None]]:
+    def read(handle: Store) -> tuple[list[Event], Task | None]:
+        return handle.events(task_id=task_id), handle.get_task(task_id)
+
+    return read
+
+
+@_shared_check
+def uncommitted_writes_are_invisible_to_the_other_handle(make: SharedStore) -> None:
+    """A transaction's writes (records and history) are invisible to the other handle until it commits; a rolled-back one's, ever."""
+    with _two_handles(make) as (store, other):
+        with store.transaction() as tx:
+            tx.insert_task(make_task("pending"))
+            tx.append_event(**event_fields("pending"))
+            early = other.submit(_reads("pending"))
+            if _settled(early):
+                events, task = _result(early, "the other handle's read during an open transaction")
+                expect(task is None, "the other handle read a task inserted by a transaction not yet committed")
+                expect_equal(events, [], "the history the other handle read while a transaction that appended was open")
+        events, task = other.run(_reads("pending"), "the other handle's read after the commit")
+        expect(
+            task is not None and len(events) == 1,
+            f"the other handle after the commit: expected the task and 1 event, got {task!r}, {events!r}",
+        )
+        with expect_raises(RuntimeError, "the transaction's own error"), store.transaction() as tx:
+            tx.insert_task(make_task("abandoned"))
+            tx.append_event(**event_fields("abandoned"))
+            during = other.submit(_reads("abandoned"))
+            _settled(during)
+            raise RuntimeError("abandon")
+        for pending, when in ((during, "while it was open"), (other.submit(_reads("abandoned")), "after it rolled back")):
+            events, task = _result(pending, f"the other handle's read of a rolled-back transaction {when}")
+            expect(task is None and events == [], f"the other handle saw the writes of a rolled-back transaction {when}")
+
+
+def _add_tokens(task_id: str, tokens: int, retries_max: int = 8) -> Callable[[Store], int]:
+    """A contract's shape: read the task, write from what was read; run again on StoreRetryable, as the core's contracts do."""
+
+    def write(handle: Store) -> int:
+        for _ in range(retries_max):
+            try:
+                with handle.transaction() as tx:
+                    task = tx.task(task_id)
+                    tx.update_task(task, tokens=task.tokens + tokens)
+                    return task.tokens
+            except StoreRetryable:
+                continue
+        raise StoreRetryable(f"lost the race {retries_max} times")
+
+    return write
+
+
+@_shared_check
+def a_writer_waits_for_the_other_handles_write_transaction(make: SharedStore) -> None:
+    """While one handle holds a write transaction, a writer on the other waits (never fails), then writes on top of the commit."""
+    with _two_handles(make) as (store, other):
+        seed(store, minimal_task("counted"))
+        with store.transaction() as tx:
+            tx.update_task(tx.task("counted"), tokens=1)
+            waiting = other.submit(_add_tokens("counted", 10))
+            if _settled(waiting):
+                error = waiting.exception()
+                expect(
+                    error is None,
+                    "a writer on the other handle failed instead of waiting for this handle's write transaction:"
+                    f" {type(error).__name__}: {error}",
+                )
+        _result(waiting, "the waiting writer, once the first transaction committed")
+        final = store.get_task("counted")
+        expect_equal((final.tokens, final.version), (11, 2), "the task's (tokens, version) after both writes: neither may be lost")
+
+
+@_shared_check
+def concurrent_claimers_on_two_handles_never_share_an_attempt(make: SharedStore) -> None:
+    """Two claimers side by side, each on its own handle through the reference core, take every admitted Attempt once between them."""
+    clock = ManualClock()
+    with _two_handles(make) as (store, other):
+        orchestrator = _orchestrator(store, clock)
+        admitted = [_admitted(orchestrator, clock, f"task-{n}", "repo-a") for n in range(CLAIMERS_TASKS)]
+        start = threading.Barrier(2, timeout=DONE_WAIT_S)
+        there = other.submit(lambda handle: _claim_all(_orchestrator(handle, clock), "worker-there", start))
+        here = _claim_all(orchestrator, "worker-here", start)
+        both = here + _result(there, "the claimer on the other handle")
+        expect_equal(sorted(both), sorted(admitted), "the Attempts two concurrent claimers took between them (each exactly once)")
+        for attempt_id in admitted:
+            expect_equal(store_read(store, attempt_id).state, "claimed", f"{attempt_id} after the claimers ran out of work")
+
+
+def _claim_all(orchestrator: Orchestrator, worker_id: str, start: threading.Barrier) -> list[str]:
+    """Claim until nothing is left; the ids claimed. A refusal or an error ends the check: a claimer must get a Claim or None."""
+    start.wait()
+    claimed: list[str] = []
+    for _ in range(CLAIMERS_TASKS + 1):
+        result = orchestrator.claim_next(worker_id, "repo-a", True)
+        if result is None:
+            return claimed
+        claimed.append(_claimed_id(result, f"claim_next by {worker_id} after it took {claimed}"))
+    raise Violation(f"{worker_id} claimed more Attempts than were admitted: {claimed}")
