@@ -22,8 +22,18 @@ import pytest
 from shiftchange.core import Attempt, Event, InputError, Intent, MemoryStore, NotFound, StoreConflict, StoreError, Task
 from shiftchange.core.records import field_names
 from shiftchange.stores.sqlite import SCHEMA_VERSION, SQLiteStore
-from shiftchange.testing import check_store, store_checks
-from shiftchange.testing.stores import event_fields, make_attempt, make_intent, make_task, minimal_attempt, seed
+from shiftchange.testing import SharedStore, check_store, shared_store_checks, store_checks
+from shiftchange.testing.stores import (
+    WRITABLE,
+    _away_from_defaults,
+    _update_seeds,
+    event_fields,
+    make_attempt,
+    make_intent,
+    make_task,
+    minimal_attempt,
+    seed,
+)
 from tests.kit import broken_stores
 
 
@@ -43,9 +53,9 @@ def test_store_contract(make_store, check):
 
 
 def test_the_memory_store_passes_the_whole_store_contract_as_one_report():
-    """Goal: check_store returns a report with every check, each passed, and raise_for_failures stays quiet."""
+    """Goal: check_store returns a report with every check, each passed (the two-handle ones skipped), and raise_for_failures stays quiet."""
     report = check_store(MemoryStore)
-    assert [result.name for result in report.results] == [check.name for check in store_checks()]
+    assert [result.name for result in report.results] == [check.name for check in (*store_checks(), *shared_store_checks())]
     assert report.ok and report.failures == ()
     report.raise_for_failures()
 
@@ -63,7 +73,113 @@ def test_a_store_broken_in_one_contract_fails_check_store(factory):
 
 def test_the_wrapper_the_broken_stores_share_passes_unbroken():
     """Goal: the broken stores fail for their break alone: the same wrapper with nothing broken passes every check."""
-    assert check_store(broken_stores.make_wrapped).ok
+    report = check_store(broken_stores.make_wrapped)
+    assert report.ok and {result.name for result in report.skips} == {check.name for check in shared_store_checks()}
+
+
+@pytest.mark.parametrize("check", shared_store_checks(), ids=lambda check: check.name)
+def test_shared_store_contract_on_two_sqlite_handles(check, tmp_path):
+    """Goal: two handles on one SQLite file keep each two-handle rule (isolation, a waiting writer, concurrent claimers)."""
+    check(SharedStore(*broken_stores.sqlite_files(tmp_path)))
+
+
+def test_sqlite_passes_the_whole_contract_through_two_handles(tmp_path):
+    """Goal: with reopen=, check_store runs every check, none skipped, and SQLite passes them all."""
+    make, reopen = broken_stores.sqlite_files(tmp_path)
+    report = check_store(make, reopen=reopen)
+    assert report.ok, [(result.name, result.detail) for result in report.failures]
+    assert report.skips == ()
+    assert [result.name for result in report.results] == [check.name for check in (*store_checks(), *shared_store_checks())]
+
+
+@pytest.mark.heavy
+def test_postgres_passes_the_whole_contract_through_two_handles(make_postgres_store):
+    """Goal: PostgresStore, a second pool on the same schema as its other handle, passes every check, the two-handle ones too."""
+    from shiftchange.stores.postgres import PostgresStore
+
+    url = make_postgres_store.url + ("&" if "?" in make_postgres_store.url else "?") + "options=-csynchronous_commit%3Doff"
+
+    def reopen(store):
+        return PostgresStore(url, schema=store.schema, migrate=False, pool_max=2)
+
+    report = check_store(lambda: make_postgres_store(conninfo=url, pool_max=2), reopen=reopen)
+    assert report.ok, [(result.name, result.detail) for result in report.failures]
+    assert report.skips == ()
+
+
+@pytest.mark.parametrize("name", sorted(broken_stores.SHARED_BROKEN))
+def test_a_store_broken_between_two_handles_fails_check_store(name, tmp_path):
+    """Goal: a deferred-BEGIN SQLite, dirty reads, or a reopen that opens another store each fail their two-handle check, with why."""
+    make, reopen = getattr(broken_stores, name)(tmp_path)
+    report = check_store(make, reopen=reopen)
+    failed = {result.name: result.detail for result in report.failures}
+    assert set(broken_stores.SHARED_BROKEN[name]) <= set(failed), failed
+    assert all(detail for detail in failed.values())
+
+
+def test_a_deferred_sqlite_store_passes_through_one_handle_and_fails_through_two(tmp_path):
+    """Goal: the deferred BEGIN is a break only two handles show: one handle passes, and the waiting writer names "busy"."""
+    make, reopen = broken_stores.deferred_sqlite(tmp_path)
+    assert check_store(make).ok
+    failed = {result.name: result.detail for result in check_store(make, reopen=reopen).failures}
+    assert "failed instead of waiting" in failed["a_writer_waits_for_the_other_handles_write_transaction"]
+    assert "busy" in failed["a_writer_waits_for_the_other_handles_write_transaction"]
+
+
+def test_a_reopen_that_shares_nothing_is_one_failure_and_the_other_two_handle_checks_are_skipped(tmp_path):
+    """Goal: a second handle on another store is diagnosed once; the checks that would fail for that reason are skipped, saying why."""
+    make, reopen = broken_stores.reopen_elsewhere(tmp_path)
+    report = check_store(make, reopen=reopen)
+    assert [result.name for result in report.failures] == ["second_handle_shares_the_first_handles_store"]
+    assert len(report.skips) == len(shared_store_checks()) - 1
+    assert all("does not share the store" in result.detail for result in report.skips)
+
+
+def test_without_reopen_the_two_handle_checks_are_skipped_saying_what_to_pass():
+    """Goal: check_store of the memory store reports the two-handle checks as skipped (not passed, not failed), naming reopen=."""
+    report = check_store(MemoryStore)
+    assert report.ok
+    assert [result.name for result in report.skips] == [check.name for check in shared_store_checks()]
+    assert all("reopen=" in result.detail and result.passed and result.skipped for result in report.skips)
+
+
+@pytest.mark.parametrize("factory", ["make_same_store_twice", "make_sharing_data"])
+def test_a_factory_that_does_not_make_fresh_stores_is_one_failed_check(factory):
+    """Goal: a factory that returns one store, or stores over one data set, gets one failure saying so, not a failure per check."""
+    report = check_store(getattr(broken_stores, factory))
+    assert [(result.name, result.passed) for result in report.results] == [("factory_makes_a_fresh_empty_store_each_call", False)]
+    assert "make_store()" in report.results[0].detail and "\n" not in report.results[0].detail
+
+
+class _WithoutRuntimeMethods(broken_stores.WrappedTransaction):
+    """A port the runtime does not run on: its Transaction keeps the protocol's defaults for tasks_in and the leader leases."""
+
+    tasks_in = broken_stores.Transaction.tasks_in
+    leader = broken_stores.Transaction.leader
+    put_leader = broken_stores.Transaction.put_leader
+
+
+def test_a_port_without_the_optional_methods_has_their_checks_skipped_not_failed():
+    """Goal: leaving out tasks_in and the leader leases (allowed by the protocol) skips their checks and fails none."""
+    store_type = type("WithoutRuntimeMethods", (broken_stores.WrappedStore,), {"transaction_type": _WithoutRuntimeMethods})
+    report = check_store(store_type)
+    assert report.ok, [(result.name, result.detail) for result in report.failures]
+    skipped = {result.name for result in report.skips} - {check.name for check in shared_store_checks()}
+    assert skipped == {
+        "tasks_in_answers_from_current_state_in_task_id_order",
+        "leader_lease_round_trips_and_put_leader_overwrites",
+        "a_held_leader_lease_cannot_be_taken_until_it_expires",
+    }
+
+
+def test_the_update_check_writes_every_writable_field_away_from_what_was_seeded():
+    """Goal: the update round-trip check can see a dropped field: each value it writes differs from the seeded record's."""
+    task, _first, attempt, intent = _update_seeds()
+    values = _away_from_defaults()
+    for record in (task, attempt, intent):
+        written = values[type(record)]
+        assert set(written) == WRITABLE[type(record)]
+        assert [name for name, value in written.items() if getattr(record, name) == value] == [], type(record).__name__
 
 
 # ---- SQLite only: the file, its settings, and several processes. ----
