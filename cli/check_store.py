@@ -1,13 +1,22 @@
-"""`shiftchange check-store MODULE:FACTORY`: the conformance kit against a user's store, as a PASS/FAIL report and an exit status.
+"""`shiftchange check-store MODULE:FACTORY|URL`: the conformance kit against a user's store, as a PASS/FAIL report and an exit status.
 
 The command imports `FACTORY` from `MODULE` (the current directory is on the
 import path, as for `python -m`), calls it once to see that it makes a store,
 then runs the kit's store contract (`check_store`) and the contract suite
 with the reference core over that store (`check_contracts`), and, with
 `--stateful`, the Hypothesis stateful machine for a small example budget.
-Exit status follows `shiftchange`'s contract: 0 when every check passes, 1
-when any fails, 2 when the argument names no usable factory (one line on
-stderr). Nothing from the kit is imported until the command runs.
+A store URL (`sqlite:///DIR`, `postgresql://...`) names a place for fresh
+stores instead, and the command opens a second handle on each store the kit
+asks for one (the same file, the same schema), so those stores are checked
+through two handles as the processes of a deployment use them.
+
+`--json` prints one object instead of the lines: `target`, `ok`, `suites`
+(each `suite`, `checks` with `name`, `goal`, `passed`, `skipped`, `detail`,
+and its `totals`) and `totals` over all (`checks`, `passed`, `failed`, `skipped`).
+Exit status follows `shiftchange`'s contract: 0 when every check passes
+(skipped ones are no failure), 1 when any fails, 2 when the argument names
+no usable factory (one line on stderr). Nothing from the kit is imported
+until the command runs.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -41,6 +51,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     check.add_argument("--stateful", action="store_true", help="also run the Hypothesis stateful machine over the reference core")
     check.add_argument("--examples", metavar="N", type=_whole, default=EXAMPLES_DEFAULT, help="stateful examples (default %(default)s)")
     check.add_argument("--seed", metavar="N", type=_whole, default=0, help="the stateful run's seed (default %(default)s)")
+    check.add_argument("--json", action="store_true", help="print one JSON object (suites, checks, totals) instead of lines")
     check.set_defaults(handler=run_check_store)
     return check
 
@@ -58,50 +69,82 @@ def _whole(text: str) -> int:
 def run_check_store(args: argparse.Namespace) -> int:
     """Load the factory the target names, run the suites, print a line per check and a summary; returns the exit status."""
     if _is_url(args.target):
-        make_store, cleanup = url_factory(args.target)
+        make_store, reopen, cleanup = url_factory(args.target)
     else:
-        make_store, cleanup = load_factory(args.target), None
+        make_store, reopen, cleanup = load_factory(args.target), None, None
     try:
-        return _run(args, make_store)
+        return _run(args, make_store, reopen)
     finally:
         if cleanup is not None:
             cleanup()
 
 
-def _run(args: argparse.Namespace, make_store: Callable[[], Any]) -> int:
+def _run(args: argparse.Namespace, make_store: Callable[[], Any], reopen: Callable[[Any], Any] | None) -> int:
     from shiftchange.cli.main import EXIT_FAILED, EXIT_OK
-    from shiftchange.testing import check_contracts, check_store, reference_orchestrator
+    from shiftchange.testing import CheckResult, check_contracts, check_store, reference_orchestrator
 
-    reports = (
-        ("store contract", check_store(make_store)),
-        ("contracts, the reference core over this store", check_contracts(reference_orchestrator(make_store))),
-    )
-    passed = failed = 0
-    for title, report in reports:
-        print(f"{title}: {len(report.results)} checks")
-        for result in report.results:
-            _line(result.passed, result.name, result.detail)
-        passed += sum(r.passed for r in report.results)
-        failed += len(report.failures)
+    suites = [
+        ("store contract" + (", through two handles" if reopen else ""), check_store(make_store, reopen=reopen).results),
+        ("contracts, the reference core over this store", check_contracts(reference_orchestrator(make_store)).results),
+    ]
     if args.stateful:
         ok, detail = _stateful(make_store, args.examples, args.seed)
-        print(f"stateful machine, the reference core over this store ({args.examples} examples, seed {args.seed}): 1 check")
-        _line(ok, "stateful_machine", detail)
-        passed, failed = passed + ok, failed + (not ok)
-    print(f"{args.target}: {passed} of {passed + failed} checks pass" + (f"; {failed} fail" if failed else ""))
-    return EXIT_FAILED if failed else EXIT_OK
+        title = f"stateful machine, the reference core over this store ({args.examples} examples, seed {args.seed})"
+        suites.append((title, (CheckResult("stateful_machine", "the stateful machine finds no broken rule", ok, detail),)))
+    totals = _counts(result for _title, results in suites for result in results)
+    if args.json:
+        print(json.dumps(_report(args.target, suites, totals), indent=2))
+    else:
+        for title, results in suites:
+            print(f"{title}: {len(results)} check{'s' if len(results) != 1 else ''}")
+            for result in results:
+                _line(result)
+        passed, failed, skipped = totals["passed"], totals["failed"], totals["skipped"]
+        summary = f"{args.target}: {passed} of {totals['checks']} checks pass"
+        print(summary + (f"; {failed} fail" if failed else "") + (f"; {skipped} skipped" if skipped else ""))
+    return EXIT_FAILED if totals["failed"] else EXIT_OK
+
+
+def _counts(results: Any) -> dict[str, int]:
+    counts = {"checks": 0, "passed": 0, "failed": 0, "skipped": 0}
+    for result in results:
+        counts["checks"] += 1
+        counts["skipped" if result.skipped else "passed" if result.passed else "failed"] += 1
+    return counts
+
+
+def _report(target: str, suites: list[tuple[str, Any]], totals: dict[str, int]) -> dict[str, Any]:
+    """The machine-readable report: every suite with each check's result, and the totals."""
+    return {
+        "target": target,
+        "ok": totals["failed"] == 0,
+        "suites": [
+            {
+                "suite": title,
+                "checks": [
+                    {"name": r.name, "goal": r.goal, "passed": r.passed and not r.skipped, "skipped": r.skipped, "detail": r.detail}
+                    for r in results
+                ],
+                "totals": _counts(results),
+            }
+            for title, results in suites
+        ],
+        "totals": totals,
+    }
 
 
 def _is_url(target: str) -> bool:
     return target == "memory:" or "://" in target
 
 
-def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """Fresh, empty stores of the kind `url` names, and what removes them afterwards.
+def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[Any], Any] | None, Callable[[], None]]:
+    """Fresh, empty stores of the kind `url` names, how to open a second handle on one, and what removes them afterwards.
 
     The kit needs a new store for every check, so a URL names a place for
     them: `sqlite:///DIR` an existing directory (a new file per store),
-    `postgresql://...` a server (a new schema `check_<hex>` per store).
+    `postgresql://...` a server (a new schema `check_<hex>` per store). The
+    second handle opens the same file, or the same schema, again; `memory:`
+    has none (a memory store lives in one process).
     """
     import shutil
     import tempfile
@@ -113,14 +156,18 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[], None]]:
 
     scheme = url.partition(":")[0].lower()
     if url == "memory:":
-        return MemoryStore, lambda: None
+        return MemoryStore, None, lambda: None
     if scheme == "sqlite":
         directory = Path(url.removeprefix("sqlite:///"))
         if not url.startswith("sqlite:///") or not directory.is_dir():
             raise BadInput(f"check-store {url}: an SQLite URL names a directory to make fresh store files in, and {directory} is not one")
         holder = Path(tempfile.mkdtemp(prefix="check-store-", dir=directory))
         made = iter(range(1, 1_000_000))
-        return (lambda: open_store(f"sqlite:///{holder / f'store-{next(made)}.sqlite'}")), lambda: shutil.rmtree(holder, True)
+
+        def make_file() -> Any:
+            return open_store(f"sqlite:///{holder / f'store-{next(made)}.sqlite'}")
+
+        return make_file, (lambda store: open_store(f"sqlite:///{store.path}")), lambda: shutil.rmtree(holder, True)
     if scheme not in ("postgresql", "postgres"):
         raise BadInput(f"check-store {describe(url)}: not MODULE:FACTORY nor a store URL (memory:, sqlite:///DIR, postgresql://...)")
     if "schema=" in url:
@@ -141,7 +188,7 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[], None]]:
     except CoreError as error:
         cleanup()
         raise BadInput(f"check-store: {error}") from None
-    return make, cleanup
+    return make, (lambda store: open_store(url, schema=store.schema, migrate=False)), cleanup
 
 
 def load_factory(target: str) -> Callable[[], Any]:
@@ -190,8 +237,8 @@ def _stateful(make_store: Callable[[], Any], examples: int, seed: int) -> tuple[
     return True, ""
 
 
-def _line(passed: bool, name: str, detail: str) -> None:
-    print(f"{'PASS' if passed else 'FAIL'}  {name}")
-    if not passed:
-        for line in detail.splitlines():
+def _line(result: Any) -> None:
+    print(f"{'SKIP' if result.skipped else 'PASS' if result.passed else 'FAIL'}  {result.name}")
+    if result.skipped or not result.passed:
+        for line in result.detail.splitlines():
             print(f"      {line}")

@@ -8,6 +8,7 @@ one: a module of their own, importable from the current directory.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -16,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.testing import contract_checks, store_checks
+from shiftchange.testing import contract_checks, shared_store_checks, store_checks
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKS = len(store_checks()) + len(contract_checks())
+SHARED = len(shared_store_checks())
+"""The two-handle checks: skipped for a MODULE:FACTORY target (one handle), run for an SQLite or PostgreSQL URL."""
+CHECKS = len(store_checks()) + SHARED + len(contract_checks())
 
 
 @pytest.fixture
@@ -67,15 +70,15 @@ def test_a_port_of_the_memory_store_passes_every_check(port, capsys):
     """Goal: a user's factory of conforming stores gets a PASS line per check, a summary of all passed, and exit 0."""
     assert main(["check-store", "mypackage.stores:make_store"]) == 0
     out = capsys.readouterr().out
-    assert out.count("PASS  ") == CHECKS and "FAIL" not in out
-    assert f"mypackage.stores:make_store: {CHECKS} of {CHECKS} checks pass" in out
-    assert f"store contract: {len(store_checks())} checks" in out
+    assert out.count("PASS  ") == CHECKS - SHARED and out.count("SKIP  ") == SHARED and "FAIL" not in out
+    assert f"mypackage.stores:make_store: {CHECKS - SHARED} of {CHECKS} checks pass; {SHARED} skipped" in out
+    assert f"store contract: {len(store_checks()) + SHARED} checks" in out
 
 
 def test_a_port_of_the_sqlite_store_passes_every_check(port, capsys):
     """Goal: the SQLite store, a file per store the factory makes, passes the kit as the memory store does."""
     assert main(["check-store", "mypackage.stores:make_sqlite_store"]) == 0, capsys.readouterr().out
-    assert f"{CHECKS} of {CHECKS} checks pass" in capsys.readouterr().out
+    assert f"{CHECKS - SHARED} of {CHECKS} checks pass; {SHARED} skipped" in capsys.readouterr().out
 
 
 def test_a_store_broken_in_one_contract_fails_with_exit_1(capsys, monkeypatch):
@@ -88,7 +91,7 @@ def test_a_store_broken_in_one_contract_fails_with_exit_1(capsys, monkeypatch):
     assert "a task inserted by a rolled-back transaction: expected None" in out
     assert "PASS  task_round_trips_every_field" in out
     failed = out.count("FAIL  ")
-    assert failed >= 2 and f"{CHECKS - failed} of {CHECKS} checks pass; {failed} fail" in out
+    assert failed >= 2 and f"{CHECKS - SHARED - failed} of {CHECKS} checks pass; {failed} fail; {SHARED} skipped" in out
 
 
 def test_the_command_line_exits_1_for_a_broken_store_without_a_traceback():
@@ -126,7 +129,7 @@ def test_stateful_adds_the_machine_with_a_small_budget(port, capsys):
     assert main(["check-store", "mypackage.stores:make_store", "--stateful", "--examples", "5"]) == 0
     out = capsys.readouterr().out
     assert "stateful machine, the reference core over this store (5 examples, seed 0): 1 check" in out
-    assert "PASS  stateful_machine" in out and f"{CHECKS + 1} of {CHECKS + 1} checks pass" in out
+    assert "PASS  stateful_machine" in out and f"{CHECKS - SHARED + 1} of {CHECKS + 1} checks pass; {SHARED} skipped" in out
 
 
 def test_stateful_fails_a_store_that_reorders_its_history(capsys, monkeypatch):
@@ -180,22 +183,59 @@ def test_the_store_and_contract_suites_need_neither_pytest_nor_hypothesis():
     assert "needs Hypothesis: pip install 'shiftchange[testing]'" in done.stdout
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_a_store_url_is_a_target_too(kind, tmp_path, capsys):
-    """`check-store URL`: the kit over fresh stores of the kind the URL names (a new SQLite file per store, in that directory)."""
-    url = "memory:" if kind == "memory" else f"sqlite:///{tmp_path}"
-    assert main(["check-store", url]) == 0, capsys.readouterr().out
-    assert "101 of 101 checks pass" in capsys.readouterr().out
+def test_a_memory_url_is_a_target_checked_through_one_handle(capsys):
+    """`check-store memory:`: the kit over fresh memory stores; a memory store has no second handle, so those checks are skipped."""
+    assert main(["check-store", "memory:"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{CHECKS - SHARED} of {CHECKS} checks pass; {SHARED} skipped" in out and "through two handles" not in out
+
+
+@pytest.mark.heavy
+def test_a_sqlite_url_is_checked_through_two_handles(tmp_path, capsys):
+    """`check-store sqlite:///DIR`: a new file per store in that directory, each opened a second time for the two-handle checks."""
+    assert main(["check-store", f"sqlite:///{tmp_path}"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{CHECKS} of {CHECKS} checks pass" in out and "SKIP" not in out
+    assert "store contract, through two handles:" in out and "PASS  a_writer_waits_for_the_other_handles_write_transaction" in out
     assert list(tmp_path.iterdir()) == [], "the files the kit made are removed"
 
 
+def test_json_is_one_object_with_every_check_and_the_totals(capsys, monkeypatch):
+    """Goal: --json prints only a JSON object: each suite's checks with name, goal, passed, skipped and detail, and totals that add up."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["check-store", "tests.kit.broken_stores:make_newest_first", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    checks = [check for suite in report["suites"] for check in suite["checks"]]
+    assert report["target"] == "tests.kit.broken_stores:make_newest_first" and report["ok"] is False
+    assert [suite["suite"] for suite in report["suites"]] == ["store contract", "contracts, the reference core over this store"]
+    assert {tuple(check) for check in checks} == {("name", "goal", "passed", "skipped", "detail")}
+    by_name = {check["name"]: check for check in checks}
+    oldest = by_name["claimable_is_oldest_first_by_created_at_then_attempt_id"]
+    assert oldest["passed"] is False and "oldest first" in oldest["detail"] and oldest["goal"].startswith("The claim queue")
+    assert by_name["task_round_trips_every_field"] == {**by_name["task_round_trips_every_field"], "passed": True, "detail": ""}
+    totals = report["totals"]
+    assert totals["checks"] == len(checks) == CHECKS and totals["passed"] + totals["failed"] + totals["skipped"] == CHECKS
+    assert totals["failed"] == sum(not c["passed"] and not c["skipped"] for c in checks) >= 3 and totals["skipped"] == SHARED
+    assert [suite["totals"]["checks"] for suite in report["suites"]] == [len(suite["checks"]) for suite in report["suites"]]
+
+
+def test_json_keeps_bad_input_a_one_line_error_with_exit_2(port, capsys):
+    """Goal: with --json, a target that names no factory is still exit 2 and one line on stderr, nothing on stdout."""
+    assert main(["check-store", "mypackage.stores:make_nowhere", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1 and "no attribute" in captured.err
+
+
+@pytest.mark.heavy
 def test_check_store_passes_postgres_store_by_url_and_drops_its_schemas(postgres_url, capsys):
     """Done when: `shiftchange check-store` passes PostgresStore, unchanged; every schema it made is dropped after."""
     import psycopg
 
     url = postgres_url + ("&" if "?" in postgres_url else "?") + "options=-csynchronous_commit%3Doff"
     assert main(["check-store", url, "--stateful", "--examples", "5"]) == 0, capsys.readouterr().out
-    assert "102 of 102 checks pass" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{CHECKS + 1} of {CHECKS + 1} checks pass" in out and "store contract, through two handles:" in out
     with psycopg.connect(postgres_url) as connection:
         (left,) = connection.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'check\\_%'").fetchone()
     assert left == 0
