@@ -149,7 +149,7 @@ def test_racing_claimers_in_separate_processes_yield_exactly_one_lease_every_tim
 
 
 @dataclass
-class World:
+class ChildRun:
     """One child's view: its orchestrator, its seeded choices, and the leases only it knows (lost with it)."""
 
     orchestrator: Orchestrator
@@ -168,12 +168,12 @@ STEPS_MAX = 100_000
 """A bound on the child's loop, so a child the parent failed to kill still ends."""
 
 
-def make_world(path: str | Path, run: int, seed: int) -> World:
+def make_world(path: str | Path, run: int, seed: int) -> ChildRun:
     """A driver that resumes what the file holds: its clock starts after the history, and it adopts every unfinished task."""
     clock = ManualClock(latest_time_s(path) + 1.0)
     provider = LedgerProvider(supports_idempotency=run % 2 == 0, clock=clock)
     orchestrator = open_orchestrator(path, clock, provider)
-    return World(orchestrator, clock, provider, random.Random(seed), run, {}, [], unfinished_tasks(path))
+    return ChildRun(orchestrator, clock, provider, random.Random(seed), run, {}, [], unfinished_tasks(path))
 
 
 def unfinished_tasks(path: str | Path) -> list[str]:
@@ -196,7 +196,7 @@ def drive(path: str, run: int, seed: int, signal_after_steps: int, progress: Con
             progress.close()
 
 
-def take_step(world: World) -> None:
+def take_step(world: ChildRun) -> None:
     """Advance the clock a little, then move one seeded task one step, or make a late call with a stale fence."""
     world.clock.advance(world.random.uniform(0.0, 2.0))
     if world.stale and world.random.random() < 0.05:
@@ -216,7 +216,7 @@ def take_step(world: World) -> None:
         ATTEMPT_STEPS[latest.state](world, latest)
 
 
-def create(world: World) -> str:
+def create(world: ChildRun) -> str:
     world.created += 1
     task_id = f"run{world.run}-task-{world.created}"
     world.orchestrator.create_task(task_id, "make the login redirect test pass", WORKSPACE)
@@ -224,14 +224,14 @@ def create(world: World) -> str:
     return task_id
 
 
-def begin(world: World, task_id: str) -> None:
+def begin(world: ChildRun, task_id: str) -> None:
     """Accept and first-dispatch a task, from wherever a crash left it."""
     if world.orchestrator.store.get_task(task_id).state == "inbox":
         world.orchestrator.accept_task(task_id)
     world.orchestrator.dispatch(task_id, Plan("hypothesis 1"))
 
 
-def late_call(world: World, lease: Lease) -> None:
+def late_call(world: ChildRun, lease: Lease) -> None:
     """A worker that lost its lease wakes up: every call it makes must be refused and kept as a late event."""
     orchestrator, fence = world.orchestrator, (lease.attempt_id, lease.generation, lease.token)
     call = world.random.choice(("renew", "complete", "grant"))
@@ -243,18 +243,18 @@ def late_call(world: World, lease: Lease) -> None:
         orchestrator.grant_tool(*fence, "push", "late-sha")
 
 
-def admit(world: World, attempt: Attempt) -> None:
+def admit(world: ChildRun, attempt: Attempt) -> None:
     world.orchestrator.admit(attempt.attempt_id)
 
 
-def claim(world: World, attempt: Attempt) -> None:
+def claim(world: ChildRun, attempt: Attempt) -> None:
     workspace = WORKSPACE if world.random.random() < 0.9 else "someone/else"
     outcome = world.orchestrator.claim_attempt(attempt.task_id, f"worker-{world.run}-{world.random.randrange(4)}", workspace)
     if isinstance(outcome, Claim):
         world.leases[attempt.attempt_id] = outcome.lease
 
 
-def go_silent(world: World, attempt: Attempt) -> None:
+def go_silent(world: ChildRun, attempt: Attempt) -> None:
     """The worker stops heartbeating (or died with the last crash): let the lease, or the cancel deadline, run out."""
     lease = world.leases.pop(attempt.attempt_id, None)
     if lease is not None:
@@ -263,7 +263,7 @@ def go_silent(world: World, attempt: Attempt) -> None:
     world.orchestrator.reap()
 
 
-def claimed(world: World, attempt: Attempt) -> None:
+def claimed(world: ChildRun, attempt: Attempt) -> None:
     lease = world.leases.get(attempt.attempt_id)
     if lease is None:
         go_silent(world, attempt)
@@ -273,7 +273,7 @@ def claimed(world: World, attempt: Attempt) -> None:
         world.orchestrator.renew_lease(attempt.attempt_id, lease.generation, lease.token)
 
 
-def running(world: World, attempt: Attempt) -> None:
+def running(world: ChildRun, attempt: Attempt) -> None:
     lease = world.leases.get(attempt.attempt_id)
     if lease is None:
         go_silent(world, attempt)
@@ -297,12 +297,12 @@ def running(world: World, attempt: Attempt) -> None:
         orchestrator.cancel_attempt(attempt.attempt_id, "operator changed the plan")
 
 
-def head_sha(world: World, attempt: Attempt) -> str:
+def head_sha(world: ChildRun, attempt: Attempt) -> str:
     """Two candidate commits per task, so a later Attempt sometimes pushes the same content and finds the earlier effect."""
     return f"sha-{attempt.task_id}-{world.random.randrange(2)}"
 
 
-def call_tool(world: World, attempt: Attempt, lease: Lease) -> None:
+def call_tool(world: ChildRun, attempt: Attempt, lease: Lease) -> None:
     """Through the gateway: grant, call the provider (whose response is sometimes lost), record the receipt."""
     fence = (attempt.attempt_id, lease.generation, lease.token)
     identity = head_sha(world, attempt)
@@ -320,21 +320,21 @@ def call_tool(world: World, attempt: Attempt, lease: Lease) -> None:
     world.orchestrator.record_receipt(*fence, grant.key, effect.provider_id)
 
 
-def suspect(world: World, attempt: Attempt) -> None:
+def suspect(world: ChildRun, attempt: Attempt) -> None:
     world.orchestrator.reconcile_attempt(attempt.attempt_id)
 
 
-def reconciling(world: World, attempt: Attempt) -> None:
+def reconciling(world: ChildRun, attempt: Attempt) -> None:
     if world.random.random() < 0.5:
         world.clock.advance(CONFIG.call_deadline_max_s)  # let in-flight calls pass their deadlines
     world.orchestrator.reconcile_attempt(attempt.attempt_id)
 
 
-def verifying(world: World, attempt: Attempt) -> None:
+def verifying(world: ChildRun, attempt: Attempt) -> None:
     world.orchestrator.verify_attempt(attempt.attempt_id)
 
 
-def cancelling(world: World, attempt: Attempt) -> None:
+def cancelling(world: ChildRun, attempt: Attempt) -> None:
     lease = world.leases.get(attempt.attempt_id)
     if lease is None or world.random.random() < 0.3:
         go_silent(world, attempt)
@@ -355,7 +355,7 @@ ATTEMPT_STEPS = {
 assert set(ATTEMPT_STEPS) == set(SPEC.attempt.states) - ATTEMPT_TERMINAL, "the crash driver must step every active state"
 
 
-def conclude(world: World, task_id: str, latest: Attempt) -> None:
+def conclude(world: ChildRun, task_id: str, latest: Attempt) -> None:
     """The loop decision, then what it asks for: a retry (sometimes with too short a reason), approval, or rest."""
     orchestrator = world.orchestrator
     decision = orchestrator.decide(task_id)
