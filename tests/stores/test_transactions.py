@@ -53,7 +53,7 @@ def test_store_contract(make_store, check):
 
 
 def test_the_memory_store_passes_the_whole_store_contract_as_one_report():
-    """Goal: check_store returns a report with every check, each passed (the two-handle ones skipped), and raise_for_failures stays quiet."""
+    """Goal: check_store returns a report with every check, each passed (the two-handle ones skipped); raise_for_failures is quiet."""
     report = check_store(MemoryStore)
     assert [result.name for result in report.results] == [check.name for check in (*store_checks(), *shared_store_checks())]
     assert report.ok and report.failures == ()
