@@ -985,13 +985,13 @@ def _admitted(orchestrator: Orchestrator, clock: ManualClock, task_id: str, work
     expect(orchestrator.accept_task(task_id).accepted, f"accept_task({task_id!r}) of a task in the inbox was refused")
     dispatched = orchestrator.dispatch(task_id, Plan("the fixture leaks a port"))
     expect(dispatched.accepted, f"the first dispatch of {task_id} was refused: {dispatched}")
-    attempt_id = store_attempt_id(orchestrator.store, task_id)
+    attempt_id = _only_attempt_id(orchestrator.store, task_id)
     admitted = orchestrator.admit(attempt_id)
     expect(getattr(admitted, "state", None) == "admitted", f"admit({attempt_id!r}) of a queued Attempt did not admit it: {admitted}")
     return attempt_id
 
 
-def store_attempt_id(store: Store, task_id: str) -> str:
+def _only_attempt_id(store: Store, task_id: str) -> str:
     attempts = store.get_attempts(task_id)
     expect(len(attempts) == 1, f"a dispatched task {task_id} has one Attempt, not {len(attempts)}")
     return attempts[0].attempt_id
@@ -1044,11 +1044,11 @@ def claim_next_never_hands_one_attempt_to_two_claimers(make_store: StoreFactory)
             claimed.append(_claimed_id(result, f"claim {n + 1} of {len(admitted)} admitted Attempts, by worker-{n}"))
         expect_equal(claimed, admitted, "the Attempts successive claimers took (each once, oldest first)")
         for n, attempt_id in enumerate(admitted):
-            stored = store_read(orchestrator.store, attempt_id)
+            stored = _stored_attempt(orchestrator.store, attempt_id)
             expect_equal((stored.state, stored.worker_id), ("claimed", f"worker-{n}"), f"{attempt_id} after its claim")
 
 
-def store_read(store: Store, attempt_id: str) -> Attempt:
+def _stored_attempt(store: Store, attempt_id: str) -> Attempt:
     found = store.get_attempt(attempt_id)
     expect(found is not None, f"the store has no Attempt {attempt_id}")
     return found  # type: ignore[return-value]
@@ -1422,7 +1422,7 @@ def concurrent_claimers_on_two_handles_never_share_an_attempt(make: SharedStore)
         both = here + _result(there, "the claimer on the other handle")
         expect_equal(sorted(both), sorted(admitted), "the Attempts two concurrent claimers took between them (each exactly once)")
         for attempt_id in admitted:
-            expect_equal(store_read(store, attempt_id).state, "claimed", f"{attempt_id} after the claimers ran out of work")
+            expect_equal(_stored_attempt(store, attempt_id).state, "claimed", f"{attempt_id} after the claimers ran out of work")
 
 
 def _claim_all(orchestrator: Orchestrator, worker_id: str, start: threading.Barrier) -> list[str]:
