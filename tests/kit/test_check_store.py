@@ -18,6 +18,7 @@ import pytest
 
 from shiftchange.cli.main import main
 from shiftchange.testing import contract_checks, shared_store_checks, store_checks
+from tests.conftest import unsynced
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = len(shared_store_checks())
@@ -232,7 +233,7 @@ def test_check_store_passes_postgres_store_by_url_and_drops_its_schemas(postgres
     """Done when: `shiftchange check-store` passes PostgresStore, unchanged; every schema it made is dropped after."""
     import psycopg
 
-    url = postgres_url + ("&" if "?" in postgres_url else "?") + "options=-csynchronous_commit%3Doff"
+    url = unsynced(postgres_url)
     assert main(["check-store", url, "--stateful", "--examples", "5"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert f"{CHECKS + 1} of {CHECKS + 1} checks pass" in out and "store contract, through two handles:" in out

@@ -48,6 +48,7 @@ from shiftchange.stores.postgres import SCHEMA_VERSION, TABLES, escape_text, mig
 from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import check_store
 from shiftchange.testing.stores import event_fields, make_task, minimal_attempt, minimal_task, seed
+from tests.conftest import unsynced
 
 # The adapter's own tests take a schema each (and some a server-side wait): heavy, out of the fast tier, which still meets
 # PostgreSQL through tests/core's store fixture.
@@ -83,14 +84,6 @@ def run_threads(*targets) -> list[threading.Thread]:
 
 def with_parameter(url: str, parameter: str) -> str:
     return url + ("&" if "?" in url else "?") + parameter
-
-
-def unsynced(url: str) -> str:
-    """`url` with commits that do not wait for the WAL to reach disk: the same visibility and atomicity, several times faster.
-
-    For the kit's hundreds of short-lived stores, which check transactional semantics, not what survives a power cut.
-    """
-    return with_parameter(url, "options=-c%20synchronous_commit%3Doff")
 
 
 # ---- the conformance kit, unchanged

@@ -34,6 +34,7 @@ from shiftchange.testing.stores import (
     minimal_attempt,
     seed,
 )
+from tests.conftest import unsynced
 from tests.kit import broken_stores
 
 
@@ -97,7 +98,7 @@ def test_postgres_passes_the_whole_contract_through_two_handles(make_postgres_st
     """Goal: PostgresStore, a second pool on the same schema as its other handle, passes every check, the two-handle ones too."""
     from shiftchange.stores.postgres import PostgresStore
 
-    url = make_postgres_store.url + ("&" if "?" in make_postgres_store.url else "?") + "options=-csynchronous_commit%3Doff"
+    url = unsynced(make_postgres_store.url)
 
     def reopen(store):
         return PostgresStore(url, schema=store.schema, migrate=False, pool_max=2)
