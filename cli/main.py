@@ -28,6 +28,7 @@ from shiftchange.spec.review import write_review
 from .explore import add_parser as add_explore_parser
 from .spec_diff import add_parser as add_spec_diff_parser
 from .sweep import add_parser as add_sweep_parser
+from .tune import add_parser as add_tune_parser
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130
@@ -547,6 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     antipatterns = sim_commands.add_parser("antipatterns", help="list the anti-patterns, where they show and what must catch them")
     antipatterns.set_defaults(handler=_sim_antipatterns)
     add_sweep_parser(sim_commands)
+    add_tune_parser(sim_commands)
     add_explore_parser(commands)
     from .check_store import add_parser as add_check_store_parser
 
