@@ -30,19 +30,26 @@ by their text:
 |---|---|
 | capacity domain (a rate denial) | waits `gateway_retry_s`, asks again |
 | `no_call_in_flight` failed | waits a call deadline (an earlier call may still land), asks again |
-| provider domain (open circuit, spent retry budget) | holds the call back: waits max(gateway_retry_s, backoff, retry_after_s), asks again |
+| provider domain (open circuit, retry budget, concurrency limit) | holds the call back, spending no ask: waits retry_after_s + backoff |
 | `spend_within_budget` failed | reports the Attempt failed: capacity, "budget:spend ceiling reached" |
 | `timeout_budget_left` failed | reports the Attempt failed: executor, "executor:timeout budget exhausted" |
 | refused while Cancelling, fence intact | acknowledges the cancellation |
 | anything else (fence refused, lease gone, the Attempt left Running) | stops without another word |
 
 Every ask counts against `gateway_retries_max`, the per-call limit inside an
-Attempt: an unanswered grant, a refusal it waits out, a provider call that
-timed out (which is reported first, so the breaker counts it, then retried
-after a backoff from the core's `Backoff`, retry n drawing from retry n's
-interval). When the asks run out, the worker reports the Attempt failed with
-what stood in the way. A provider refusal is reported to the gateway, then
-the Attempt fails in the refusal's domain.
+Attempt: an unanswered grant, a rate denial, a provider call that timed out
+(which is reported first, so the breaker counts it, then retried after a
+backoff from the core's `Backoff`, retry n drawing from retry n's interval).
+When the asks run out, the worker reports the Attempt failed with what stood
+in the way. A provider refusal is reported to the gateway, then the Attempt
+fails in the refusal's domain.
+
+A call held back for the dependency's sake (an open or ramping circuit, a
+spent retry budget, the concurrency limit) spends no ask: nothing failed, the
+dependency is being protected, and an Attempt failed for it would turn a
+storm into failed, retried and finally escalated tasks. It waits and asks
+again for as long as the Attempt's timeout budget and lease allow (the
+gateway refuses a call the budget cannot cover, an executor failure).
 
 Renewals come from the heartbeat (`agent/heartbeat.py` says when). A refused
 renewal stops all work at once; one that says cancellation was requested
@@ -127,6 +134,10 @@ class AgentConfig:
     """Pause before asking again after a lost answer or a rate denial."""
     held_back_wait_max_s: float | None = None
     """The longest a call held back waits before asking again (None: as long as the circuit says)."""
+    held_back_jitter: bool = True
+    """A call held back waits the circuit's retry_after_s plus a backoff draw, so the calls an open circuit held back
+    return spread over the backoff's window; False waits max(backoff, retry_after_s), which sends them all back in the
+    instant the circuit closes (the synchronised return behind a breaker's limit cycle)."""
 
 
 class Agent:
@@ -381,18 +392,24 @@ class Agent:
             return self._again(config.gateway_retry_s, ("capacity", "capacity:rate limit at the gateway"))
         if "no_call_in_flight" in failed:
             return self._again(config.call_deadline_s, ("unknown_result", "unknown_result:an earlier call may still land"))
-        if domain == "provider":  # an open circuit or a spent retry budget holds the call back, not the Attempt
-            signature = "provider:circuit open" if "circuit_allows" in failed else "provider:retry budget spent"
-            wait_s = max(config.gateway_retry_s, self.backoff.delay_s(self.held_back), answer.retry_after_s or 0.0)
-            if config.held_back_wait_max_s is not None:
-                wait_s = min(wait_s, config.held_back_wait_max_s)
+        if domain == "provider":  # the dependency's controls hold the call back, not the Attempt: no ask is spent
+            wait_s = self._held_back_wait_s(answer.retry_after_s or 0.0)
             self.held_back += 1
-            return self._again(wait_s, ("provider", signature))
+            self.asks -= 1
+            return self._again(wait_s, ("provider", _held_back_signature(failed)))
         if "spend_within_budget" in failed:
             return self._fail("capacity", "budget:spend ceiling reached")
         if "timeout_budget_left" in failed:
             return self._fail("executor", "executor:timeout budget exhausted")
         return self._refused(answer)
+
+    def _held_back_wait_s(self, retry_after_s: float) -> float:
+        """How long a held-back call waits: spread over a backoff draw past the circuit's retry_after_s, or (no jitter) the max."""
+        config = self.config
+        drawn_s = self.backoff.delay_s(self.held_back)
+        wait_s = retry_after_s + drawn_s if config.held_back_jitter else max(drawn_s, retry_after_s)
+        wait_s = max(config.gateway_retry_s, wait_s)
+        return wait_s if config.held_back_wait_max_s is None else min(wait_s, config.held_back_wait_max_s)
 
     def _again(self, wait_s: float, failure: tuple[str, str]) -> Command:
         """Ask the gateway again after `wait_s`, or, with no asks left, report the Attempt failed with `failure`."""
@@ -470,6 +487,15 @@ class Agent:
         self.phase = IDLE
         self._forget()
         return Stop(reason)
+
+
+def _held_back_signature(failed: tuple[str, ...]) -> str:
+    """What held a call back, as the failure signature an Attempt would end with."""
+    if "circuit_allows" in failed:
+        return "provider:circuit open"
+    if "concurrency_allows" in failed:
+        return "provider:concurrency limit reached"
+    return "provider:retry budget spent"
 
 
 _HANDLERS = {

@@ -13,10 +13,12 @@ from .admission import AdmissionController, AdmissionDecision
 from .backoff import Backoff
 from .breaker import Breaker, Breakers
 from .clock import Clock, ManualClock
+from .concurrency import ConcurrencyLimit, ConcurrencyLimits
 from .config import (
     AdmissionConfig,
     BackoffConfig,
     BreakerConfig,
+    ConcurrencyLimitConfig,
     CoreConfig,
     Fallback,
     RateLimitConfig,
@@ -51,6 +53,9 @@ __all__ = [
     "Budget",
     "Claim",
     "Clock",
+    "ConcurrencyLimit",
+    "ConcurrencyLimitConfig",
+    "ConcurrencyLimits",
     "CoreConfig",
     "CoreError",
     "Decision",

@@ -8,6 +8,15 @@ lets `probes_half_open` calls through in total; the first of them to report
 decides: a success closes the breaker, a failure reopens it with a fresh
 cool-down. While open, the loop stops or takes a prequalified fallback.
 
+Slow start. A breaker that closes would let every call held back while it was
+open through in one instant: the synchronised return that knocks a recovering
+dependency over again and opens the circuit once more, a limit cycle rather
+than recovery. So for `ramp_s` after closing it lets through a share of the
+calls asked for that grows linearly from none to all: each ask adds the share
+at that instant to a credit, and a call is let through when the credit
+reaches one (deterministic, so the same asks are let through on every
+replay). The calls it turns away are held back, as an open circuit's are.
+
 Prior art and the choice made: Nygard's circuit breaker (Release It!, 2007)
 and its library forms (Hystrix, resilience4j, Polly) trip on an error count
 or an error rate over a sliding window. The chapter trips it on the failure
@@ -39,6 +48,8 @@ CLOSED = "closed"
 OPEN = "open"
 HALF_OPEN = "half_open"
 STATES = (CLOSED, OPEN, HALF_OPEN)
+RAMPING = "ramping"
+"""A refusal's state when a circuit that closed again is still letting calls back in (`BreakerConfig.ramp_s`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +57,7 @@ class Refusal:
     """Why a breaker refused a call, for the refused event on the Attempt."""
 
     state: str
-    """OPEN or HALF_OPEN: the state that refused."""
+    """OPEN, HALF_OPEN or RAMPING: what refused."""
     until_s: float | None
     """When an open breaker starts letting probes through; None when half-open, which waits for a probe's report."""
     reason: str
@@ -56,6 +67,7 @@ class Breaker:
     """The circuit breaker of one dependency; its time never goes backwards."""
 
     __slots__ = (
+        "_closed_s",
         "_config",
         "_failure_count",
         "_failure_signature",
@@ -63,6 +75,7 @@ class Breaker:
         "_last_s",
         "_opened_s",
         "_probes_let_through",
+        "_ramp_credit",
         "_state",
     )
 
@@ -80,6 +93,8 @@ class Breaker:
         self._probes_let_through = 0
         self._last_refusal: Refusal | None = None
         self._last_s = -math.inf
+        self._closed_s = -math.inf
+        self._ramp_credit = 0.0
 
     @property
     def last_refusal(self) -> Refusal | None:
@@ -104,8 +119,20 @@ class Breaker:
                 self._last_refusal = Refusal(HALF_OPEN, None, reason)
                 return False
             self._probes_let_through += 1
+        elif self._ramping(now_s):
+            ramp_s = self._config.ramp_s
+            share = (now_s - self._closed_s) / ramp_s
+            self._ramp_credit += share
+            if self._ramp_credit < 1:
+                until_s = self._closed_s + ramp_s
+                self._last_refusal = Refusal(RAMPING, None, f"circuit closed again: {share:.0%} of calls let through, all by {until_s}")
+                return False
+            self._ramp_credit -= 1
         self._last_refusal = None
         return True
+
+    def _ramping(self, now_s: float) -> bool:
+        return self._state == CLOSED and now_s < self._closed_s + self._config.ramp_s
 
     def release_probe(self) -> None:
         """A half-open probe `allow` let through was never made (its grant rolled back): another call may take its place."""
@@ -117,6 +144,8 @@ class Breaker:
         self._advance(now_s)
         if self._predates_opening():
             return
+        if self._state == HALF_OPEN:
+            self._closed_s, self._ramp_credit = float(now_s), 0.0
         self._state = CLOSED
         self._failure_signature = None
         self._failure_count = 0

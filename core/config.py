@@ -85,10 +85,14 @@ class BreakerConfig:
     """How long an open circuit refuses every call before it lets probes through (half-open)."""
     probes_half_open: int = 1
     """Calls let through while half-open; one success closes the circuit, one failure reopens it."""
+    ramp_s: float = 30.0
+    """After closing, the share of calls let through grows from none to all over this long (slow start), so the calls
+    held back while it was open do not all return in one instant; 0 lets every call through at once."""
 
     def __post_init__(self) -> None:
         require_positive(self, ("failures_to_open", "cool_down_s", "probes_half_open"))
         require_whole(self, ("failures_to_open", "probes_half_open"))
+        require_nonnegative(self, ("ramp_s",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,35 @@ class RetryBudgetConfig:
     def __post_init__(self) -> None:
         require_probability(self, ("ratio",))
         require_whole(self, ("burst",))
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyLimitConfig:
+    """An adaptive limit on calls in flight to one dependency (`core/concurrency.py`): AIMD on the calls' answers."""
+
+    initial_calls: int = 16
+    """The limit before any answer has moved it."""
+    min_calls: int = 1
+    """The limit never falls below this: one call always probes the dependency."""
+    max_calls: int = 1000
+    """The limit never rises above this."""
+    increase_calls: float = 1.0
+    """Added to the limit for each answered call while at least half the limit is in use (additive increase)."""
+    decrease_factor: float = 0.9
+    """The limit is multiplied by this for each call that failed or timed out (multiplicative decrease)."""
+
+    def __post_init__(self) -> None:
+        require_positive(self, ("initial_calls", "min_calls", "max_calls", "increase_calls", "decrease_factor"))
+        require_whole(self, ("initial_calls", "min_calls", "max_calls"))
+        if self.decrease_factor >= 1:
+            raise InputError(
+                f"ConcurrencyLimitConfig.decrease_factor must be below 1, or a failure never lowers the limit, not {self.decrease_factor!r}"
+            )
+        if not self.min_calls <= self.initial_calls <= self.max_calls:
+            raise InputError(
+                f"ConcurrencyLimitConfig needs min_calls <= initial_calls <= max_calls, not {self.min_calls!r}, {self.initial_calls!r},"
+                f" {self.max_calls!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +168,13 @@ def require_whole(config: object, names: tuple[str, ...]) -> None:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InputError(f"{type(config).__name__}.{name} must be a whole number, not {value!r}")
+
+
+def require_nonnegative(config: object, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise InputError(f"{type(config).__name__}.{name} must be a finite number, not negative, not {value!r}")
 
 
 def require_positive(config: object, names: tuple[str, ...]) -> None:
@@ -199,6 +239,8 @@ class ReliabilityConfig:
     """One circuit breaker per dependency, all with this config; None: no breaker (every call is let through)."""
     retry_budget: RetryBudgetConfig | None = field(default_factory=RetryBudgetConfig)
     """One retry budget per dependency, all with this config; None: retries are bounded only by the caller's own limit."""
+    concurrency: ConcurrencyLimitConfig | None = field(default_factory=ConcurrencyLimitConfig)
+    """One adaptive concurrency limit per dependency, all with this config; None: calls in flight are not limited."""
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     admission_rate: RateLimitConfig | None = None
     """A token bucket on admissions themselves (None: admission is bounded by capacity alone)."""
@@ -211,7 +253,13 @@ class ReliabilityConfig:
     def __post_init__(self) -> None:
         for name, kind in (("backoff", BackoffConfig), ("admission", AdmissionConfig)):
             require_instance(self, name, kind)
-        for name, kind in (("breaker", BreakerConfig), ("retry_budget", RetryBudgetConfig), ("admission_rate", RateLimitConfig)):
+        optional = (
+            ("breaker", BreakerConfig),
+            ("retry_budget", RetryBudgetConfig),
+            ("concurrency", ConcurrencyLimitConfig),
+            ("admission_rate", RateLimitConfig),
+        )
+        for name, kind in optional:
             if getattr(self, name) is not None:
                 require_instance(self, name, kind)
         self._check_rate_limits()

@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 from .breaker import OPEN, Breakers
+from .concurrency import ConcurrencyLimits
 from .context import Context, contract
 from .errors import InputError, NotFound
 from .provider import Effect
@@ -35,7 +36,7 @@ from .seams import KeyRequest
 from .store import Transaction
 from .validate import fence_arguments, flag, number, text, whole
 
-_HELD_BACK = frozenset({"circuit_allows", "retry_budget_allows"})
+_HELD_BACK = frozenset({"circuit_allows", "retry_budget_allows", "concurrency_allows"})
 """Guards that hold a call back for its dependency's sake, not the caller's: the call may be asked again later."""
 
 
@@ -81,7 +82,7 @@ class _Ask:
 class ToolGateway:
     """grant_tool, record_receipt and report_call_failure, with the dependencies' rate limits, breakers and retry budgets."""
 
-    __slots__ = ("_context", "breakers", "fallbacks", "limiter", "retry_budgets")
+    __slots__ = ("_context", "breakers", "concurrency", "fallbacks", "limiter", "retry_budgets")
 
     def __init__(self, context: Context) -> None:
         self._context = context
@@ -89,6 +90,7 @@ class ToolGateway:
         self.limiter = RateLimiter(reliability.rate_limits, context.clock.now())
         self.breakers = Breakers({name: reliability.breaker for name in reliability.rate_limits})
         self.retry_budgets = RetryBudgets(tuple(reliability.rate_limits), reliability.retry_budget)
+        self.concurrency = ConcurrencyLimits(tuple(reliability.rate_limits), reliability.concurrency)
         self.fallbacks = {fallback.dependency: fallback for fallback in reliability.fallbacks}
 
     def check(self, attempt_id: Any, generation: Any, token: Any, call: ToolCall) -> ToolCall:
@@ -184,7 +186,9 @@ class ToolGateway:
         """
         dependency = ask.call.dependency
         if ask.replaying:
-            ask.holds.update(spend_within_budget=True, rate_allows=True, circuit_allows=True, retry_budget_allows=True)
+            ask.holds.update(
+                spend_within_budget=True, rate_allows=True, circuit_allows=True, retry_budget_allows=True, concurrency_allows=True
+            )
             return dependency, 0.0, ""
         fallback = self.fallbacks.get(dependency)
         why = ""
@@ -215,6 +219,7 @@ class ToolGateway:
             "spend_within_budget": spend,
             "rate_allows": self.limiter.available(dependency, ask.now) >= 1,
             "retry_budget_allows": not ask.retrying or self.retry_budgets.allows(dependency),
+            "concurrency_allows": self.concurrency.allows(dependency, ask.now),
         }
 
     def _held(self, refused: Refused, chosen: str, ask: _Ask) -> Refused:
@@ -240,6 +245,10 @@ class ToolGateway:
                 context.on_rollback(partial(self.limiter.refund, chosen))
             context.after_commit(partial(self.retry_budgets.granted, chosen, ask.retrying))
         deadline = now + call.call_deadline_s
+        if not ask.replaying:
+            limit = self.concurrency.limit(chosen)
+            limit.start(minted, deadline)
+            context.on_rollback(partial(limit.forget, minted))
         replay = None
         attempt_id = ask.attempt.attempt_id
         if intent is None:
@@ -289,6 +298,7 @@ class ToolGateway:
             if outcome.accepted and intent.outcome is None:
                 tx.update_intent(intent, outcome="succeeded")
                 context.after_commit(partial(self.breakers.record_success, intent.dependency, context.clock.now()))
+                context.after_commit(partial(self.concurrency.limit(intent.dependency).succeeded, key, context.clock.now()))
             return outcome
 
     @contract
@@ -308,6 +318,7 @@ class ToolGateway:
             if outcome.accepted and intent.outcome is None:
                 tx.update_intent(intent, outcome="failed")
                 context.after_commit(partial(self.breakers.record_failure, intent.dependency, context.clock.now(), signature))
+                context.after_commit(partial(self.concurrency.limit(intent.dependency).failed, key, context.clock.now()))
             return outcome
 
     def _intent(self, tx: Transaction, attempt_id: str, key: str) -> tuple[Attempt, Intent]:
@@ -330,4 +341,6 @@ def _denial(dependency: str, verdicts: dict[str, bool]) -> str:
         return f"rate limit of {dependency} reached (a capacity denial)"
     if not verdicts["retry_budget_allows"]:
         return f"retry budget of {dependency} spent: retries are held to their share of first calls"
+    if not verdicts["concurrency_allows"]:
+        return f"calls in flight to {dependency} are at its adaptive concurrency limit"
     return ""

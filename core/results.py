@@ -29,6 +29,7 @@ REFUSAL_CODES: dict[str, str] = {
     "rate_limit": "the dependency's rate limit is reached (a capacity denial)",
     "open_circuit": "the dependency's circuit breaker refused the call",
     "retry_budget": "the dependency's retry budget is spent",
+    "concurrency_limit": "the calls in flight to the dependency are at its adaptive concurrency limit",
     "not_admitted": "admission deferred or shed the Attempt, or has not reached it yet",
     "not_found": "there is nothing to act on (a claim of a task with no Attempt, a decision with no ended Attempt)",
     "changed": "the Attempt changed while the provider was read: nothing was decided on stale findings, ask again",
@@ -47,6 +48,7 @@ GUARD_CODES: tuple[tuple[str, str], ...] = (
     ("rate_allows", "rate_limit"),
     ("circuit_allows", "open_circuit"),
     ("retry_budget_allows", "retry_budget"),
+    ("concurrency_allows", "concurrency_limit"),
 )
 """A failed guard with a code of its own, in precedence order; any other failed guard is code "guard"."""
 

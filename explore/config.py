@@ -127,7 +127,7 @@ class ExploreConfig:
         """Deterministic pacing and no controls that count: exploration asks about interleavings, not capacity.
 
         Exponential backoff draws nothing; the rate limit never binds; there is
-        no circuit breaker and no retry budget, whose counts would be state
+        no circuit breaker, retry budget or concurrency limit, whose counts would be state
         the digest does not hold.
         """
         return ReliabilityConfig(
@@ -135,6 +135,7 @@ class ExploreConfig:
             rate_limits={DEPENDENCY: RateLimitConfig(rate_per_s=1e6, burst=1_000_000)},
             breaker=None,
             retry_budget=None,
+            concurrency=None,
         )
 
     def budget(self) -> Budget:

@@ -187,8 +187,8 @@ class AntiPattern:
 
 
 def _storm(config: SimConfig) -> SimConfig:
-    """No retry discipline: no backoff (between Attempts or between a call's retries), no circuit breaker, no retry budget."""
-    reliability = replace(config.reliability, backoff=BackoffConfig(strategy="none"), breaker=None, retry_budget=None)
+    """No retry discipline: no backoff (between Attempts or between a call's retries), no breaker, retry budget or concurrency limit."""
+    reliability = replace(config.reliability, backoff=BackoffConfig(strategy="none"), breaker=None, retry_budget=None, concurrency=None)
     return replace(config, reliability=reliability)
 
 

@@ -14,17 +14,10 @@ from functools import cache
 from typing import Any, get_type_hints
 
 from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
-from shiftchange.core.config import require_instance, require_positive, require_probability, require_whole, shown
+from shiftchange.core.config import require_instance, require_nonnegative, require_positive, require_probability, require_whole, shown
 from shiftchange.core.orchestrator import check_budget
 
 FROM_PLAIN_DATA = 'to build a config from plain data (a report\'s "config"), use shiftchange.sim.settings.from_dict'
-
-
-def require_nonnegative(config: object, names: tuple[str, ...]) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise InputError(f"{type(config).__name__}.{name} must be a finite number, not negative, not {value!r}")
 
 
 def require_names(config: object, name: str, known: tuple[str, ...]) -> None:
@@ -237,12 +230,15 @@ class WorkerConfig:
     open_loop: bool = False
     """Open-loop demand: no admitted Attempt waits for a free worker. When an Attempt is offered and no worker is idle, a
     new one starts for it and stays; `workers` is then the pool the run starts with (and the nemesis's drawn targets)."""
+    held_back_jitter: bool = True
+    """A call the dependency's controls hold back waits the circuit's retry_after_s plus a backoff draw (False: the max of
+    the two, so every call an open circuit held back returns in the instant it closes)."""
 
     def __post_init__(self) -> None:
         require_whole(self, ("workers", "gateway_retries_max"))
         require_positive(self, ("restart_s", "call_deadline_s", "gateway_retry_s"))
         require_at_least_one(self, ("workers",))
-        require_flags(self, ("open_loop",))
+        require_flags(self, ("open_loop", "held_back_jitter"))
 
 
 @dataclass(frozen=True, slots=True)

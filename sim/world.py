@@ -349,6 +349,7 @@ def _agent_config(config: SimConfig) -> AgentConfig:
         call_deadline_s=workers.call_deadline_s,
         gateway_retries_max=workers.gateway_retries_max,
         gateway_retry_s=workers.gateway_retry_s,
+        held_back_jitter=workers.held_back_jitter,
     )
 
 

@@ -79,10 +79,6 @@ WAITS = [
                  ("capacity", "capacity:rate limit at the gateway"), id="capacity-waits-gateway-retry"),
     pytest.param(Refused("in flight", guards=("no_call_in_flight",), state="running"), 30.0,
                  ("unknown_result", "unknown_result:an earlier call may still land"), id="call-in-flight-waits-a-deadline"),
-    pytest.param(Refused("open", code="open_circuit", guards=("circuit_allows",), domain="provider", state="running", retry_after_s=7.0),
-                 7.0, ("provider", "provider:circuit open"), id="open-circuit-waits-its-cool-down"),
-    pytest.param(Refused("spent", code="retry_budget", guards=("retry_budget_allows",), domain="provider", state="running"),
-                 2.0, ("provider", "provider:retry budget spent"), id="spent-retry-budget-holds-back"),
 ]  # fmt: skip
 
 
@@ -100,9 +96,54 @@ def test_a_refusal_the_worker_waits_out_is_asked_again_until_the_asks_run_out(re
     assert not worker.holding
 
 
-def test_a_call_held_back_waits_the_backoff_when_it_is_longer_than_the_cool_down():
+HELD_BACK = [
+    pytest.param(Refused("open", code="open_circuit", guards=("circuit_allows",), domain="provider", state="running", retry_after_s=7.0),
+                 7.0, "provider:circuit open", id="open-circuit"),
+    pytest.param(Refused("spent", code="retry_budget", guards=("retry_budget_allows",), domain="provider", state="running"),
+                 0.0, "provider:retry budget spent", id="spent-retry-budget"),
+    pytest.param(Refused("limit", code="concurrency_limit", guards=("concurrency_allows",), domain="provider", state="running"),
+                 0.0, "provider:concurrency limit reached", id="concurrency-limit"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("refusal", "retry_after_s", "signature"), HELD_BACK)
+def test_a_call_held_back_for_the_dependency_spends_no_ask_and_waits_past_the_retry_after(refusal, retry_after_s, signature):
+    worker = at_grant(agent())
+    waits = []
+    for hold in range(6):  # three times the asks an Attempt has (gateway_retries_max = 2), and still no failure
+        command = worker.on(refusal, float(hold))
+        assert isinstance(command, Wait) and command.why == signature, command
+        waits.append(command.seconds)
+        assert worker.on(None, float(hold)).contract == "grant_tool"
+    # retry_after plus the n-th backoff (1, 2, 4, 8, 8, 8 s), never under gateway_retry_s
+    assert waits == [max(2.0, retry_after_s + backoff_s) for backoff_s in (1.0, 2.0, 4.0, 8.0, 8.0, 8.0)]
+
+
+def test_held_back_calls_return_spread_over_the_backoff_not_in_the_instant_the_circuit_closes():
+    """Many workers held back by one open circuit: with jitter their returns spread out; without, they all come back together."""
+    refusal = Refused("open", code="open_circuit", guards=("circuit_allows",), domain="provider", state="running", retry_after_s=30.0)
+    spread = BackoffConfig(strategy="full_jitter", base_s=1.0, cap_s=60.0)
+
+    def returns(jitter: bool) -> set[float]:
+        config = AgentConfig(call_deadline_s=30.0, gateway_retry_s=0.1, held_back_jitter=jitter)
+        times = set()
+        for seed in range(20):
+            worker = at_grant(Agent("worker-1", config, Backoff(spread, random.Random(seed)), ONE_EFFECT, CORRECT))
+            for _hold in range(4):
+                wait = worker.on(refusal, 0.0).seconds
+                worker.on(None, 0.0)
+            times.add(round(wait, 6))
+            assert wait >= 30.0  # never before the circuit's retry_after
+        return times
+
+    assert returns(jitter=False) == {30.0}  # the fourth hold's backoff (at most 8 s) is under the cool-down: one instant
+    assert len(returns(jitter=True)) == 20
+
+
+def test_without_jitter_a_call_held_back_waits_the_longer_of_the_backoff_and_the_cool_down():
     refusal = Refused("open", code="open_circuit", guards=("circuit_allows",), domain="provider", state="running", retry_after_s=0.5)
-    worker = at_grant(agent(config=AgentConfig(call_deadline_s=30.0, gateway_retries_max=5, gateway_retry_s=0.1)))
+    config = AgentConfig(call_deadline_s=30.0, gateway_retries_max=5, gateway_retry_s=0.1, held_back_jitter=False)
+    worker = at_grant(agent(config=config))
     waits = []
     for _ask in range(4):
         waits.append(worker.on(refusal, 0.0).seconds)

@@ -6,18 +6,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shiftchange.core.breaker import CLOSED, HALF_OPEN, OPEN, Breaker, Breakers, Refusal
+from shiftchange.core.breaker import CLOSED, HALF_OPEN, OPEN, RAMPING, Breaker, Breakers, Refusal
 from shiftchange.core.clock import ManualClock
 from shiftchange.core.config import BreakerConfig
 from shiftchange.core.errors import InputError
 
-CONFIG = BreakerConfig(failures_to_open=3, cool_down_s=30.0, probes_half_open=2)
+CONFIG = BreakerConfig(failures_to_open=3, cool_down_s=30.0, probes_half_open=2, ramp_s=0.0)
+"""No slow start, so a closed breaker lets everything through (the ramp has tests of its own)."""
 
 configs = st.builds(
     BreakerConfig,
     failures_to_open=st.integers(min_value=1, max_value=6),
     cool_down_s=st.floats(min_value=0.5, max_value=100.0),
     probes_half_open=st.integers(min_value=1, max_value=5),
+    ramp_s=st.just(0.0),
 )
 advances_s = st.one_of(st.just(0.0), st.floats(min_value=0.0, max_value=20.0))
 
@@ -233,3 +235,47 @@ def test_failures_that_change_signature_before_the_threshold_never_open_it(failu
         previous = signature
     breaker.record_failure(clock.now(), previous)  # one more of the last signature: its run grows, and may now reach the threshold
     assert breaker.state(clock.now()) == (OPEN if min(runs[-1], failures_to_open - 1) + 1 >= failures_to_open else CLOSED)
+
+
+def closed_again(ramp_s: float, clock: ManualClock) -> Breaker:
+    """A breaker that opened, let its probe through and closed on the probe's success, at clock.now()."""
+    breaker = opened(BreakerConfig(failures_to_open=1, cool_down_s=10.0, ramp_s=ramp_s), clock)
+    clock.advance(10.0)
+    assert breaker.allow(clock.now())
+    breaker.record_success(clock.now())
+    assert breaker.state(clock.now()) == CLOSED
+    return breaker
+
+
+@given(ramp_s=st.floats(min_value=0.5, max_value=300.0), asks=st.lists(st.floats(min_value=0.0, max_value=5.0), min_size=1, max_size=200))
+def test_a_closing_breaker_lets_calls_back_in_along_its_ramp_and_all_of_them_after(ramp_s, asks):
+    """Each ask during the ramp earns the share of calls let through at that instant; what is let through tracks their sum."""
+    clock = ManualClock(100.0)
+    breaker = closed_again(ramp_s, clock)
+    closed_s = clock.now()
+    earned = let_through = 0
+    for advance_s in asks:
+        clock.advance(advance_s)
+        allowed = breaker.allow(clock.now())
+        if clock.now() >= closed_s + ramp_s:
+            assert allowed, "after the ramp every call is let through"
+            continue
+        earned += (clock.now() - closed_s) / ramp_s
+        let_through += allowed
+        assert 0 <= earned - let_through < 1 + 1e-9, (earned, let_through)
+        if not allowed:
+            assert breaker.last_refusal.state == RAMPING and breaker.state(clock.now()) == CLOSED
+
+
+def test_without_a_ramp_a_closing_breaker_lets_every_call_through_at_once():
+    clock = ManualClock()
+    breaker = closed_again(0.0, clock)
+    assert all(breaker.allow(clock.now()) for _ in range(50))
+
+
+def test_half_way_up_the_ramp_half_the_calls_asked_for_are_let_through():
+    clock = ManualClock()
+    breaker = closed_again(30.0, clock)
+    assert not breaker.allow(clock.now())  # at the instant it closed, none
+    clock.advance(15.0)
+    assert sum(breaker.allow(clock.now()) for _ in range(40)) == 20

@@ -29,6 +29,7 @@ from shiftchange.core import (
     BreakerConfig,
     Budget,
     Claim,
+    ConcurrencyLimitConfig,
     CoreConfig,
     Fallback,
     Grant,
@@ -54,7 +55,7 @@ OTHER_WORKSPACE = "repo-b"
 REASON = "the forge answered 503; transient, retry after backoff"
 SIGNATURE = "503 from the code host"
 NO_BACKOFF = BackoffConfig(strategy="none")
-BREAKER = BreakerConfig(failures_to_open=3, cool_down_s=10.0, probes_half_open=2)
+BREAKER = BreakerConfig(failures_to_open=3, cool_down_s=10.0, probes_half_open=2, ramp_s=0.0)
 LIMITS = {"code_host": RateLimitConfig(), "model_provider": RateLimitConfig(), "small_model": RateLimitConfig()}
 FALLBACK = Fallback(
     dependency="model_provider",
@@ -326,7 +327,8 @@ def test_a_failed_probe_reopens_the_circuit_for_a_fresh_cool_down(store):
 @pytest.mark.parametrize("landed", [False, True], ids=["never-landed", "landed"])
 def test_reconciling_an_expired_attempt_teaches_the_breaker_what_its_probe_did(store, landed):
     """A probe whose worker vanished still reports through reconciliation: absent reopens the circuit, landed closes it."""
-    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=BreakerConfig(failures_to_open=2, cool_down_s=10.0)))
+    breaker = BreakerConfig(failures_to_open=2, cool_down_s=10.0, ramp_s=0.0)
+    world = World.over(store, ReliabilityConfig(backoff=NO_BACKOFF, breaker=breaker))
     open_circuit(world, world.running("task-0", "worker-z"))
     world.clock.advance(10.0)
     lease = world.running("task-1", "worker-a")
@@ -790,6 +792,42 @@ def retries_earned_by_twenty_calls(world: World) -> int:
     return retries_until_refused(world, lease, "first")
 
 
+def grants_of_ten_asks_half_way_up_the_ramp(world: World) -> int:
+    """Open the circuit, close it with a probe's receipt, and ask ten times at once, 15 s later."""
+    lease = world.running()
+    open_circuit(world, lease)
+    world.clock.advance(world.reliability.breaker.cool_down_s)
+    world.renewed(lease)
+    probe = world.grant(lease, "probe")
+    effect = world.provider.perform(probe.key, "model-call", "probe", "")
+    assert world.orchestrator.record_receipt(*fence(lease), probe.key, effect.provider_id).accepted
+    world.clock.advance(15.0)
+    world.renewed(lease)
+    return sum(world.grant(lease, f"after-{n}").accepted for n in range(10))
+
+
+def burst_after(world: World, answer: str, calls: int) -> int:
+    """Grant `calls` calls, answer every one (`receipt` or `failure`), then count the calls granted at once."""
+    lease = world.running()
+    grants = [world.grant(lease, f"first-{n}") for n in range(calls)]
+    for grant in grants:
+        assert isinstance(grant, Grant), grant
+        if answer == "receipt":
+            effect = world.provider.perform(grant.key, "model-call", grant.key, "")
+            assert world.orchestrator.record_receipt(*fence(lease), grant.key, effect.provider_id).accepted
+        else:
+            assert world.orchestrator.report_call_failure(*fence(lease), grant.key, SIGNATURE).accepted
+    return grants_until_refused(world, lease, "burst")
+
+
+def burst_after_four_answered(world: World) -> int:
+    return burst_after(world, "receipt", 4)
+
+
+def burst_after_four_failed(world: World) -> int:
+    return burst_after(world, "failure", 4)
+
+
 def outcomes_of_one_step(world: World, workspaces: tuple[str, ...], wait_s: float = 0.0) -> tuple[str, ...]:
     attempt_ids = [world.dispatched(f"task-{n}", workspace=workspace) for n, workspace in enumerate(workspaces)]
     world.clock.advance(wait_s)
@@ -870,12 +908,15 @@ FIELD_CASES = {
     ),
     "rate_limits.rate_per_s": FieldCase(
         grants_one_second_after_the_burst,
-        ReliabilityConfig(),
-        ReliabilityConfig(rate_limits={**LIMITS, "code_host": RateLimitConfig(rate_per_s=2.0)}),
+        ReliabilityConfig(concurrency=None),
+        ReliabilityConfig(rate_limits={**LIMITS, "code_host": RateLimitConfig(rate_per_s=2.0)}, concurrency=None),
         (10, 2),
     ),
     "rate_limits.burst": FieldCase(
-        grants_in_a_burst, ReliabilityConfig(), ReliabilityConfig(rate_limits={**LIMITS, "code_host": RateLimitConfig(burst=3)}), (20, 3)
+        grants_in_a_burst,
+        ReliabilityConfig(concurrency=None),
+        ReliabilityConfig(rate_limits={**LIMITS, "code_host": RateLimitConfig(burst=3)}, concurrency=None),
+        (20, 3),
     ),
     "breaker.failures_to_open": FieldCase(
         failures_that_open_the_circuit, ReliabilityConfig(), ReliabilityConfig(breaker=BreakerConfig(failures_to_open=2)), (5, 2)
@@ -900,9 +941,47 @@ FIELD_CASES = {
     ),
     "retry_budget.ratio": FieldCase(
         retries_earned_by_twenty_calls,
-        ReliabilityConfig(rate_limits=WIDE_OPEN),
-        ReliabilityConfig(rate_limits=WIDE_OPEN, retry_budget=RetryBudgetConfig(ratio=0.5)),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, concurrency=None),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, retry_budget=RetryBudgetConfig(ratio=0.5), concurrency=None),
         (2, 10),
+    ),
+    "breaker.ramp_s": FieldCase(
+        grants_of_ten_asks_half_way_up_the_ramp,
+        ReliabilityConfig(breaker=BreakerConfig(failures_to_open=1, cool_down_s=10.0)),
+        ReliabilityConfig(breaker=BreakerConfig(failures_to_open=1, cool_down_s=10.0, ramp_s=0.0)),
+        (5, 10),
+    ),
+    "concurrency.initial_calls": FieldCase(
+        grants_in_a_burst,
+        ReliabilityConfig(rate_limits=WIDE_OPEN),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, concurrency=ConcurrencyLimitConfig(initial_calls=4)),
+        (16, 4),
+    ),
+    "concurrency.max_calls": FieldCase(
+        burst_after_four_answered,
+        ReliabilityConfig(rate_limits=WIDE_OPEN, concurrency=ConcurrencyLimitConfig(initial_calls=4)),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, concurrency=ConcurrencyLimitConfig(initial_calls=4, max_calls=4)),
+        (6, 4),  # answered at 4, 3 and 2 in flight: the first two raise the limit, the third finds it less than half used
+    ),
+    "concurrency.increase_calls": FieldCase(
+        burst_after_four_answered,
+        ReliabilityConfig(rate_limits=WIDE_OPEN, concurrency=ConcurrencyLimitConfig(initial_calls=4)),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, concurrency=ConcurrencyLimitConfig(initial_calls=4, increase_calls=2.0)),
+        (6, 8),
+    ),
+    "concurrency.decrease_factor": FieldCase(
+        burst_after_four_failed,
+        ReliabilityConfig(rate_limits=WIDE_OPEN, breaker=None, concurrency=ConcurrencyLimitConfig(initial_calls=4)),
+        ReliabilityConfig(rate_limits=WIDE_OPEN, breaker=None, concurrency=ConcurrencyLimitConfig(initial_calls=4, decrease_factor=0.5)),
+        (2, 1),  # 4 x 0.9^4 = 2.6 and 4 x 0.5^4 = 0.25, held at min_calls
+    ),
+    "concurrency.min_calls": FieldCase(
+        burst_after_four_failed,
+        ReliabilityConfig(rate_limits=WIDE_OPEN, breaker=None, concurrency=ConcurrencyLimitConfig(initial_calls=4, decrease_factor=0.5)),
+        ReliabilityConfig(
+            rate_limits=WIDE_OPEN, breaker=None, concurrency=ConcurrencyLimitConfig(initial_calls=4, decrease_factor=0.5, min_calls=2)
+        ),
+        (1, 2),
     ),
     "admission.queue_depth_max": FieldCase(
         shed_in_one_step,
