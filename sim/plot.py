@@ -12,6 +12,7 @@ every panel, so cause and effect line up. matplotlib draws it off screen
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -111,44 +112,113 @@ def _lines(axis: Any, minutes: list[float], rows: Sequence[dict[str, Any]], colu
             axis.plot(minutes, values, style, label=label, linewidth=1.2)
 
 
-def plot_sweep(rows: Sequence[dict[str, Any]], x: str, y: str, path: str | Path, by: str | None = None, title: str = "") -> Path:
+LOG_SPAN_DECADES = 2.0
+"""A sweep's plot has a logarithmic y axis when the positive values it draws span more than this many decades."""
+
+
+def plot_sweep(
+    rows: Sequence[dict[str, Any]],
+    x: str,
+    y: str,
+    path: str | Path,
+    by: str | None = None,
+    title: str = "",
+    target: float | None = None,
+    confidence: float = 0.95,
+) -> Path:
     """One metric of a sweep against one swept setting: the mean over seeds as a line, their lowest and highest as a band.
 
     With `by` (a second swept setting), one line per value of it. Values keep the sweep's order; a setting that is not a
     number (a backoff strategy) is drawn as evenly spaced categories. Runs whose metric is missing (None) are left out,
     and runs that violated an invariant are marked with a red x, so a bad run is never averaged in unseen.
+
+    When `y` names a pooled rate (`summary.POOLED_RATES`, such as false_expiries_per_1000_leases), the line is that rate
+    pooled over each point's seeds (their events over their trials, not a mean of the runs' rates) with its exact
+    interval at `confidence` as error bars; the band is still the lowest to highest seed's own rate. The y axis is
+    logarithmic when the positive values drawn (means or pooled rates, bands, bounds, target) span more than
+    `LOG_SPAN_DECADES` decades and none is negative (symmetric-log when one is zero, so a zero stays on the plot, at the
+    bottom), else linear. `target` draws a labelled horizontal line.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .summary import POOLED_RATES, check_confidence, pooled_rate
+
+    confidence = check_confidence(confidence)
+    rate = next((rate for rate in POOLED_RATES if rate.name == y), None)
+
+    def value_of(row: dict[str, Any]) -> float | None:
+        if rate is None:
+            return None if row.get(y) is None else float(row[y])
+        trials = row.get(rate.denominator)
+        return None if not trials or row.get(rate.numerator) is None else rate.scale * row[rate.numerator] / trials
+
     path = Path(path)
-    groups: dict[Any, dict[Any, list[float]]] = {}
+    groups: dict[Any, dict[Any, list[dict[str, Any]]]] = {}
     for row in rows:
-        if row.get(y) is not None:
-            groups.setdefault(row[by] if by else None, {}).setdefault(row[x], []).append(float(row[y]))
+        if value_of(row) is not None:
+            groups.setdefault(row[by] if by else None, {}).setdefault(row[x], []).append(row)
     order = list(dict.fromkeys(row[x] for row in rows))
     numeric = all(isinstance(value, int | float) and not isinstance(value, bool) for value in order)
     place = (lambda value: value) if numeric else order.index
     figure, axis = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    drawn: list[float] = []
+    shown = f"{100 * confidence:g}%"
     for label, points in groups.items():
         values = [value for value in order if value in points]
         xs = [place(value) for value in values]
-        means = [sum(points[value]) / len(points[value]) for value in values]
-        line = axis.plot(xs, means, "o-", label=f"{by} = {label}" if by else f"mean of {max(map(len, points.values()))} seeds")[0]
-        lowest, highest = [min(points[value]) for value in values], [max(points[value]) for value in values]
+        per_run = {value: [value_of(row) for row in points[value]] for value in values}
+        seeds = max(map(len, per_run.values()))
+        lowest, highest = [min(per_run[value]) for value in values], [max(per_run[value]) for value in values]
+        if rate is None:
+            means = [sum(per_run[value]) / len(per_run[value]) for value in values]
+            line = axis.plot(xs, means, "o-", label=f"{by} = {label}" if by else f"mean of {seeds} seeds")[0]
+            drawn += means
+        else:
+            pooled = [pooled_rate(rate, points[value], confidence) for value in values]
+            centres = [one["value"] for one in pooled]
+            below = [one["value"] - one["low"] for one in pooled]
+            above = [one["high"] - one["value"] for one in pooled]
+            name = f"{by} = {label}" if by else f"pooled over {seeds} seeds"
+            line = axis.errorbar(xs, centres, yerr=[below, above], fmt="o-", capsize=4, label=f"{name} ({shown} exact interval)")[0]
+            drawn += centres + [one["low"] for one in pooled] + [one["high"] for one in pooled]
         axis.fill_between(xs, lowest, highest, color=line.get_color(), alpha=0.15, linewidth=0)
-    failed = [row for row in rows if row.get("ok") is False and row.get(y) is not None]
+        drawn += lowest + highest
+    failed = [row for row in rows if row.get("ok") is False and value_of(row) is not None]
     if failed:
-        axis.plot([place(row[x]) for row in failed], [row[y] for row in failed], "x", color="tab:red", label="violated an invariant")
+        axis.plot([place(row[x]) for row in failed], [value_of(row) for row in failed], "x", color="tab:red", label="violated an invariant")
+    if target is not None:
+        axis.axhline(target, color="tab:green", linestyle="--", linewidth=1.2, label=f"target = {target:g}")
+        drawn.append(target)
+    logarithmic = _log_scale(axis, drawn)
     if not numeric:
         axis.set_xticks(range(len(order)), [str(value) for value in order])
     axis.set_xlabel(x)
-    axis.set_ylabel(y)
-    axis.grid(alpha=0.3)
+    axis.set_ylabel(f"{y} (log scale)" if logarithmic else y)
+    axis.grid(alpha=0.3, which="both" if logarithmic else "major")
     axis.legend(fontsize="small")
-    axis.set_title(title or f"{y} against {x} (band: lowest to highest seed)")
+    what = f"pooled over seeds, bars: exact {shown} interval; " if rate is not None else ""
+    axis.set_title(title or f"{y} against {x}\n({what}band: lowest to highest seed)", fontsize="medium")
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def _log_scale(axis: Any, drawn: Sequence[float]) -> bool:
+    """Make the y axis logarithmic if the positive values drawn span more than `LOG_SPAN_DECADES`; whether it did.
+
+    A zero cannot sit on a log axis, so with a zero among the values the axis is symmetric-log, linear from 0 up to the
+    power of ten at or below the smallest positive value: the zero is drawn at the bottom, not dropped. A metric with a
+    negative value drawn keeps its linear axis.
+    """
+    positive = [value for value in drawn if value > 0]
+    if not positive or min(drawn) < 0 or math.log10(max(positive) / min(positive)) <= LOG_SPAN_DECADES:
+        return False
+    if any(value <= 0 for value in drawn):
+        axis.set_yscale("symlog", linthresh=10 ** math.floor(math.log10(min(positive))), linscale=0.5)
+        axis.set_ylim(bottom=0)
+    else:
+        axis.set_yscale("log")
+    return True

@@ -1,11 +1,13 @@
-"""`shiftchange.sim.summary`: groups by swept values, counts pooled over seeds, exact intervals, bad input."""
+"""`shiftchange.sim.summary` and the sweep's plot: groups by swept values, counts pooled over seeds, exact intervals, bad input."""
 
 from __future__ import annotations
 
 import pytest
 
 from shiftchange.core import InputError
+from shiftchange.sim import plot as plot_module
 from shiftchange.sim.metrics import Metrics
+from shiftchange.sim.plot import plot_sweep
 from shiftchange.sim.stats import binomial_interval
 from shiftchange.sim.summary import MEANS, POOLED_RATES, pooled_rate, summarize, summary
 from shiftchange.sim.sweep import sweep_rows
@@ -202,3 +204,90 @@ def test_pooled_rate_on_its_own_gives_counts_value_and_bounds():
     pooled = pooled_rate(rate, [row(30, 0, 10, 0), row(30, 1, 20, 0)], 0.95)
     low, high = binomial_interval(3, 90, 0.95)
     assert pooled == pytest.approx({"events": 3, "trials": 90, "value": 3 / 90, "low": low, "high": high})
+
+
+# ------------------------------------------------------------------ the sweep's plot
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures plot_sweep draws, kept for the test to read instead of closed (and closed after it)."""
+    import matplotlib.pyplot as plt
+
+    close, figures = plt.close, []
+    monkeypatch.setattr(plt, "close", figures.append)
+    yield figures
+    for figure in figures:
+        close(figure)
+
+
+def axis_of(figures) -> object:
+    assert len(figures) == 1
+    return figures[0].axes[0]
+
+
+def test_a_pooled_rate_is_drawn_with_its_exact_interval_as_error_bars(drawn, tmp_path):
+    """Plotting false_expiries_per_1000_leases draws the pooled rate at each TTL, the bars spanning its exact interval."""
+    rows = [row(30, 0, 10, 1), row(30, 1, 990, 0), row(60, 0, 500, 2), row(60, 1, 500, 0)]
+    plot_sweep(rows, TTL, "false_expiries_per_1000_leases", tmp_path / "p.png")
+    axis = axis_of(drawn)
+    bars = [container for container in axis.containers if type(container).__name__ == "ErrorbarContainer"]
+    assert len(bars) == 1
+    line, _caps, (segments,) = bars[0]
+    assert list(line.get_ydata()) == pytest.approx([1.0, 2.0])
+    bounds = [(segment[0][1], segment[1][1]) for segment in segments.get_segments()]
+    expected = [tuple(1000 * bound for bound in binomial_interval(k, 1000)) for k in (1, 2)]
+    assert bounds == [pytest.approx(pair) for pair in expected]
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_a_wide_span_of_values_gets_a_log_axis_and_a_narrow_one_stays_linear(drawn, tmp_path):
+    """Throughputs 1 to 5,000 (over three decades) are drawn on a log axis; 100 to 150 on a linear one."""
+    wide = [row(ttl, 0, 10, 0, throughput_tasks_per_h=value) for ttl, value in ((30, 1.0), (60, 50.0), (90, 5000.0))]
+    narrow = [row(ttl, 0, 10, 0, throughput_tasks_per_h=value) for ttl, value in ((30, 100.0), (60, 120.0), (90, 150.0))]
+    plot_sweep(wide, TTL, "throughput_tasks_per_h", tmp_path / "wide.png")
+    plot_sweep(narrow, TTL, "throughput_tasks_per_h", tmp_path / "narrow.png")
+    assert [figure.axes[0].get_yscale() for figure in drawn] == ["log", "linear"]
+
+
+def test_a_zero_among_values_spanning_decades_keeps_its_place_on_a_symmetric_log_axis(drawn, tmp_path):
+    """213, 17, 0.8 and 0 per 1,000: a log axis that still shows the zero (symlog), not one that drops it."""
+    rows = [row(30, 0, 1000, 213), row(45, 0, 1000, 17), row(60, 0, 5000, 4), row(75, 0, 1000, 0)]
+    plot_sweep(rows, TTL, "false_expiries_per_1000_leases", tmp_path / "p.png")
+    axis = axis_of(drawn)
+    assert axis.get_yscale() == "symlog"
+    assert axis.get_ylim()[0] == 0
+    assert "log scale" in axis.get_ylabel()
+
+
+def test_two_decades_or_fewer_stay_linear_even_with_a_zero(drawn, tmp_path):
+    """Values 0, 1 and 90 span under two decades among the positives: the axis stays linear."""
+    rows = [row(ttl, 0, 10, 0, throughput_tasks_per_h=value) for ttl, value in ((30, 0.0), (60, 1.0), (90, 90.0))]
+    plot_sweep(rows, TTL, "throughput_tasks_per_h", tmp_path / "p.png")
+    assert axis_of(drawn).get_yscale() == "linear"
+
+
+def test_a_target_is_a_labelled_horizontal_line(drawn, tmp_path):
+    """--target 1 draws y = 1 across the plot, named in the legend."""
+    rows = [row(30, 0, 100, 5), row(60, 0, 100, 0)]
+    plot_sweep(rows, TTL, "false_expiries_per_1000_leases", tmp_path / "p.png", target=1.0)
+    axis = axis_of(drawn)
+    targets = [line for line in axis.get_lines() if line.get_label() == "target = 1"]
+    assert len(targets) == 1
+    assert list(targets[0].get_ydata()) == [1.0, 1.0]
+    assert "target = 1" in [text.get_text() for text in axis.get_legend().get_texts()]
+
+
+def test_a_metric_that_is_not_a_pooled_rate_has_no_error_bars(drawn, tmp_path):
+    """A mean of the seeds (throughput) is a line and a band, with no interval drawn for it."""
+    rows = [row(30, 0, 10, 0), row(30, 1, 10, 0), row(60, 0, 10, 0)]
+    plot_sweep(rows, TTL, "throughput_tasks_per_h", tmp_path / "p.png")
+    axis = axis_of(drawn)
+    assert not [container for container in axis.containers if type(container).__name__ == "ErrorbarContainer"]
+    assert list(axis.get_lines()[0].get_ydata()) == pytest.approx([100.5, 100.0])
+
+
+def test_the_plot_refuses_a_bad_confidence(tmp_path):
+    """The plot's intervals take the summary's confidence rule."""
+    with pytest.raises(InputError, match="confidence"):
+        plot_module.plot_sweep([row(30, 0, 10, 0)], TTL, "false_expiries_per_1000_leases", tmp_path / "p.png", confidence=2)
