@@ -3,6 +3,10 @@
 The command is a thin front on `shiftchange.sim.sweep`: it parses the
 grid, the seeds and the fixed settings, runs the sweep, prints a compact
 table (or writes `--out`) and the replay command of every run that failed.
+`--summary` prints, instead of a line per run, a line per grid point: its
+runs, the runs that held every invariant and a few rates pooled over its
+seeds, each with its exact interval (`shiftchange.sim.summary`); an `--out`
+resumed is summarized whole, the rows it held and the rows just played.
 Exit status follows `shiftchange`'s contract: 0 when every run held every
 invariant, 1 when any run violated one or could not judge one, 2 on bad input
 as one line on stderr. Nothing from `shiftchange.sim` is imported until the
@@ -23,6 +27,10 @@ SEEDS_MAX = 100_000
 """`--seeds` names at most this many seeds (a range such as 0-99999 included)."""
 TABLE_METRICS = ("tasks_done", "false_expiries", "expiries", "queue_age_s_p99", "throughput_tasks_per_h")
 """The metrics the printed table shows, those of them a run has."""
+SUMMARY_RATES = ("false_expiries_per_1000_leases", "renewals_unanswered_share", "tasks_done_share")
+"""The pooled rates `--summary` prints (and `--metric`, if it names another); `shiftchange.sim.summary.summarize` gives them all."""
+CONFIDENCE_DEFAULT = 0.95
+"""The confidence of `--summary`'s and `--plot`'s exact intervals when `--confidence` is not given."""
 
 
 def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
@@ -65,8 +73,31 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
         default=[],
         help='a fault placed in every run, "KIND TARGET at=SECONDS for=SECONDS [key=value ...]" (repeatable)',
     )
-    sweep.add_argument("--plot", metavar="FILE.png", help="draw --metric against the first swept setting (a line per value of the second)")
-    sweep.add_argument("--metric", metavar="NAME", default="throughput_tasks_per_h", help="the column --plot draws (default %(default)s)")
+    sweep.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw --metric against the first swept setting (a line per value of the second); the y axis is logarithmic when"
+        " the positive values drawn span more than two decades, linear otherwise",
+    )
+    sweep.add_argument(
+        "--metric",
+        metavar="NAME",
+        default="throughput_tasks_per_h",
+        help="the column --plot draws (default %(default)s); a pooled rate (false_expiries_per_1000_leases,"
+        " renewals_unanswered_share, tasks_done_share, ...) is drawn pooled over the seeds, its exact interval as error bars",
+    )
+    sweep.add_argument("--target", metavar="VALUE", type=_number, help="with --plot: draw VALUE as a labelled horizontal line")
+    sweep.add_argument(
+        "--summary",
+        action="store_true",
+        help="print a line per grid point instead of per run: runs, runs that held, rates pooled over its seeds with exact intervals",
+    )
+    sweep.add_argument(
+        "--confidence",
+        metavar="P",
+        type=_confidence,
+        help=f"the confidence of --summary's and --plot's intervals, between 0 and 1 (default {CONFIDENCE_DEFAULT})",
+    )
     sweep.set_defaults(handler=run_sweep)
     return sweep
 
@@ -79,6 +110,28 @@ def _whole(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+
+
+def _number(text: str) -> float:
+    """A finite number (`--target`): 1, 0.5, 1e-3."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def _confidence(text: str) -> float:
+    """`--confidence`: a number strictly between 0 and 1, as `shiftchange.sim.summary.check_confidence` takes it."""
+    from shiftchange.core import InputError
+    from shiftchange.sim.summary import check_confidence
+
+    try:
+        return check_confidence(float(text))
+    except (ValueError, InputError):
+        raise argparse.ArgumentTypeError(f"must be a number strictly between 0 and 1 (0.95 is 95%), not {text!r}") from None
 
 
 def _assignment(text: str) -> tuple[str, str]:
@@ -128,6 +181,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     try:
         grid = _grid(args.grid)
         _plottable(args, grid)
+        _summarizable(args)
         rows = sweep_rows(
             grid,
             args.seeds,
@@ -151,10 +205,15 @@ def run_sweep(args: argparse.Namespace) -> int:
         kept = f"{args.out} keeps every row finished, and the same command plays only the rest" if args.out else "no --out kept its rows"
         print(f"shiftchange: sweep interrupted; {kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if args.out is None:
-        print(_table(rows, list(grid)), end="")
-    else:
+    if args.out is not None:
         print(f"{args.out}: {len(rows):,} rows")
+    if args.summary:
+        try:
+            print(_summary(rows, list(grid), _confidence_of(args), args.metric), end="")
+        except InputError as error:  # rows that are no counts (a hand-edited --out): the file keeps them, the summary says why not
+            raise BadInput(f"cannot summarize the rows: {error}") from error
+    elif args.out is None:
+        print(_table(rows, list(grid)), end="")
     if args.coverage is not None:
         print(f"{args.coverage}: transition coverage of {len(rows):,} runs")
     if args.plot is not None:
@@ -172,23 +231,39 @@ def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:
     from shiftchange.sim.plot import check_figure_path
 
     if args.plot is None:
+        if args.target is not None:
+            raise InputError("--target draws a line on the plot: give --plot FILE.png too")
         return
     if not grid:
         raise InputError("--plot draws a metric against a swept setting: give at least one --grid")
     check_figure_path(args.plot)
     known = _metric_columns()
     if args.metric not in known and not args.metric.startswith(("final_states.", "provider_calls.")):
-        raise InputError(f"--metric {args.metric!r} is not a metric of a run; use one of {', '.join(known)}")
+        raise InputError(f"--metric {args.metric!r} is not a metric of a run or a pooled rate; use one of {', '.join(known)}")
+
+
+def _summarizable(args: argparse.Namespace) -> None:
+    """`--confidence` sets intervals only `--summary` and `--plot` draw: given alone it is a mistake, said before any run."""
+    from shiftchange.core import InputError
+
+    if args.confidence is not None and not args.summary and args.plot is None:
+        raise InputError("--confidence sets the intervals of --summary and --plot: give one of them too")
+
+
+def _confidence_of(args: argparse.Namespace) -> float:
+    return CONFIDENCE_DEFAULT if args.confidence is None else args.confidence
 
 
 def _metric_columns() -> list[str]:
-    """The columns a row's metrics and verdicts have (final_states.* and provider_calls.* vary with the run)."""
+    """The columns a row's metrics and verdicts have (final_states.* and provider_calls.* vary with the run), then the pooled rates."""
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.sim.metrics import Metrics
+    from shiftchange.sim.summary import POOLED_RATES
 
     summary = Metrics(1.0).summary(0.0, {})
     metrics = [name for name, value in summary.items() if not isinstance(value, dict)]
-    return [*metrics, *(f"violations.{name}" for name in INVARIANTS)]
+    pooled = [rate.name for rate in POOLED_RATES if rate.name not in metrics]
+    return [*metrics, *(f"violations.{name}" for name in INVARIANTS), *pooled]
 
 
 def _plot(args: argparse.Namespace, rows: list[dict[str, Any]], swept: list[str]) -> None:
@@ -196,7 +271,15 @@ def _plot(args: argparse.Namespace, rows: list[dict[str, Any]], swept: list[str]
     from shiftchange.sim.plot import plot_sweep
 
     try:
-        plot_sweep(rows, swept[0], args.metric, args.plot, by=swept[1] if len(swept) > 1 else None)
+        plot_sweep(
+            rows,
+            swept[0],
+            args.metric,
+            args.plot,
+            by=swept[1] if len(swept) > 1 else None,
+            target=args.target,
+            confidence=_confidence_of(args),
+        )
     except (OSError, ValueError) as error:
         raise BadInput(f"cannot draw {args.plot}: {error}") from error
     print(f"{args.plot}: {args.metric} against {swept[0]}")
@@ -260,3 +343,70 @@ def _shown(value: Any, swept: bool, format_value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "NO"
     return f"{value:,.1f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _summary(rows: Sequence[dict[str, Any]], swept: list[str], confidence: float, metric: str) -> str:
+    """A line per group of the swept values: runs, runs that held every invariant, the pooled rates, invariants not held."""
+    from shiftchange.sim.settings import format_value
+    from shiftchange.sim.summary import POOLED_RATES, SHARE, summarize
+
+    groups = summarize(rows, swept, confidence)
+    names = [*SUMMARY_RATES, *([metric] if metric not in SUMMARY_RATES else [])]
+    rates = [rate for name in names for rate in POOLED_RATES if rate.name == name and rate.name in groups[0]]
+    level = f"{100 * confidence:g}%"
+    heading = [*swept, "runs", f"ok runs [{level}]", *(rate.label for rate in rates), "invariants not held"]
+    body = []
+    for group in groups:
+        cells = [format_value(group[column]) if group[column] is not None else "-" for column in swept]
+        cells += [f"{group['runs']:,}", _interval_cell(group, "runs_ok", "runs_ok", "runs", share=True)]
+        for rate in rates:
+            cells.append(_interval_cell(group, rate.name, f"sum.{rate.numerator}", f"sum.{rate.denominator}", share=rate.scale == SHARE))
+        cells.append(_not_held(group))
+        body.append(cells)
+    widths = [max(len(cell) for cell in column) for column in zip(heading, *body, strict=True)]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True)) for cells in [heading, *body]]
+    runs = sum(group["runs"] for group in groups)
+    counted = f"{runs:,} runs in {len(groups):,} group{'' if len(groups) == 1 else 's'}"
+    intro = [
+        f"summary of {counted}: each rate is its events/trials summed over the group's runs (not a mean",
+        f"of the runs' rates), then the rate (per 1,000, or a percentage) and [low, high], its exact {level} interval",
+    ]
+    return "\n".join([*intro, *lines]) + "\n"
+
+
+def _interval_cell(group: dict[str, Any], name: str, events: str, trials: str, share: bool) -> str:
+    """`events/trials value [low, high]`, a share as percentages and a rate per 1,000 as it is; no trials, no rate (`-`)."""
+    counts = f"{group[events]:,}/{group[trials]:,}"
+    value = group[f"{name}.share" if name == "runs_ok" else name]
+    if value is None:
+        return f"{counts} -"
+    scale = 100.0 if share else 1.0
+    low, high = (_rate(scale * group[f"{name}.{end}"], share) for end in ("low", "high"))
+    return f"{counts} {_rate(scale * value, share)} [{low}, {high}]"
+
+
+def _rate(value: float, percent: bool) -> str:
+    """A rate with the digits it needs (213.3, 17.2, 8.65, 0.83, 0.0071, 0); a percentage short of 100 never prints as 100."""
+    if value == 0 or value >= 1000 or (percent and value == 100):
+        text = f"{value:,.0f}"
+    elif value >= 10:
+        decimals = 1
+        while percent and round(value, decimals) >= 100 and decimals < 6:
+            decimals += 1
+        text = f"{value:,.{decimals}f}"
+    elif value >= 1:
+        text = f"{value:.2f}"
+    else:
+        text = f"{value:.2g}"
+    return f"{text}%" if percent else text
+
+
+def _not_held(group: dict[str, Any]) -> str:
+    """Each invariant some run of the group did not hold, as `NAME held/judged` (and how many runs could not judge it)."""
+    parts = []
+    for column, held in group.items():
+        if column.startswith("invariant.") and column.endswith(".held") and held < group["runs"]:
+            name = column.removeprefix("invariant.").removesuffix(".held")
+            unknown = group["runs"] - group[f"invariant.{name}.judged"]
+            parts.append(f"{name} {held}/{group['runs'] - unknown}" + (f" ({unknown} unknown)" if unknown else ""))
+    return ", ".join(parts) or "none"
