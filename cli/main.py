@@ -26,6 +26,7 @@ from shiftchange.spec.diagram import FORMATS, INSTALL_GRAPHVIZ, RENDERERS, Diagr
 from shiftchange.spec.review import write_review
 
 from .explore import add_parser as add_explore_parser
+from .phase import add_parser as add_phase_parser
 from .spec_diff import add_parser as add_spec_diff_parser
 from .sweep import add_parser as add_sweep_parser
 from .tune import add_parser as add_tune_parser
@@ -548,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     antipatterns = sim_commands.add_parser("antipatterns", help="list the anti-patterns, where they show and what must catch them")
     antipatterns.set_defaults(handler=_sim_antipatterns)
     add_sweep_parser(sim_commands)
+    add_phase_parser(sim_commands)
     add_tune_parser(sim_commands)
     add_explore_parser(commands)
     from .check_store import add_parser as add_check_store_parser

@@ -86,6 +86,11 @@ class WorkloadConfig:
     arrival: str = "poisson"
     """One of ARRIVALS: evenly spaced, Poisson, or bursts of `burst_size` every `burst_interval_s`."""
     arrival_rate_per_s: float = 0.25
+    arrival_rate_later_per_s: float | None = None
+    """From `arrival_rate_changes_at_s` on, steady or Poisson arrivals come at this rate instead (None: one rate throughout):
+    a step in demand, for a load spike, or for lowering the load on a world stuck in a metastable state."""
+    arrival_rate_changes_at_s: float = 0.0
+    """When `arrival_rate_later_per_s` takes over."""
     burst_size: int = 50
     burst_interval_s: float = 300.0
     workspaces: int = 8
@@ -128,6 +133,7 @@ class WorkloadConfig:
         )
         require_probability(self, ("wrong_answer_probability", "nonconvergent_probability", "runaway_probability", "cancel_probability"))
         require_at_least_one(self, ("tasks", "workspaces", "priorities"))
+        self._check_rate_step()
         if self.arrival_span_s() > ARRIVAL_SPAN_MAX_S:
             raise InputError(
                 f"WorkloadConfig.tasks ({self.tasks:,}) would take {self.arrival_span_s():.3g} s to arrive at this rate, longer than"
@@ -136,11 +142,35 @@ class WorkloadConfig:
             )
         self._check_budget()
 
+    def _check_rate_step(self) -> None:
+        require_nonnegative(self, ("arrival_rate_changes_at_s",))
+        if self.arrival_rate_later_per_s is None:
+            return
+        require_positive(self, ("arrival_rate_later_per_s",))
+        if self.arrival == "bursts":
+            raise InputError("WorkloadConfig.arrival_rate_later_per_s changes a steady or Poisson rate; bursts arrive by burst_size")
+
+    def rate_per_s(self, at_s: float) -> float:
+        """The arrival rate at `at_s` of the run."""
+        later = self.arrival_rate_later_per_s
+        return self.arrival_rate_per_s if later is None or at_s < self.arrival_rate_changes_at_s else later
+
+    def tasks_in(self, span_s: float) -> int:
+        """How many tasks arrive, on average, in the first `span_s` seconds (at least one)."""
+        later = self.arrival_rate_later_per_s
+        if later is None or span_s <= self.arrival_rate_changes_at_s:
+            return max(1, round(self.arrival_rate_per_s * span_s))
+        before_s = self.arrival_rate_changes_at_s
+        return max(1, round(self.arrival_rate_per_s * before_s + later * (span_s - before_s)))
+
     def arrival_span_s(self) -> float:
         """How long the workload takes to arrive, on average: the span random faults are drawn over."""
         if self.arrival == "bursts":
             return (self.tasks // self.burst_size) * self.burst_interval_s + 1.0
-        return self.tasks / self.arrival_rate_per_s
+        later, step_s = self.arrival_rate_later_per_s, self.arrival_rate_changes_at_s
+        if later is None or self.tasks <= self.arrival_rate_per_s * step_s:
+            return self.tasks / self.arrival_rate_per_s
+        return step_s + (self.tasks - self.arrival_rate_per_s * step_s) / later
 
     def _check_budget(self) -> None:
         """The orchestrator's own check, run here so a budget it would refuse at the first task is refused when the config is built."""

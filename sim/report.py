@@ -51,12 +51,19 @@ def replay_command(outcome: Outcome, faults_kept: tuple[int, ...] | None = None)
 
 
 def _setting_words(outcome: Outcome) -> list[str]:
-    """`--set` for each leaf the run's config changed from its base config's, `--fault` for each fault it placed that the base does not."""
+    """`--set` for each leaf the run's config changed from its base config's, `--fault` for each fault it placed that the base does not.
+
+    A run that dropped one of its scenario's placed faults (a recoverability map's control arm has none) starts from an
+    empty list, `--set nemesis.placed=`, and places its own faults after it: adding alone could never remove one.
+    """
     base = _base_config(outcome)
     words = []
     for path, value in diff(base, outcome.config).items():
         if path == PLACED_PATH:
-            words += [word for spec in value if spec not in base.nemesis.placed for word in ("--fault", str(spec))]
+            kept = base.nemesis.placed if all(spec in value for spec in base.nemesis.placed) else ()
+            if not kept:
+                words += ["--set", f"{PLACED_PATH}="]
+            words += [word for spec in value if spec not in kept for word in ("--fault", str(spec))]
         else:
             words += ["--set", f"{path}={format_value(value)}"]
     return words

@@ -298,23 +298,29 @@ def _flatten(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 # ------------------------------------------------------------------ executors
 
 
-def _execute(runs: list[Run], jobs: int, executor: str, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each run's (index, row), in completion order."""
+def _execute(
+    runs: Sequence[Any], jobs: int, executor: str, scheduler: str | None, play: Callable[[Any], dict[str, Any]] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each run's (index, row), in completion order; `play` (a module-level function of one run, default `play_run`) makes the row.
+
+    Anything with an `index` that pickles can be a run: the recoverability maps (`sim/phase.py`) run their jobs here too.
+    """
+    play = play or play_run
     if executor == "dask":
-        yield from _on_dask(runs, jobs, scheduler)
+        yield from _on_dask(runs, jobs, scheduler, play)
     elif jobs == 1 or len(runs) <= 1:
         for run in runs:
-            yield run.index, play_run(run)
+            yield run.index, play(run)
     else:
-        yield from _on_processes(runs, jobs)
+        yield from _on_processes(runs, jobs, play)
 
 
-def _on_processes(runs: list[Run], jobs: int) -> Iterator[tuple[int, dict[str, Any]]]:
+def _on_processes(runs: Sequence[Any], jobs: int, play: Callable[[Any], dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context, initializer=_leave_interrupts_to_the_sweep)
     finished = False
     try:
-        futures = {pool.submit(play_run, run): run.index for run in runs}
+        futures = {pool.submit(play, run): run.index for run in runs}
         for future in as_completed(futures):
             yield futures[future], future.result()
         finished = True
@@ -335,7 +341,9 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
         process.terminate()
 
 
-def _on_dask(runs: list[Run], jobs: int, scheduler: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+def _on_dask(
+    runs: Sequence[Any], jobs: int, scheduler: str | None, play: Callable[[Any], dict[str, Any]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
     distributed = _distributed()
     cluster = None if scheduler else distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
     try:
@@ -343,7 +351,7 @@ def _on_dask(runs: list[Run], jobs: int, scheduler: str | None) -> Iterator[tupl
     except OSError as error:
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
     try:
-        futures = client.map(play_run, runs, pure=False)
+        futures = client.map(play, runs, pure=False)
         indices = {future.key: run.index for future, run in zip(futures, runs, strict=True)}
         for future, row in distributed.as_completed(futures, with_results=True):
             yield indices[future.key], row

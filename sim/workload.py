@@ -77,14 +77,24 @@ def first_hypothesis(task_id: str) -> str:
 
 
 def arrival_gaps(workload: WorkloadConfig, rng: random.Random) -> Generator[float, None, None]:
-    """Seconds between consecutive arrivals, for the configured arrival process."""
+    """Seconds between consecutive arrivals, for the configured arrival process (with its step in rate, if it has one).
+
+    A Poisson gap that would cross the step is drawn again from the step at the new rate: arrivals have no memory, so
+    that is exactly a Poisson process whose rate changes there. Without a step, one draw per arrival, as before.
+    """
+    elapsed_s = 0.0
+    step_s = workload.arrival_rate_changes_at_s if workload.arrival_rate_later_per_s is not None else None
     for index in range(workload.tasks):
         if workload.arrival == "steady":
-            yield 0.0 if index == 0 else 1.0 / workload.arrival_rate_per_s
+            gap_s = 0.0 if index == 0 else 1.0 / workload.rate_per_s(elapsed_s)
         elif workload.arrival == "poisson":
-            yield rng.expovariate(workload.arrival_rate_per_s)
+            gap_s = rng.expovariate(workload.rate_per_s(elapsed_s))
+            if step_s is not None and elapsed_s < step_s < elapsed_s + gap_s:
+                gap_s = step_s - elapsed_s + rng.expovariate(workload.rate_per_s(step_s))
         else:
-            yield workload.burst_interval_s if index and index % workload.burst_size == 0 else 0.0
+            gap_s = workload.burst_interval_s if index and index % workload.burst_size == 0 else 0.0
+        elapsed_s += gap_s
+        yield gap_s
 
 
 def arrivals(bench: Workbench, orchestrator: Any, rng: random.Random, cancel: Callable[[str], None]) -> Generator[Any, Any, None]:

@@ -1,0 +1,592 @@
+"""Recoverability maps: over two settings, where a world recovers from a trigger, where it goes metastable, where it is overloaded.
+
+A metastable failure is a pair of runs, not one: the world without the
+trigger holds up, and the same world with it does not come back. So every
+point of a map (a cell: one value of each axis, one trigger, one discipline)
+is played for each seed twice, as a *control* with no placed fault and as the
+*triggered* run with the trigger placed, the same seed, the same config
+otherwise. Both arms are played by one job, in one process, and judged there
+from their time series; the job hands back one row.
+
+The judgement, for the dependency the trigger strikes, from its goodput
+(calls answered by their deadline, per second):
+
+- the *baseline* is the control's goodput over `baseline_s` before the
+  trigger's start; the *late span* runs from `bound_s` after the trigger's
+  end to the last arrival (work still arriving is what a metastable world
+  fails to serve);
+- the control is *stable* when its late goodput per unit of demand (the
+  configured arrival rate, so a step down in demand is not a collapse) is at
+  least `goodput_fraction` of its baseline's; a cell whose control is not
+  stable is **overloaded**: it fails without any trigger, and says nothing
+  about recovery;
+- the triggered run **recovers** when its late goodput is at least
+  `goodput_fraction` of the control's over the same span; its recovery time
+  is from the trigger's end to the end of the first `settle_windows` windows
+  in a row whose mean reaches that level;
+- otherwise it is **metastable**: the trigger is gone, the same world
+  without it serves the load, and this one does not.
+
+Judging against the control's own late goodput, not the baseline, keeps a
+world whose demand changes over the run (a drain, a burst) from reading as
+metastable; requiring a span of windows, not one, keeps one lucky minute of a
+limit cycle from reading as recovery.
+
+A cell's status over its seeds: overloaded when more than half of its
+controls are not stable; otherwise recovers when every seed with a stable
+control recovered, and metastable when any did not. Each row carries the
+evidence (retries' share of the calls offered, the share of the provider's
+work in progress that was abandoned, timeouts' share, the backlog, tasks
+escalated or dead-lettered in each arm), whether every invariant held in both
+arms, both digests and both replay commands.
+
+Axes are dotted setting paths (`workload.arrival_rate_per_s`), or the
+trigger's own fields as `trigger.for_s`, `trigger.at_s`, `trigger.factor`,
+`trigger.mode` or `trigger.probability`; several triggers (`triggers`) are a
+third axis. Each arrival rate gets as many tasks as arrive in `arrivals_s`
+(unless `tasks` is given; a step in the rate, `workload.arrival_rate_later_per_s`,
+counted), so every cell has the same span to judge.
+
+Rows, like a sweep's, are a function of their job alone and come back in job
+order: the same map on one process, a pool or a Dask cluster is the same
+table. Jobs go through the sweep's executors.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from shiftchange.core import InputError
+
+from .config import FaultSpec, SimConfig
+from .report import replay_command
+from .scenarios import scenario_config
+from .settings import PLACED_PATH, apply, format_value
+from .settings import get as setting_at
+from .world import Outcome, play
+
+__all__ = [
+    "CELL_STATUSES",
+    "DISCIPLINES",
+    "METASTABLE",
+    "OVERLOADED",
+    "RECOVERS",
+    "Judging",
+    "PhaseJob",
+    "PhaseMap",
+    "cells_of",
+    "phase",
+    "play_phase_job",
+]
+
+RECOVERS, METASTABLE, OVERLOADED, UNJUDGED = "recovers", "metastable", "overloaded", "unjudged"
+CELL_STATUSES = (RECOVERS, METASTABLE, OVERLOADED, UNJUDGED)
+TRIGGER_PREFIX = "trigger."
+TRIGGER_FIELDS = {"at_s": float, "for_s": float, "factor": float, "probability": float, "mode": str}
+"""The trigger's fields an axis may set, with their types."""
+JOBS_MAX = 20_000
+"""A map plays at most this many jobs (cells times seeds; each job plays two runs)."""
+SIDE_SUSTAINING = "goodput_recovers"
+"""The simulator's own one-run recovery verdict; a map judges recovery itself, from two arms, so this one is only shown."""
+
+NO_DISCIPLINE = {
+    "reliability.backoff.strategy": "none",
+    "reliability.breaker": None,
+    "reliability.retry_budget": None,
+    "reliability.concurrency": None,
+}
+DISCIPLINES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "none": NO_DISCIPLINE,
+    "backoff": {"reliability.breaker": None, "reliability.retry_budget": None, "reliability.concurrency": None},
+    "backoff+breaker": {"reliability.retry_budget": None, "reliability.concurrency": None},
+    "synchronised-breaker": {
+        "reliability.concurrency": None,
+        "reliability.breaker.ramp_s": 0.0,
+        "workers.held_back_jitter": False,
+    },
+    "no-concurrency-limit": {"reliability.concurrency": None},
+}
+"""Named retry disciplines, each the settings it changes from the core's defaults.
+
+`none` is the retry-storm anti-pattern's (no backoff, breaker, retry budget or concurrency limit); `backoff` adds backoff
+with jitter; `backoff+breaker` the circuit breaker (with its ramp); `synchronised-breaker` is the defaults as they were
+before the concurrency limit, the ramp and the spread release (breaker and retry budget, held-back calls returning
+together); `no-concurrency-limit` is the defaults without the limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Judging:
+    """How a map judges its runs (the simulator's `RecoveryConfig` fields, plus the span a recovery must hold)."""
+
+    baseline_s: float = 300.0
+    """The control's goodput over this long before the trigger starts is the level to recover to."""
+    bound_s: float = 480.0
+    """The late span starts this long after the trigger ends."""
+    goodput_fraction: float = 0.8
+    """The share of the reference goodput that counts as holding up (control) or recovered (triggered)."""
+    settle_windows: int = 3
+    """A recovery time ends with this many series windows in a row at the level."""
+    late_windows_min: int = 3
+    """A run whose late span holds fewer whole windows than this cannot be judged (make `arrivals_s` longer)."""
+
+    def __post_init__(self) -> None:
+        for name in ("baseline_s", "bound_s", "goodput_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise InputError(f"Judging.{name} must be a positive finite number, not {value!r}")
+        if self.goodput_fraction > 1:
+            raise InputError(f"Judging.goodput_fraction is a share, at most 1, not {self.goodput_fraction!r}")
+        for name in ("settle_windows", "late_windows_min"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"Judging.{name} must be a whole number, at least 1, not {value!r}")
+
+    @classmethod
+    def of(cls, config: SimConfig) -> Judging:
+        """The scenario's own recovery settings where it has them (retry-storm does), else the defaults."""
+        if config.recovery is None:
+            return cls()
+        recovery = config.recovery
+        return cls(recovery.baseline_s, recovery.bound_s, recovery.goodput_fraction)
+
+
+@dataclass(frozen=True)
+class PhaseJob:
+    """One cell and seed of a map: the two configs it plays and what identifies it."""
+
+    index: int
+    discipline: str
+    template: FaultSpec
+    """The trigger as given: the map's panels are one per template."""
+    trigger: FaultSpec
+    """The trigger this cell plays: the template with the cell's trigger axes applied."""
+    cell: tuple[tuple[str, Any], ...]
+    """Each axis with its value (typed), in axis order."""
+    seed: int
+    scenario: str
+    control: SimConfig
+    triggered: SimConfig
+    judging: Judging
+
+
+# ------------------------------------------------------------------ planning
+
+
+def _parse_axis(path: str, values: Iterable[Any]) -> list[Any]:
+    if not isinstance(path, str) or not path:
+        raise InputError(f"an axis is a dotted setting path or trigger.FIELD, not {path!r}")
+    listed = None if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable) else list(values)
+    if not listed:
+        raise InputError(f"the axis {path} needs a list of one or more values, not {values!r}")
+    if len(set(map(str, listed))) != len(listed):
+        raise InputError(f"the axis {path} names a value twice: give each value once")
+    if path.startswith(TRIGGER_PREFIX):
+        name = path[len(TRIGGER_PREFIX) :]
+        kind = TRIGGER_FIELDS.get(name)
+        if kind is None:
+            raise InputError(f"a trigger axis is one of {', '.join(TRIGGER_PREFIX + n for n in TRIGGER_FIELDS)}, not {path!r}")
+        try:
+            return [kind(value) for value in listed]
+        except (TypeError, ValueError):
+            raise InputError(f"the axis {path} takes {kind.__name__} values, not {listed!r}") from None
+    return listed
+
+
+def _trigger(text: str | FaultSpec) -> FaultSpec:
+    spec = text if isinstance(text, FaultSpec) else FaultSpec.parse(text)
+    if spec.kind not in ("outage", "slowdown", "capacity_drop", "lost_responses", "revoked_credentials"):
+        raise InputError(f"a map's trigger strikes a provider (outage, slowdown, capacity_drop, lost_responses, ...), not {spec.kind}")
+    return spec
+
+
+def _set_trigger(spec: FaultSpec, name: str, value: Any) -> FaultSpec:
+    if name not in spec.parameters() and name not in ("at_s", "for_s"):
+        return spec  # a factor axis leaves an outage alone, a mode axis a slowdown: each trigger takes what it has
+    return replace(spec, **{name: value})
+
+
+def build_jobs(
+    axes: Mapping[str, Iterable[Any]],
+    triggers: Iterable[str | FaultSpec],
+    disciplines: Mapping[str, Mapping[str, Any]] | Iterable[str],
+    seeds: Iterable[int],
+    scenario: str,
+    tasks: int | None,
+    arrivals_s: float,
+    overrides: Mapping[str, Any] | Iterable[tuple[str, Any]],
+    judging: Judging | None,
+) -> list[PhaseJob]:
+    """Every job of the map, in job order (discipline, trigger, cell, seed), each config built and checked; nothing runs."""
+    parsed = {path: _parse_axis(path, values) for path, values in dict(axes).items()}
+    if not parsed:
+        raise InputError("a map needs at least one axis")
+    placed = [_trigger(text) for text in triggers]
+    if not placed:
+        raise InputError("a map needs a trigger: a placed provider fault such as 'outage model_provider at=400 for=20 mode=hang'")
+    chosen = _disciplines(disciplines)
+    seeds = _seeds(seeds)
+    if isinstance(arrivals_s, bool) or not isinstance(arrivals_s, int | float) or not 0 < arrivals_s < math.inf:
+        raise InputError(f"arrivals_s must be a positive finite number of seconds, not {arrivals_s!r}")
+    size = len(chosen) * len(placed) * len(seeds) * math.prod(len(values) for values in parsed.values())
+    if size > JOBS_MAX:
+        raise InputError(f"the map has {size:,} jobs (cells times seeds), more than the {JOBS_MAX:,} one map may play")
+    fixed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
+    jobs: list[PhaseJob] = []
+    for name, discipline in chosen.items():
+        for template in placed:
+            for point in itertools.product(*parsed.values()):
+                cell = tuple(zip(parsed, point, strict=True))
+                for seed in seeds:
+                    control, trigger = _configs(scenario, seed, tasks, arrivals_s, fixed, discipline, cell, template)
+                    judged = judging or Judging.of(control)
+                    typed = tuple((path, value if path.startswith(TRIGGER_PREFIX) else setting_at(control, path)) for path, value in cell)
+                    triggered = replace_placed(control, trigger)
+                    jobs.append(PhaseJob(len(jobs), name, template, trigger, typed, seed, scenario, control, triggered, judged))
+    return jobs
+
+
+def replace_placed(config: SimConfig, trigger: FaultSpec) -> SimConfig:
+    """The config with the trigger as its only placed fault."""
+    return apply(config, {PLACED_PATH: (trigger,)})
+
+
+def _configs(
+    scenario: str,
+    seed: int,
+    tasks: int | None,
+    arrivals_s: float,
+    fixed: list,
+    discipline: Mapping[str, Any],
+    cell: tuple[tuple[str, Any], ...],
+    template: FaultSpec,
+) -> tuple[SimConfig, FaultSpec]:
+    """The control's config (no placed fault) and the cell's trigger."""
+    trigger = template
+    settings = []
+    for path, value in cell:
+        if path.startswith(TRIGGER_PREFIX):
+            trigger = _set_trigger(trigger, path[len(TRIGGER_PREFIX) :], value)
+        else:
+            settings.append((path, value))
+    where = ", ".join(f"{path}={format_value(value)}" for path, value in cell)
+    try:
+        config = apply(scenario_config(scenario, seed), [*discipline.items(), *fixed, *settings, (PLACED_PATH, ())])
+        count = tasks if tasks is not None else config.workload.tasks_in(arrivals_s)
+        return config.with_tasks(count), trigger
+    except InputError as error:
+        raise InputError(f"cell {where}: {error}") from None
+
+
+def _disciplines(disciplines: Mapping[str, Mapping[str, Any]] | Iterable[str]) -> dict[str, dict[str, Any]]:
+    if isinstance(disciplines, Mapping):
+        chosen = {str(name): dict(settings) for name, settings in disciplines.items()}
+    else:
+        names = [disciplines] if isinstance(disciplines, str) else list(disciplines)
+        unknown = [name for name in names if name not in DISCIPLINES]
+        if unknown:
+            raise InputError(f"unknown discipline {unknown[0]!r}; use any of {', '.join(DISCIPLINES)}")
+        chosen = {name: dict(DISCIPLINES[name]) for name in names}
+    if not chosen:
+        raise InputError("a map needs at least one discipline")
+    return chosen
+
+
+def _seeds(seeds: Iterable[int]) -> list[int]:
+    listed = list(seeds)
+    if not listed:
+        raise InputError("a map needs at least one seed")
+    for seed in listed:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise InputError(f"a seed must be a whole number, not negative, not {seed!r}")
+    if len(set(listed)) != len(listed):
+        raise InputError("a seed is given twice")
+    return listed
+
+
+# ------------------------------------------------------------------ one job
+
+
+def play_phase_job(job: PhaseJob) -> dict[str, Any]:
+    """Play a job's control and triggered runs and judge them; its row (module level, so pools and Dask can call it)."""
+    control = play(job.control, job.seed, job.scenario)
+    triggered = play(job.triggered, job.seed, job.scenario)
+    row: dict[str, Any] = {"discipline": job.discipline, "trigger": str(job.template), "seed": job.seed}
+    row.update(job.cell)
+    row["trigger_played"] = str(job.trigger)
+    row.update(judge(control, triggered, job.trigger, job.judging))
+    row.update(_arm("control", control))
+    row.update(_arm("triggered", triggered))
+    return row
+
+
+def _arm(name: str, outcome: Outcome) -> dict[str, Any]:
+    states = outcome.metrics.get("final_states", {})
+    broken = sorted(verdict for verdict, found in outcome.verdicts.items() if verdict != SIDE_SUSTAINING and not found.ok)
+    return {
+        f"{name}.tasks": outcome.tasks,
+        f"{name}.done": states.get("done", 0),
+        f"{name}.escalated": states.get("escalated", 0),
+        f"{name}.quarantined": states.get("quarantined", 0),
+        f"{name}.invariants_ok": not broken,
+        f"{name}.invariants_broken": ",".join(broken),
+        f"{name}.digest": outcome.digest,
+        f"{name}.replay": replay_command(outcome),
+    }
+
+
+def _span_rate(rows: Sequence[dict[str, Any]], column: str) -> float | None:
+    span_s = sum(row["window_s"] for row in rows)
+    return None if span_s <= 0 else sum(row[column] for row in rows) / span_s
+
+
+def _share(rows: Sequence[dict[str, Any]], part: str, whole: str) -> float | None:
+    total = sum(row[whole] for row in rows)
+    return None if total <= 0 else round(sum(row[part] for row in rows) / total, 6)
+
+
+def judge(control: Outcome, triggered: Outcome, trigger: FaultSpec, judging: Judging) -> dict[str, Any]:
+    """One seed's verdict on a cell, with its figures and evidence."""
+    dependency = trigger.target
+    answered = f"{dependency}.answered"
+    start_s, end_s = trigger.at_s, trigger.until_s
+    late_from_s = end_s + judging.bound_s
+    arrivals_end_s = max((row["t_s"] + row["window_s"] for row in control.series if row["arrivals"] > 0), default=0.0)
+    before = [row for row in control.series if row["t_s"] >= start_s - judging.baseline_s and row["t_s"] + row["window_s"] <= start_s]
+    control_late = _late(control.series, late_from_s, arrivals_end_s)
+    triggered_late = _late(triggered.series, late_from_s, arrivals_end_s)
+    baseline = _span_rate(before, answered)
+    control_level = _span_rate(control_late, answered)
+    triggered_level = _span_rate(triggered_late, answered)
+    figures: dict[str, Any] = {
+        "status": UNJUDGED,
+        "why": "",
+        "baseline_per_s": _round(baseline),
+        "control_late_per_s": _round(control_level),
+        "triggered_late_per_s": _round(triggered_level),
+        "late_ratio": None,
+        "recovery_s": None,
+    }
+    if len(control_late) < judging.late_windows_min or len(triggered_late) < judging.late_windows_min:
+        figures["why"] = f"fewer than {judging.late_windows_min} windows between the bound and the last arrival: make arrivals_s longer"
+    elif baseline is None or baseline <= 0:
+        figures["why"] = "no goodput before the trigger"
+    elif control_level is None or control_level / _demand(control, control_late) < judging.goodput_fraction * baseline / _demand(
+        control, before
+    ):
+        figures.update(
+            status=OVERLOADED, why=f"without the trigger goodput fell from {baseline:.3g}/s to {control_level or 0:.3g}/s, for its demand"
+        )
+    else:
+        ratio = (triggered_level or 0.0) / control_level
+        figures["late_ratio"] = round(ratio, 6)
+        figures["recovery_s"] = _recovery_s(triggered.series, answered, end_s, judging.goodput_fraction * control_level, judging)
+        if ratio >= judging.goodput_fraction:
+            figures["status"] = RECOVERS
+        else:
+            figures.update(status=METASTABLE, why=f"late goodput {ratio:.0%} of the control's, which held up without the trigger")
+    figures.update(_evidence(triggered.series, dependency, end_s, arrivals_end_s))
+    return figures
+
+
+def _demand(outcome: Any, rows: Sequence[dict[str, Any]]) -> float:
+    """The configured arrival rate over these windows (their mean, windows weighted by length)."""
+    workload = outcome.config.workload
+    span_s = sum(row["window_s"] for row in rows)
+    return sum(workload.rate_per_s(row["t_s"] + row["window_s"] / 2) * row["window_s"] for row in rows) / span_s
+
+
+def _late(series: Sequence[dict[str, Any]], from_s: float, to_s: float) -> list[dict[str, Any]]:
+    return [row for row in series if row["t_s"] >= from_s and row["t_s"] + row["window_s"] <= to_s]
+
+
+def _recovery_s(series: Sequence[dict[str, Any]], answered: str, end_s: float, level_per_s: float, judging: Judging) -> float | None:
+    """From the trigger's end to the end of the first `settle_windows` windows in a row whose mean goodput reaches the level."""
+    after = [row for row in series if row["t_s"] >= end_s and row["window_s"] > 0]
+    span = judging.settle_windows
+    for first in range(len(after) - span + 1):
+        rows = after[first : first + span]
+        if (_span_rate(rows, answered) or 0.0) >= level_per_s:
+            return round(rows[-1]["t_s"] + rows[-1]["window_s"] - end_s, 6)
+    return None
+
+
+def _evidence(series: Sequence[dict[str, Any]], dependency: str, end_s: float, arrivals_end_s: float) -> dict[str, Any]:
+    """What sustained a bad state (or did not): shares over the span from the trigger's end to the last arrival."""
+    after = [row for row in series if row["t_s"] >= end_s and row["t_s"] + row["window_s"] <= max(arrivals_end_s, end_s)]
+    before = next((row for row in reversed(series) if row["t_s"] < end_s), None)
+    return {
+        "retry_share": _share(after, f"{dependency}.retried", f"{dependency}.offered"),
+        "abandoned_share": _share(after, f"{dependency}.abandoned", f"{dependency}.working"),
+        "timeout_share": _share(after, f"{dependency}.timed_out", f"{dependency}.offered"),
+        "queue_depth_at_trigger_end": before["queue_depth"] if before else 0,
+        "queue_depth_late": after[-1]["queue_depth"] if after else None,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+# ------------------------------------------------------------------ the map
+
+
+def cells_of(rows: Sequence[Mapping[str, Any]], axes: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per cell (discipline, trigger, axis values), in first-seen order: its status over the seeds and the figures behind it."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        key = (row["discipline"], row["trigger"], *(format_value(row[path]) for path in axes))
+        groups.setdefault(key, []).append(row)
+    cells = []
+    for members in groups.values():
+        first = members[0]
+        statuses = [member["status"] for member in members]
+        stable = [member for member in members if member["status"] in (RECOVERS, METASTABLE)]
+        recovered = [member for member in stable if member["status"] == RECOVERS]
+        if statuses.count(UNJUDGED) * 2 > len(members):
+            status = UNJUDGED
+        elif statuses.count(OVERLOADED) * 2 > len(members):
+            status = OVERLOADED
+        elif len(recovered) == len(stable):
+            status = RECOVERS if stable else UNJUDGED
+        else:
+            status = METASTABLE
+        times = [member["recovery_s"] for member in recovered if member["recovery_s"] is not None]
+        ratios = [member["late_ratio"] for member in stable if member["late_ratio"] is not None]
+        cells.append(
+            {
+                "discipline": first["discipline"],
+                "trigger": first["trigger"],
+                **{path: first[path] for path in axes},
+                "status": status,
+                "seeds": len(members),
+                "recovered": len(recovered),
+                "metastable": statuses.count(METASTABLE),
+                "overloaded": statuses.count(OVERLOADED),
+                "unjudged": statuses.count(UNJUDGED),
+                "recovery_s_max": max(times) if times else None,
+                "late_ratio_min": min(ratios) if ratios else None,
+                "retry_share_mean": _mean(member["retry_share"] for member in members),
+                "abandoned_share_mean": _mean(member["abandoned_share"] for member in members),
+                "escalated_triggered_mean": _mean(member["triggered.escalated"] for member in members),
+                "escalated_control_mean": _mean(member["control.escalated"] for member in members),
+                "invariants_ok": all(member["control.invariants_ok"] and member["triggered.invariants_ok"] for member in members),
+            }
+        )
+    return cells
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    present = [value for value in values if value is not None]
+    return round(sum(present) / len(present), 6) if present else None
+
+
+@dataclass
+class PhaseMap:
+    """A played map: its rows (one per cell and seed, job order), its cells, and the axes they are laid out on."""
+
+    axes: tuple[str, ...]
+    rows: list[dict[str, Any]]
+    cells: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.cells:
+            self.cells = cells_of(self.rows, self.axes)
+
+    def status(self, discipline: str | None = None, trigger: str | None = None) -> dict[tuple[Any, ...], str]:
+        """Each cell's status by its axis values, for one discipline and trigger (the first of each when not given)."""
+        discipline = discipline or self.cells[0]["discipline"]
+        trigger = trigger or self.cells[0]["trigger"]
+        return {
+            tuple(cell[path] for path in self.axes): cell["status"]
+            for cell in self.cells
+            if cell["discipline"] == discipline and cell["trigger"] == trigger
+        }
+
+    def all_invariants_held(self) -> bool:
+        return all(cell["invariants_ok"] for cell in self.cells)
+
+    def plot(self, path: str | os.PathLike[str]) -> None:
+        """A heatmap per discipline and trigger (`sim/plot.py`), the boundary between statuses drawn."""
+        from .plot import plot_phase  # matplotlib only when a plot is asked for
+
+        plot_phase(self, path)
+
+
+def phase(
+    axes: Mapping[str, Iterable[Any]],
+    triggers: Iterable[str | FaultSpec],
+    disciplines: Mapping[str, Mapping[str, Any]] | Iterable[str] = ("defaults",),
+    seeds: Iterable[int] = range(3),
+    scenario: str = "retry-storm",
+    tasks: int | None = None,
+    arrivals_s: float = 2400.0,
+    overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+    judging: Judging | None = None,
+    jobs: int | None = None,
+    executor: str = "processes",
+    scheduler: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> PhaseMap:
+    """Play a recoverability map: every cell of `axes` (one or two, or more) times `triggers` times `disciplines`, per seed.
+
+    `axes` maps dotted setting paths, or `trigger.FIELD`, to their values; `triggers` are placed provider faults
+    (text or `FaultSpec`) whose fields the trigger axes override; `disciplines` are names from `DISCIPLINES` or a
+    mapping of name to settings. `jobs` local processes (default: every CPU) or `executor="dask"` (a local cluster,
+    or `scheduler`). `out` (.csv) receives the rows. Bad input raises `InputError` before anything runs.
+    """
+    from .sweep import _bar, _check_executor, _execute, _jobs
+
+    planned = build_jobs(axes, triggers, disciplines, seeds, scenario, tasks, arrivals_s, overrides, judging)
+    jobs_count = _jobs(jobs)
+    _check_executor(executor, scheduler)
+    target = _writable(out) if out is not None else None
+    if log is not None:
+        log(f"{len(planned):,} jobs ({2 * len(planned):,} runs: a control and a triggered run per cell and seed)")
+    done: dict[int, dict[str, Any]] = {}
+    bar = _bar(len(planned), 0, progress)
+    try:
+        for index, row in _execute(planned, jobs_count, executor, scheduler, play_phase_job):
+            done[index] = row
+            bar.update()
+    finally:
+        bar.close()
+    rows = [done[index] for index in sorted(done)]
+    result = PhaseMap(tuple(dict(axes)), rows)
+    if target is not None:
+        write_rows(target, rows)
+    return result
+
+
+def _writable(out: str | os.PathLike[str]) -> Path:
+    path = Path(out)
+    if path.suffix != ".csv":
+        raise InputError(f"a map's rows are written to a .csv file, not {path.name!r}")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: no directory {path.parent}")
+    return path
+
+
+def write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The rows as CSV, every column of every row, written beside the file and renamed over it."""
+    order = list(dict.fromkeys(column for row in rows for column in row))
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with temporary.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=order)
+            writer.writeheader()
+            writer.writerows({column: "" if row.get(column) is None else row.get(column) for column in order} for row in rows)
+        os.replace(temporary, path)
+    except OSError as error:
+        raise InputError(f"cannot write {path}: {error.strerror or error}") from None
+    finally:
+        temporary.unlink(missing_ok=True)
