@@ -149,7 +149,7 @@ def at_risk_per_lease(ttl_s: float, heartbeat_s: float, loss: float, holds_s: Se
 
 def _at_risk(ttl_s: float, heartbeat_s: float, holds_s: Sequence[float]) -> tuple[float, float]:
     """Per lease: the claim's windows at risk, and the later windows that would be at risk were every renewal accepted."""
-    if not holds_s:
+    if len(holds_s) == 0:  # a NumPy array of holds has no truth value
         raise InputError("the closed form needs at least one measured hold time")
     outlasting = [hold_s for hold_s in holds_s if hold_s >= ttl_s]
     later = sum(math.floor((hold_s - ttl_s) / heartbeat_s) for hold_s in outlasting)
@@ -286,12 +286,11 @@ def lease_rule(
     heartbeat_s: float | None = None,
     detect_max_s: float | None = None,
     reap_interval_s: float | None = None,
-    default_heartbeat_s: float | None = None,
 ) -> LeaseRule:
     """The rule's TTL and heartbeat for a target over leases held `holds_s` (arithmetic only; see the module docstring).
 
     `heartbeat_s` fixes the interval; else, with `detect_max_s`, the longest whole-second interval whose TTL is detected
-    within it; else `default_heartbeat_s` (default: the baseline scenario's, as is `reap_interval_s`).
+    within it; else the baseline scenario's (whose reaper cadence is also `reap_interval_s`'s default).
     """
     baseline = scenario_config(SCENARIO, 0)
     reap_interval_s = baseline.control.reap_interval_s if reap_interval_s is None else reap_interval_s
@@ -300,7 +299,7 @@ def lease_rule(
     if heartbeat_s is not None:
         heartbeat_rule = "given"
     elif detect_max_s is None:
-        heartbeat_s = baseline.core.heartbeat_interval_s if default_heartbeat_s is None else default_heartbeat_s
+        heartbeat_s = baseline.core.heartbeat_interval_s
         heartbeat_rule = f"the {SCENARIO} scenario's (no detection bound given)"
     else:
         heartbeat_s, feasible = _longest_heartbeat(target, renewal_loss, holds_s, detect_max_s, reap_interval_s)
