@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from shiftchange.sim.tune import (
 )
 
 _DRAWS = random.Random(7)
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "lease-tuning.py"
 HOLDS_S = tuple(20.0 + _DRAWS.expovariate(1 / 30) + _DRAWS.expovariate(1 / 30) for _ in range(400))
 """Synthetic holds: about what the baseline gives (two exponential 30 s tool calls, and 20 s of the rest of an Attempt)."""
 TINY = {"tool_call_s": 30.0, "renewal_loss": 0.1, "heartbeat_s": 15.0, "tasks": 60, "seeds": [0, 1], "jobs": 1}
@@ -179,3 +181,11 @@ def test_a_dask_cluster_gives_the_same_answer_and_runs():
     here = tune_lease(target_per_1000_leases=30.0, **{**TINY, "seeds": [0]})
     dask = tune_lease(target_per_1000_leases=30.0, **{**TINY, "seeds": [0], "jobs": 2, "executor": "dask"})
     assert dask == here
+
+
+def test_the_notebook_takes_its_rule_from_here():
+    """The rule is written once: the lease-tuning notebook imports it instead of defining its own."""
+    source = NOTEBOOK.read_text()
+    assert "from shiftchange.sim.tune import" in source
+    for name in ("lease_ttl_for", "at_risk_per_lease", "window_expiry_probability"):
+        assert f"def {name}(" not in source, name
