@@ -52,22 +52,24 @@ print("recovery bound:", STORM.recovery.bound_s, "s to reach", STORM.recovery.go
 print(settings.diff(scenario_config("baseline", 0), STORM))
 
 # %% [markdown]
-# ## Four disciplines, cumulative, and one on the side
+# ## Five disciplines, cumulative, and one on the side
 #
 # Each discipline is a set of settings of the correct core. "none" is what the `retry-storm` anti-pattern
-# switches to: no backoff (between Attempts or between a call's retries), no breaker, no retry budget. The
-# last line, a retry budget without a breaker, is not on the cumulative path; it shows which control breaks
-# the loop in this world.
+# switches to: no backoff (between Attempts or between a call's retries), no breaker, no retry budget, no
+# concurrency limit. The last line, a retry budget without a breaker, is not on the cumulative path; it shows
+# which control breaks the loop in this world.
 
 # %%
+OFF = {"reliability.concurrency": None}
 DISCIPLINES = {
-    "none": {"reliability.backoff.strategy": "none", "reliability.breaker": None, "reliability.retry_budget": None},
-    "backoff with jitter": {"reliability.breaker": None, "reliability.retry_budget": None},
-    "+ circuit breaker": {"reliability.retry_budget": None},
-    "+ retry budget (the defaults)": {},
-    "jitter + budget, no breaker": {"reliability.breaker": None},
+    "none": {"reliability.backoff.strategy": "none", "reliability.breaker": None, "reliability.retry_budget": None, **OFF},
+    "backoff with jitter": {"reliability.breaker": None, "reliability.retry_budget": None, **OFF},
+    "+ circuit breaker": {"reliability.retry_budget": None, **OFF},
+    "+ retry budget": {**OFF},
+    "+ concurrency limit (the defaults)": {},
+    "jitter + budget, no breaker": {"reliability.breaker": None, **OFF},
 }
-CUMULATIVE = list(DISCIPLINES)[:4]
+CUMULATIVE = list(DISCIPLINES)[:5]
 
 frames = []
 for name, overrides in DISCIPLINES.items():
@@ -146,9 +148,9 @@ print(
 )
 
 # %%
-defended = table.loc[["+ circuit breaker", "+ retry budget (the defaults)"]]
+defended = table.loc[["+ circuit breaker", "+ retry budget", "+ concurrency limit (the defaults)"]]
 bound_s = STORM.recovery.bound_s
-breaker, defaults = defended.loc["+ circuit breaker"], defended.loc["+ retry budget (the defaults)"]
+breaker, defaults = defended.loc["+ circuit breaker"], defended.loc["+ concurrency limit (the defaults)"]
 assert breaker["recovered"] >= 0.8 * breaker["runs"], f"with a breaker most runs should recover:\n{defended}"
 assert defaults["recovered"] == defaults["runs"], f"with the defaults every run should recover:\n{defended}"
 assert defaults["recovery_s_max"] <= bound_s, f"with the defaults, recovery within {bound_s} s:\n{defended}"
@@ -164,7 +166,7 @@ print(
 )
 
 # %%
-defaults = table.loc["+ retry budget (the defaults)"]
+defaults = table.loc["+ concurrency limit (the defaults)"]
 none = table.loc["none"]
 assert defaults["tasks_done"] >= 2 * none["tasks_done"], (
     f"the defaults should finish at least twice the tasks: {defaults['tasks_done']} vs {none['tasks_done']}"
@@ -191,6 +193,8 @@ print("the anti-pattern is caught by goodput_recovers, naming retry amplificatio
 # Backoff with jitter paces each call's retries but does not remove the abandoned work, and here it changes
 # little. The breaker is what breaks the loop: after a run of timeouts it stops every call, first calls
 # included, long enough for the abandoned work to drain, then lets a probe through. With the breaker alone
-# most runs recover; with the retry budget as well (the core's defaults) every run does, within the bound.
-# A retry budget alone (the dashed line) does not: it holds back retries of one call, but in this world a
-# failed Attempt's successor makes fresh first calls, and first calls feed the abandoned work too.
+# most runs recover; with the retry budget and the adaptive concurrency limit as well (the core's defaults)
+# every run does, within the bound. A retry budget alone (the dashed line) does not: it holds back retries of
+# one call, but in this world a failed Attempt's successor makes fresh first calls, and first calls feed the
+# abandoned work too. This is one world and one trigger; `notebooks/metastability` maps where the defaults
+# recover across a family of worlds, and where no discipline does not.

@@ -75,9 +75,11 @@ from .world import Outcome, play
 __all__ = [
     "CELL_STATUSES",
     "DISCIPLINES",
+    "FAMILY_TRIGGERS",
     "METASTABLE",
     "OVERLOADED",
     "RECOVERS",
+    "Family",
     "Judging",
     "PhaseJob",
     "PhaseMap",
@@ -335,6 +337,8 @@ def _arm(name: str, outcome: Outcome) -> dict[str, Any]:
         f"{name}.done": states.get("done", 0),
         f"{name}.escalated": states.get("escalated", 0),
         f"{name}.quarantined": states.get("quarantined", 0),
+        f"{name}.spend_usd": round(outcome.metrics.get("spend_usd", 0.0), 6),
+        f"{name}.false_expiries": outcome.metrics.get("false_expiries", 0),
         f"{name}.invariants_ok": not broken,
         f"{name}.invariants_broken": ",".join(broken),
         f"{name}.digest": outcome.digest,
@@ -365,10 +369,12 @@ def judge(control: Outcome, triggered: Outcome, trigger: FaultSpec, judging: Jud
     baseline = _span_rate(before, answered)
     control_level = _span_rate(control_late, answered)
     triggered_level = _span_rate(triggered_late, answered)
+    peak = peak_goodput_per_s(getattr(control.config, dependency, None))
     figures: dict[str, Any] = {
         "status": UNJUDGED,
         "why": "",
         "baseline_per_s": _round(baseline),
+        "baseline_share_of_peak": None if baseline is None or peak is None else round(baseline / peak, 6),
         "control_late_per_s": _round(control_level),
         "triggered_late_per_s": _round(triggered_level),
         "late_ratio": None,
@@ -394,6 +400,21 @@ def judge(control: Outcome, triggered: Outcome, trigger: FaultSpec, judging: Jud
             figures.update(status=METASTABLE, why=f"late goodput {ratio:.0%} of the control's, which held up without the trigger")
     figures.update(_evidence(triggered.series, dependency, end_s, arrivals_end_s))
     return figures
+
+
+def peak_goodput_per_s(provider: Any) -> float | None:
+    """The most calls per second the simulated provider answers, at its best load (`sim/provider.py`'s processor sharing).
+
+    With n calls in progress, x = n / overload_in_flight, each progresses at 1 / (1 + x + c x^2) seconds of work per
+    second, so it answers n / ((1 + x + c x^2) latency_s) per second: with contention c > 0 that peaks at x = 1/sqrt(c),
+    at overload_in_flight / ((2 sqrt(c) + 1) latency_s); with c = 0 it rises toward overload_in_flight / latency_s.
+    None for a config that is not a simulated provider's.
+    """
+    try:
+        overload, latency_s, contention = provider.overload_in_flight, provider.latency_s, provider.contention
+    except AttributeError:
+        return None
+    return overload / ((2 * math.sqrt(contention) + 1) * latency_s) if contention > 0 else overload / latency_s
 
 
 def _demand(outcome: Any, rows: Sequence[dict[str, Any]]) -> float:
@@ -433,6 +454,52 @@ def _evidence(series: Sequence[dict[str, Any]], dependency: str, end_s: float, a
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
+
+
+# ------------------------------------------------------------------ the family the defaults are held to
+
+
+FAMILY_TRIGGERS = (
+    "outage model_provider at=400 for=60 mode=hang",
+    "outage model_provider at=400 for=60 mode=fail",
+    "slowdown model_provider at=400 for=60 factor=4",
+    "capacity_drop model_provider at=400 for=60 factor=0.25",
+)
+"""Each kind of trigger a provider can pull: calls that hang to their deadline, calls refused at once (503), every call
+four times the work, and a quarter of the capacity; `trigger.for_s` sets how long."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """A stated family of worlds, as a map's axes: where the core's defaults are claimed to recover from every trigger.
+
+    The world is the retry-storm scenario's: open-loop arrivals of tasks that call a model provider whose goodput peaks
+    at 12 calls in progress (1 call/s) and falls beyond. Across it: offered load (the arrival rate; at 0.11 tasks/s the
+    provider answers about half its peak before the trigger), each kind of trigger for 15 s to 2 min, call deadlines
+    from short (12 s, three times the mean call) to long (60 s), and a provider that does or does not keep working for
+    callers that gave up. The claim is judged with the scenario's bound: recovered 480 s after the trigger ends, and
+    holding through the end of the arrivals (`Judging`).
+    """
+
+    arrival_rates_per_s: tuple[float, ...] = (0.05, 0.08, 0.11)
+    trigger_durations_s: tuple[float, ...] = (15.0, 60.0, 120.0)
+    call_deadlines_s: tuple[float, ...] = (12.0, 30.0, 60.0)
+    works_past_deadline: tuple[bool, ...] = (True, False)
+    triggers: tuple[str, ...] = FAMILY_TRIGGERS
+    seeds: tuple[int, ...] = (0, 1)
+    scenario: str = "retry-storm"
+
+    def axes(self) -> dict[str, tuple[Any, ...]]:
+        return {
+            "workload.arrival_rate_per_s": self.arrival_rates_per_s,
+            "trigger.for_s": self.trigger_durations_s,
+            "workers.call_deadline_s": self.call_deadlines_s,
+            "model_provider.works_past_deadline": self.works_past_deadline,
+        }
+
+    def map(self, disciplines: Iterable[str] = ("defaults",), **options: Any) -> PhaseMap:
+        """Play the family (`phase` with its axes, triggers, seeds and scenario; `options` are phase's jobs, executor, ...)."""
+        return phase(self.axes(), self.triggers, disciplines, self.seeds, self.scenario, **options)
 
 
 # ------------------------------------------------------------------ the map
@@ -518,6 +585,24 @@ class PhaseMap:
         from .plot import plot_phase  # matplotlib only when a plot is asked for
 
         plot_phase(self, path)
+
+    def figure(self, discipline: str | None = None) -> Any:
+        """The same heatmaps as a matplotlib Figure (for a notebook's `display`), for one discipline or all."""
+        from .plot import draw_phase
+
+        return draw_phase(self, discipline)
+
+    def where(self, fixed: Mapping[str, Any]) -> PhaseMap:
+        """The cells and rows where each named axis has the given value, those axes dropped: a family drawn two axes at a time."""
+        unknown = [path for path in fixed if path not in self.axes]
+        if unknown:
+            raise InputError(f"the map has no axis {unknown[0]!r}; its axes are {', '.join(self.axes)}")
+        keep = tuple(path for path in self.axes if path not in fixed)
+
+        def matches(item: Mapping[str, Any]) -> bool:
+            return all(item[path] == value for path, value in fixed.items())
+
+        return PhaseMap(keep, [row for row in self.rows if matches(row)], [cell for cell in self.cells if matches(cell)])
 
 
 def phase(

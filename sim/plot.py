@@ -229,28 +229,37 @@ PHASE_COLOURS = {"recovers": "#1b7837", "metastable": "#b2182b", "overloaded": "
 
 
 def plot_phase(result: Any, path: str | Path) -> Path:
-    """A recoverability map as heatmaps: one panel per discipline and trigger, each cell coloured by its status.
-
-    The first axis runs across, the second (if any) up; each cell is labelled with its status letter and how many of
-    its seeds recovered. The boundary between recovering cells and the rest is drawn as a heavy line along every cell
-    edge where the status changes to or from `recovers`, so the region where the world comes back reads at a glance.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Draw `draw_phase`'s heatmaps into `path` (PNG, SVG or PDF by its suffix)."""
     path = check_figure_path(path)
+    draw_phase(result).savefig(path, dpi=110)
+    return path
+
+
+def draw_phase(result: Any, discipline: str | None = None) -> Any:
+    """A recoverability map as heatmaps: one panel per discipline (or only `discipline`) and trigger, each cell coloured by status.
+
+    The first axis runs across, the second (if any) up; a map with more axes is drawn for its first two, so pass one
+    whose other axes are fixed (`PhaseMap.where`). Each cell is labelled with its status letter and how many of its
+    seeds recovered. The boundary between recovering cells and the rest is drawn as a heavy line along every cell edge
+    where the status changes to or from `recovers`, so the region where the world comes back reads at a glance. Returns
+    a matplotlib `Figure` made without pyplot, so drawing never changes the caller's backend (a notebook shows it with
+    `display`).
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
     axes = result.axes
     across, down = axes[0], axes[1] if len(axes) > 1 else None
     panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for cell in result.cells:
-        panels.setdefault((cell["discipline"], cell["trigger"]), []).append(cell)
-    count = len(panels)
+        if discipline is None or cell["discipline"] == discipline:
+            panels.setdefault((cell["discipline"], cell["trigger"]), []).append(cell)
+    count = max(1, len(panels))
     columns = min(count, 3)
     rows_of_panels = math.ceil(count / columns)
-    figure, grid = plt.subplots(rows_of_panels, columns, figsize=(5.2 * columns, 4.2 * rows_of_panels), squeeze=False)
-    for number, ((discipline, trigger), cells) in enumerate(panels.items()):
+    figure = Figure(figsize=(5.2 * columns, 4.2 * rows_of_panels + 0.6))
+    grid = figure.subplots(rows_of_panels, columns, squeeze=False)
+    for number, ((name, trigger), cells) in enumerate(panels.items()):
         axis = grid[number // columns][number % columns]
         xs = list(dict.fromkeys(cell[across] for cell in cells))
         ys = list(dict.fromkeys(cell[down] for cell in cells)) if down else [None]
@@ -260,33 +269,31 @@ def plot_phase(result: Any, path: str | Path) -> Path:
                 cell = status.get((x, y))
                 if cell is None:
                     continue
-                axis.add_patch(plt.Rectangle((i, j), 1, 1, color=PHASE_COLOURS[cell["status"]], alpha=0.85))
-                letter = cell["status"][0].upper()
-                axis.text(
-                    i + 0.5, j + 0.5, f"{letter}\n{cell['recovered']}/{cell['seeds']}", ha="center", va="center", fontsize=8, color="white"
-                )
+                axis.add_patch(Rectangle((i, j), 1, 1, color=PHASE_COLOURS[cell["status"]], alpha=0.85))
+                label = f"{cell['status'][0].upper()}\n{cell['recovered']}/{cell['seeds']}"
+                axis.text(i + 0.5, j + 0.5, label, ha="center", va="center", fontsize=8, color="white")
         _phase_boundary(axis, xs, ys, status)
         axis.set_xlim(0, len(xs))
         axis.set_ylim(0, len(ys))
-        axis.set_xticks([i + 0.5 for i in range(len(xs))], [f"{x:g}" if isinstance(x, float) else str(x) for x in xs], fontsize=8)
-        axis.set_yticks(
-            [j + 0.5 for j in range(len(ys))], ["" if y is None else (f"{y:g}" if isinstance(y, float) else str(y)) for y in ys]
-        )
+        axis.set_xticks([i + 0.5 for i in range(len(xs))], [_tick(x) for x in xs], fontsize=8)
+        axis.set_yticks([j + 0.5 for j in range(len(ys))], [_tick(y) for y in ys])
         axis.set_xlabel(across)
         axis.set_ylabel(down or "")
-        axis.set_title(f"{discipline}\n{trigger}", fontsize=9)
-    for number in range(count, rows_of_panels * columns):
+        axis.set_title(f"{name}\n{trigger}", fontsize=9)
+    for number in range(len(panels), rows_of_panels * columns):
         grid[number // columns][number % columns].axis("off")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colour) for colour in PHASE_COLOURS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=colour) for colour in PHASE_COLOURS.values()]
     figure.legend(handles, list(PHASE_COLOURS), loc="lower center", ncol=len(PHASE_COLOURS), fontsize=8)
-    figure.tight_layout(rect=(0, 0.06, 1, 1))
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    return figure
+
+
+def _tick(value: Any) -> str:
+    return "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _phase_boundary(axis: Any, xs: list[Any], ys: list[Any], status: dict[tuple[Any, Any], dict[str, Any]]) -> None:
-    """A heavy line along each cell edge between a recovering cell and one that is not (or the map's edge is not drawn)."""
+    """A heavy line along each cell edge between a recovering cell and one that is not (the map's own edge is not drawn)."""
 
     def recovers(i: int, j: int) -> bool | None:
         if not (0 <= i < len(xs) and 0 <= j < len(ys)):
