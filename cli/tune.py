@@ -20,9 +20,9 @@ import argparse
 import json
 from typing import Any
 
-from .sweep import _seeds, _whole
+from .sweep import _assignment, _axis, _seeds, _whole
 
-__all__ = ["add_parser", "run_lease"]
+__all__ = ["add_parser", "run_calls", "run_lease"]
 
 
 def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
@@ -30,6 +30,7 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
     tune = sim_commands.add_parser("tune", help="answer a tuning question from simulation, with the runs behind the answer")
     questions = tune.add_subparsers(dest="tune_command", required=True, parser_class=type(tune))
     _add_lease(questions)
+    _add_calls(questions)
     return tune
 
 
@@ -60,6 +61,123 @@ def _add_lease(questions: Any) -> argparse.ArgumentParser:
     lease.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     lease.set_defaults(handler=run_lease)
     return lease
+
+
+def _add_calls(questions: Any) -> argparse.ArgumentParser:
+    calls = questions.add_parser(
+        "calls",
+        help="the breaker, concurrency-limit and retry settings that bring a world back from its triggers within a bound",
+        description="Play each candidate setting as a discipline of a recoverability map over the triggers and durations given"
+        " (a control and a triggered run per cell and seed), and answer with the one that recovers everywhere its control holds"
+        " up, fastest, at the least spend.",
+    )
+    calls.add_argument("--scenario", metavar="NAME", default="retry-storm", help="the world (default %(default)s)")
+    calls.add_argument(
+        "--set",
+        metavar="PATH=VALUE",
+        dest="assignments",
+        action="append",
+        type=_assignment,
+        default=[],
+        help="a world setting",
+    )
+    calls.add_argument("--trigger", metavar="TEXT", action="append", default=[], help="a placed provider fault (repeatable; default:"
+                       " a hang outage and a slowdown of the model provider)")  # fmt: skip
+    calls.add_argument("--durations-s", metavar="S1,S2,...", help="how long each trigger lasts (default 15,60,120)")
+    calls.add_argument("--recovery-max-s", metavar="S", type=_real, default=480.0, help="recovered within this long (default %(default)g)")
+    calls.add_argument(
+        "--candidate",
+        metavar="PATH=V1,V2,...",
+        action="append",
+        type=_axis,
+        default=[],
+        help="a setting to try and its values (the product; default: breaker cool-down 10,30,60 x concurrency decrease_factor 0.5,0.9)",
+    )
+    calls.add_argument("--seeds", metavar="A-B|I,J,...", type=_seeds, default=[0, 1], help="seeds per cell (default 0-1)")
+    calls.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
+    calls.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask (a local cluster)")
+    calls.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    calls.set_defaults(handler=run_calls)
+    return calls
+
+
+def run_calls(args: argparse.Namespace) -> int:
+    """Answer the calls question: print the answer, every candidate, the map's command and the slowest cell's replays."""
+    import dataclasses
+    import sys
+
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput
+    from shiftchange.core import InputError
+    from shiftchange.sim.tune_calls import DURATIONS_DEFAULT_S, TRIGGERS_DEFAULT, tune_calls
+
+    try:
+        durations = DURATIONS_DEFAULT_S if args.durations_s is None else _durations(args.durations_s)
+        result = tune_calls(
+            args.scenario,
+            args.assignments,
+            args.trigger or TRIGGERS_DEFAULT,
+            durations,
+            args.recovery_max_s,
+            dict(args.candidate) or None,
+            args.seeds,
+            jobs=args.jobs,
+            executor=args.executor,
+            progress=sys.stderr.isatty(),
+        )
+    except InputError as error:
+        raise BadInput(str(error)) from error
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "answer": None if result.answer is None else dataclasses.asdict(result.answer),
+                    "candidates": [dataclasses.asdict(candidate) for candidate in result.candidates],
+                    "recovery_max_s": result.recovery_max_s,
+                    "command": result.command,
+                    "replays": list(result.replays),
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(render_calls(result), end="")
+    return EXIT_OK if result.answer is not None else EXIT_FAILED
+
+
+def _durations(text: str) -> list[float]:
+    from shiftchange.core import InputError
+
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise InputError(f"--durations-s takes seconds split at commas, not {text!r}") from None
+
+
+def render_calls(result: Any) -> str:
+    """The answer line, a line per candidate, the command that plays the answer's map, and its slowest cell's replays."""
+    answer = result.answer
+    if answer is None:
+        lines = [f"no candidate recovers everywhere within {result.recovery_max_s:g} s; see each one's reason below"]
+    else:
+        settings = ", ".join(f"{path}={value:g}" if isinstance(value, float) else f"{path}={value}" for path, value in answer.settings)
+        lines = [
+            f"{settings}: recovers in all {answer.cells_recovered} cells whose control holds up, slowest after"
+            f" {answer.recovery_s_max:g} s (bound {result.recovery_max_s:g} s), ${answer.spend_usd_mean:.2f} per triggered run"
+        ]
+    lines += ["", f"{'candidate':<40} {'recovered':>10} {'slowest s':>10} {'spend $':>8} {'escalated':>10} {'false exp':>9}  verdict"]
+    for candidate in result.candidates:
+        slowest = "-" if candidate.recovery_s_max is None else f"{candidate.recovery_s_max:g}"
+        verdict = "meets" if candidate.meets else candidate.why
+        chosen = " <- the answer" if answer is not None and candidate.name == answer.name else ""
+        recovered = f"{candidate.cells_recovered:>4}/{candidate.cells_stable:<5}"
+        lines.append(
+            f"{candidate.name:<40} {recovered} {slowest:>10} {candidate.spend_usd_mean:>8.2f}"
+            f" {candidate.escalated_mean:>10.1f} {candidate.false_expiries:>9}  {verdict}{chosen}"
+        )
+    lines += ["", "the answer's map again:", f"  {result.command}"]
+    if result.replays:
+        lines += ["its slowest cell:", f"  control:   {result.replays[0]}", f"  triggered: {result.replays[1]}"]
+    return "\n".join(lines) + "\n"
 
 
 def _real(text: str) -> float:
