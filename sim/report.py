@@ -61,7 +61,7 @@ def _setting_words(outcome: Outcome) -> list[str]:
     for path, value in diff(base, outcome.config).items():
         if path == PLACED_PATH:
             kept = base.nemesis.placed if all(spec in value for spec in base.nemesis.placed) else ()
-            if not kept:
+            if kept != base.nemesis.placed:
                 words += ["--set", f"{PLACED_PATH}="]
             words += [word for spec in value if spec not in kept for word in ("--fault", str(spec))]
         else:

@@ -109,8 +109,9 @@ def test_a_short_fault_inside_a_long_one_does_not_end_it_early():
     config = _placed(_quiet(200), "outage model_provider at=100 for=400", "outage model_provider at=150 for=10")
     config = replace(config, series=SeriesConfig(window_s=50.0))
     rows = {row["t_s"]: row for row in play(config, 1).series}
-    for t in (200.0, 300.0, 400.0, 450.0):
-        assert rows[t]["model_provider.refused"] == rows[t]["model_provider.offered"] > 0, t
+    span = (200.0, 250.0, 300.0, 350.0, 400.0)  # a call offered as one window closes may be refused as the next opens
+    assert all(rows[t]["model_provider.refused"] > 0 for t in (*span, 450.0))
+    assert sum(rows[t]["model_provider.refused"] for t in span) == sum(rows[t]["model_provider.offered"] for t in span)
 
 
 def test_the_later_fault_sets_the_parameter_while_two_overlap():
