@@ -84,9 +84,15 @@ def run_phase(args: argparse.Namespace) -> int:
             raise InputError("an --axis path is given twice")
         if not 1 <= len(axes) <= 2:
             raise InputError(f"a map takes one or two --axis, not {len(axes)}")
+        if args.cells is not None and Path(args.cells).suffix != ".csv":
+            raise InputError(f"--cells writes a .csv file, not {Path(args.cells).name!r}")
         for name, path in (("--plot", args.plot), ("--cells", args.cells)):
             if path is not None and not Path(path).parent.is_dir():
                 raise InputError(f"cannot write {name} {path}: no directory {Path(path).parent}")
+        if args.plot is not None:
+            from shiftchange.sim.plot import check_figure_path
+
+            check_figure_path(args.plot)  # a suffix matplotlib cannot draw is refused before any job plays
         result = phase(
             axes,
             args.trigger,

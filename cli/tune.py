@@ -94,6 +94,7 @@ def _add_calls(questions: Any) -> argparse.ArgumentParser:
         help="a setting to try and its values (the product; default: breaker cool-down 10,30,60 x concurrency decrease_factor 0.5,0.9)",
     )
     calls.add_argument("--seeds", metavar="A-B|I,J,...", type=_seeds, default=[0, 1], help="seeds per cell (default 0-1)")
+    calls.add_argument("--arrivals-s", metavar="S", type=_real, default=2400.0, help="seconds of arrivals per run (default %(default)g)")
     calls.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
     calls.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask (a local cluster)")
     calls.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
@@ -120,6 +121,7 @@ def run_calls(args: argparse.Namespace) -> int:
             args.recovery_max_s,
             dict(args.candidate) or None,
             args.seeds,
+            arrivals_s=args.arrivals_s,
             jobs=args.jobs,
             executor=args.executor,
             progress=sys.stderr.isatty(),
@@ -162,7 +164,8 @@ def render_calls(result: Any) -> str:
         settings = ", ".join(f"{path}={value:g}" if isinstance(value, float) else f"{path}={value}" for path, value in answer.settings)
         lines = [
             f"{settings}: recovers in all {answer.cells_recovered} cells whose control holds up, slowest after"
-            f" {answer.recovery_s_max:g} s (bound {result.recovery_max_s:g} s), ${answer.spend_usd_mean:.2f} per triggered run"
+            f" {'-' if answer.recovery_s_max is None else format(answer.recovery_s_max, 'g')} s (bound {result.recovery_max_s:g} s),"
+            f" ${answer.spend_usd_mean:.2f} per triggered run"
         ]
     lines += ["", f"{'candidate':<40} {'recovered':>10} {'slowest s':>10} {'spend $':>8} {'escalated':>10} {'false exp':>9}  verdict"]
     for candidate in result.candidates:

@@ -126,6 +126,8 @@ def tune_calls(
     fixed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
     settings = [tuple(zip(candidates_grid, point, strict=True)) for point in itertools.product(*candidates_grid.values())]
     disciplines = {_name(point): dict(point) for point in settings}
+    if len(disciplines) != len(settings):
+        raise InputError("the candidate grid names the same candidate twice (a value given twice): give each value once")
     triggers = list(triggers)
     durations = list(durations_s)
     played = phase(
@@ -143,9 +145,15 @@ def tune_calls(
     )
     judged = tuple(_judge(name, point, played, recovery_max_s) for name, point in zip(disciplines, settings, strict=True))
     meeting = [candidate for candidate in judged if candidate.meets]
-    answer = min(meeting, key=lambda c: (c.recovery_s_max or 0.0, c.spend_usd_mean, c.escalated_mean)) if meeting else None
+    # a candidate whose recoveries were judged from the late span but never settled for three windows in a row has no
+    # measured recovery time: it ranks after every candidate that has one
+    answer = min(meeting, key=lambda c: (_slowest(c), c.spend_usd_mean, c.escalated_mean)) if meeting else None
     command = _command(scenario, fixed, triggers, durations, seeds, arrivals_s, answer)
     return CallTuning(answer, judged, float(recovery_max_s), played, command, _replays(played, answer))
+
+
+def _slowest(candidate: Candidate) -> float:
+    return float("inf") if candidate.recovery_s_max is None else candidate.recovery_s_max
 
 
 def _judge(name: str, point: tuple[tuple[str, Any], ...], played: PhaseMap, recovery_max_s: float) -> Candidate:

@@ -236,12 +236,6 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback_before_anything_plays(
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: cli/phase.py checks only --plot's folder before the map plays; a suffix matplotlib cannot draw is found by"
-    " check_figure_path after every job has run (and after --cells was written)",
-)
 def test_a_plot_name_matplotlib_cannot_draw_is_refused_before_anything_plays(capsys, tmp_path, nothing_plays):
     status = main([*TINY, "--plot", str(tmp_path / "map.xyz")])
     assert status == 2

@@ -22,8 +22,8 @@ _spec.loader.exec_module(runner)
 NAMES = runner.notebooks()
 
 
-def test_the_four_notebooks_are_there() -> None:
-    assert {"lease-tuning", "backoff", "retry-storm", "capacity"} <= set(NAMES)
+def test_the_five_notebooks_are_there() -> None:
+    assert {"lease-tuning", "backoff", "retry-storm", "metastability", "capacity"} <= set(NAMES)
 
 
 def _cells(notebook) -> list[tuple[str, str]]:

@@ -288,12 +288,6 @@ def test_the_report_names_the_answer_and_its_map_and_replays(monkeypatch):
     assert lines[-2:] == [f"  control:   {result.replays[0]}", f"  triggered: {result.replays[1]}"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="BUG: a meeting candidate whose recovered cells have no recovery time (recovery_s None) ranks as recovering in 0 s"
-    " (tune_calls' `c.recovery_s_max or 0.0`) and render_calls formats None with :g",
-)
 def test_a_recovered_cell_without_a_measured_recovery_time_does_not_crash_the_report(monkeypatch):
     plan = [[(RECOVERS, 100.0, 1.0, 0)] * 2, [(RECOVERS, 100.0, 1.0, 0)] * 2]
     fake = FakePhase(plan)
@@ -342,12 +336,6 @@ def test_bad_input_raises_input_error_before_anything_plays(change, words, nothi
         tune_calls(**{"triggers": [TRIGGER], "durations_s": [20.0], "seeds": [0], **change})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG: two grid values with one name (cool_down_s=10 twice) collapse into one discipline; zip(..., strict=True) in"
-    " tune_calls then raises ValueError after the map has played, not InputError before",
-)
 def test_a_grid_value_given_twice_is_bad_input(monkeypatch):
     monkeypatch.setattr(tune_calls_module, "phase", FakePhase([[(RECOVERS, 60.0, 1.0, 0)]]))
     with pytest.raises(InputError):
