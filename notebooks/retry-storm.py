@@ -197,5 +197,6 @@ print("the anti-pattern is caught by goodput_recovers, naming retry amplificatio
 # every run does, within the bound. A retry budget alone (the dashed line) now breaks the loop as well: a
 # retry it holds back waits inside its Attempt and spends none of the Attempt's asks, so the Attempt does not
 # fail into a successor whose fresh first calls would feed the abandoned work. (Before held-back calls waited,
-# they used up their asks, and the budget alone recovered in at most a quarter of the runs.) This is one world and one trigger; `notebooks/metastability` maps where the defaults
-# recover across a family of worlds, and where no discipline does not.
+# they used up their asks, and the budget alone recovered in at most a quarter of the runs.) This is one world
+# and one trigger; `notebooks/metastability` maps where the defaults recover across a family of worlds, and
+# where a world with no discipline does not.
