@@ -28,7 +28,10 @@ starts at `initial_calls`, not at its maximum.
 
 A call whose worker died is never answered; it counts until its deadline,
 which is when the provider would have given up on it too (deadline
-propagation). Like the breakers, limits are this process's memory of its
+propagation). A timeout is reported just after the deadline, when the call no
+longer counts, so a call past its deadline is remembered as *overdue* for
+`OVERDUE_KEEP_S` more: its failure still lowers the limit (the timeout is the
+signal that matters most), and a call nobody ever answers is forgotten. Like the breakers, limits are this process's memory of its
 dependencies and start afresh when it restarts.
 """
 
@@ -40,11 +43,14 @@ from collections.abc import Iterable
 from .config import ConcurrencyLimitConfig
 from .errors import InputError
 
+OVERDUE_KEEP_S = 600.0
+"""How long past its deadline a call's failure report still lowers the limit (the longest call deadline the core allows)."""
+
 
 class ConcurrencyLimit:
     """One dependency's limit and the calls it holds in flight (operation key -> deadline)."""
 
-    __slots__ = ("_config", "_in_flight", "_limit")
+    __slots__ = ("_config", "_in_flight", "_limit", "_overdue")
 
     def __init__(self, config: ConcurrencyLimitConfig) -> None:
         if not isinstance(config, ConcurrencyLimitConfig):
@@ -52,6 +58,8 @@ class ConcurrencyLimit:
         self._config = config
         self._limit = float(config.initial_calls)
         self._in_flight: dict[str, float] = {}
+        self._overdue: dict[str, float] = {}
+        """Calls past their deadline and never answered, kept OVERDUE_KEEP_S so a late timeout report still counts."""
 
     @property
     def limit(self) -> float:
@@ -74,19 +82,21 @@ class ConcurrencyLimit:
     def forget(self, key: str) -> None:
         """A grant that was rolled back: the call never started."""
         self._in_flight.pop(key, None)
+        self._overdue.pop(key, None)
 
     def succeeded(self, key: str, now_s: float) -> None:
         """The call under `key` was answered: additive increase, while the limit is being used."""
         used = self.in_flight(now_s)
+        self._overdue.pop(key, None)
         if self._in_flight.pop(key, None) is None:
-            return  # not a call this limit let through (a replay, a call from before a restart): it says nothing
+            return  # not a call this limit let through (a replay, a call from before a restart), or a late one: it says nothing
         if 2 * used >= self._limit:
             self._limit = min(float(self._config.max_calls), self._limit + self._config.increase_calls)
 
     def failed(self, key: str, now_s: float) -> None:
-        """The call under `key` failed (a timeout, a refusal): multiplicative decrease."""
+        """The call under `key` failed (a timeout, reported just past its deadline, or a refusal): multiplicative decrease."""
         self._expire(now_s)
-        if self._in_flight.pop(key, None) is None:
+        if self._in_flight.pop(key, None) is None and self._overdue.pop(key, None) is None:
             return
         self._limit = max(float(self._config.min_calls), self._limit * self._config.decrease_factor)
 
@@ -95,7 +105,11 @@ class ConcurrencyLimit:
             raise InputError(f"now_s must be a finite number of seconds, not {now_s!r}")
         over = [key for key, deadline_s in self._in_flight.items() if deadline_s <= now_s]
         for key in over:
-            del self._in_flight[key]
+            self._overdue[key] = self._in_flight.pop(key)
+        if self._overdue:
+            stale = [key for key, deadline_s in self._overdue.items() if deadline_s + OVERDUE_KEEP_S < now_s]
+            for key in stale:
+                del self._overdue[key]
 
 
 class _Unlimited:

@@ -119,9 +119,10 @@ DISCIPLINES: dict[str, dict[str, Any]] = {
 """Named retry disciplines, each the settings it changes from the core's defaults.
 
 `none` is the retry-storm anti-pattern's (no backoff, breaker, retry budget or concurrency limit); `backoff` adds backoff
-with jitter; `backoff+breaker` the circuit breaker (with its ramp); `synchronised-breaker` is the defaults as they were
-before the concurrency limit, the ramp and the spread release (breaker and retry budget, held-back calls returning
-together); `no-concurrency-limit` is the defaults without the limit."""
+with jitter; `backoff+breaker` the circuit breaker (with its ramp); `synchronised-breaker` is the breaker and retry budget
+without the concurrency limit, the ramp or the spread release (held-back calls return together; they still wait inside
+their Attempt rather than failing it, as every discipline's do now); `no-concurrency-limit` is the defaults without the
+limit."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shiftchange.core import ConcurrencyLimit, ConcurrencyLimitConfig, ConcurrencyLimits, InputError
+from shiftchange.core.concurrency import OVERDUE_KEEP_S
 
 configs = st.builds(
     ConcurrencyLimitConfig,
@@ -46,6 +47,7 @@ def test_calls_in_flight_never_pass_the_limit_and_the_limit_stays_in_its_bounds(
         before = limit.limit
         live = limit.in_flight(now_s)
         was_live = key in limit._in_flight  # whether the call had passed its deadline decides what the answer may do
+        was_overdue = key in limit._overdue
         if action == "answer":
             limit.succeeded(key, now_s)
             if was_live and 2 * live >= before:
@@ -54,7 +56,7 @@ def test_calls_in_flight_never_pass_the_limit_and_the_limit_stays_in_its_bounds(
                 assert limit.limit == before
         else:
             limit.failed(key, now_s)
-            expected = max(config.min_calls, before * config.decrease_factor) if was_live else before
+            expected = max(config.min_calls, before * config.decrease_factor) if was_live or was_overdue else before
             assert limit.limit == pytest.approx(expected)
         assert config.min_calls <= limit.limit <= config.max_calls
 
@@ -67,6 +69,18 @@ def test_a_call_nobody_answers_counts_until_its_deadline():
     assert not limit.allows(9.0)
     assert limit.allows(10.0) and limit.in_flight(10.0) == 1
     assert limit.in_flight(15.0) == 0
+
+
+def test_a_timeout_reported_just_past_the_deadline_lowers_the_limit_and_one_reported_much_later_does_not():
+    """A timeout is heard after the deadline, when the call no longer counts in flight: it is still the signal that matters."""
+    limit = ConcurrencyLimit(ConcurrencyLimitConfig(initial_calls=10))
+    limit.start("timed-out", 30.0)
+    assert limit.in_flight(30.0) == 0  # past its deadline, it no longer holds a place
+    limit.failed("timed-out", 30.05)
+    assert limit.limit == 9.0
+    limit.start("forgotten", 30.0)
+    limit.failed("forgotten", 30.0 + OVERDUE_KEEP_S + 1.0)
+    assert limit.limit == 9.0
 
 
 def test_a_limit_nobody_uses_does_not_grow():
