@@ -29,8 +29,12 @@ The judgement, for the dependency the trigger strikes, from its goodput
 
 Judging against the control's own late goodput, not the baseline, keeps a
 world whose demand changes over the run (a drain, a burst) from reading as
-metastable; requiring a span of windows, not one, keeps one lucky minute of a
-limit cycle from reading as recovery.
+metastable; judging a span of windows, not one, keeps one lucky minute of a
+limit cycle from reading as recovery. A cycle whose swings average above the
+level over the whole late span still reads as recovered (both the status
+and the settle time are means): a map says whether goodput came back on
+average, and the rows' series-level evidence, or `sim run --plot` of the
+replay, shows whether it came back steady.
 
 A cell's status over its seeds: overloaded when more than half of its
 controls are not stable; otherwise recovers when every seed with a stable
