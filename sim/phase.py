@@ -68,12 +68,14 @@ from pathlib import Path
 from typing import Any
 
 from shiftchange.core import InputError
+from shiftchange.core.config import require_positive, require_whole
 
-from .config import FaultSpec, SimConfig
+from .config import FaultSpec, SimConfig, require_at_least_one
 from .report import replay_command
 from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, format_value
 from .settings import get as setting_at
+from .sweep import _seeds
 from .world import Outcome, play
 
 __all__ = [
@@ -145,16 +147,11 @@ class Judging:
     """A run whose late span holds fewer whole windows than this cannot be judged (make `arrivals_s` longer)."""
 
     def __post_init__(self) -> None:
-        for name in ("baseline_s", "bound_s", "goodput_fraction"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-                raise InputError(f"Judging.{name} must be a positive finite number, not {value!r}")
+        require_positive(self, ("baseline_s", "bound_s", "goodput_fraction"))
         if self.goodput_fraction > 1:
             raise InputError(f"Judging.goodput_fraction is a share, at most 1, not {self.goodput_fraction!r}")
-        for name in ("settle_windows", "late_windows_min"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"Judging.{name} must be a whole number, at least 1, not {value!r}")
+        require_whole(self, ("settle_windows", "late_windows_min"))
+        require_at_least_one(self, ("settle_windows", "late_windows_min"))
 
     @classmethod
     def of(cls, config: SimConfig) -> Judging:
@@ -304,18 +301,6 @@ def _disciplines(disciplines: Mapping[str, Mapping[str, Any]] | Iterable[str]) -
     if not chosen:
         raise InputError("a map needs at least one discipline")
     return chosen
-
-
-def _seeds(seeds: Iterable[int]) -> list[int]:
-    listed = list(seeds)
-    if not listed:
-        raise InputError("a map needs at least one seed")
-    for seed in listed:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise InputError(f"a seed must be a whole number, not negative, not {seed!r}")
-    if len(set(listed)) != len(listed):
-        raise InputError("a seed is given twice")
-    return listed
 
 
 # ------------------------------------------------------------------ one job
