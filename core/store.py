@@ -162,6 +162,18 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 - a hook with a sensible default, not an abstract method
         """Release resources; the memory store has none."""
 
+    def clock(self) -> Any | None:
+        """The store's own clock, when it has one every process sharing it reads alike (a server's), else None.
+
+        A deployment whose processes run on several machines judges leases by
+        this clock, not by each machine's: pass it to the Orchestrator. Its
+        `now()` inside this thread's open transaction is the server's time
+        read in that transaction; outside one, the server's time as last read
+        plus the local monotonic time since. None (memory, SQLite: one
+        machine) means the caller's clock is the time.
+        """
+        return None
+
     # Reads outside contracts return copies, so callers cannot change the store by accident. A shallow copy is a
     # whole copy: a record's fields are strings, numbers, booleans and frozen values (Budget, Plan).
     def get_task(self, task_id: str) -> Task | None:
