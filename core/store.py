@@ -147,6 +147,11 @@ class Transaction(ABC):
 class Store(ABC):
     """A durable home for Tasks, Attempts, intents and the history."""
 
+    numbers_on_append: ClassVar[bool] = True
+    """Whether `append_event` returns the number the event will have in the history. A store that numbers its history
+    after commit (PostgreSQL: see `shiftchange.stores.postgres`) returns seq 0 there, and its readers see every committed
+    event numbered 1..N in commit order all the same, no gap ever filled later (the kit checks both)."""
+
     races: ClassVar[bool] = True
     """Whether transactions may run side by side and lose a race (StoreRetryable), so contracts must be ready to run again.
     True unless a store says otherwise: a port that serializes every transaction (memory, SQLite) sets False."""

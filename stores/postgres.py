@@ -61,6 +61,7 @@ then raises StoreError saying how to install it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import inspect
@@ -69,6 +70,7 @@ import math
 import os
 import re
 import threading
+import time
 import typing
 import weakref
 from collections.abc import Iterable, Iterator
@@ -89,6 +91,7 @@ from shiftchange.core.records import (
 )
 from shiftchange.core.store import Store, Transaction
 
+from . import wakeup
 from .columns import Columns, check_changes
 
 try:
@@ -102,7 +105,7 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - exercised in a subprocess by the tests
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "check_schema_name", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "ServerClock", "check_schema_name", "migrate"]
 
 INSTALL_HINT = "PostgreSQL stores need psycopg 3: pip install 'shiftchange[postgres]'"
 
@@ -224,6 +227,10 @@ def _adapt_text(connection: Any) -> None:
 
 # ---- tables: how one record type maps to one table, derived from its fields as the SQLite store does.
 
+_TERMINAL_SQL = "(" + ", ".join("'" + state + "'" for state in sorted(ATTEMPT_TERMINAL)) + ")"
+"""The guard on every Attempt write, written into the SQL text (the states are plain identifiers, checked below)."""
+assert all(_SCHEMA_NAME.fullmatch(state) for state in ATTEMPT_TERMINAL), "terminal states are written into the SQL text as they are"
+
 
 class _Table(Columns):
     """How one record type maps to one PostgreSQL table: the shared columns, their column types, and the statements."""
@@ -253,17 +260,25 @@ class _Table(Columns):
         return "SELECT " + ", ".join(self.columns) + " FROM " + self.name + " " + clause
 
     def insert(self) -> str:
-        """An INSERT of every column that does nothing on a duplicate key, so the transaction survives it (see the row count)."""
+        """An INSERT of every column whose row count the server checks: a duplicate key aborts the transaction (SCG01)."""
         placeholders = ", ".join(["%s"] * len(self.columns))
-        return f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING"
+        added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING RETURNING 1"
+        return f"WITH added AS ({added}) SELECT shiftchange_guard(count(*), %s) FROM added"
 
     def update_sql(self, names: tuple[str, ...], terminal_guard: bool) -> str:
-        """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names."""
+        """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names.
+
+        Its parameters: the new values, the key, the version read, and the
+        write's index in its transaction. It is sent without waiting for an
+        answer: the server counts the rows it changed, and anything but one
+        aborts the transaction (`shiftchange_guard`, SQLSTATE SCG01).
+        """
         sql_text = self._updates.get((names, terminal_guard))
         if sql_text is None:
             assignments = ", ".join([name + " = %s" for name in names] + ["version = version + 1"])
-            guard = " AND state <> ALL(%s)" if terminal_guard else ""
-            sql_text = f"UPDATE {self.name} SET {assignments} WHERE {self.key} = %s AND version = %s{guard}"
+            guard = f" AND state NOT IN {_TERMINAL_SQL}" if terminal_guard else ""
+            changed = f"UPDATE {self.name} SET {assignments} WHERE {self.key} = %s AND version = %s{guard} RETURNING 1"
+            sql_text = f"WITH changed AS ({changed}) SELECT shiftchange_guard(count(*), %s) FROM changed"
             self._updates[(names, terminal_guard)] = sql_text
         return sql_text
 
@@ -284,8 +299,6 @@ EVENTS = _Table("events", Event, "seq")
 LEADERS = _Table("leaders", Leader, "name")
 TABLES = (TASKS, ATTEMPTS, INTENTS, EVENTS, LEADERS)
 
-_TERMINAL_STATES = sorted(ATTEMPT_TERMINAL)
-"""The guard on every Attempt write, bound as one array parameter."""
 
 # ---- Every statement a transaction runs. Column names come only from the record fields; every value is a parameter. ----
 
@@ -315,23 +328,48 @@ LOCK_CLAIMABLE_IN = ATTEMPTS.select("WHERE state = ANY(%s)" + _IN_WORKSPACE + _C
 LOCK_CLAIMABLE_ONE = ATTEMPTS.select("WHERE state = %s" + _CLAIM_ORDER)
 LOCK_CLAIMABLE_ONE_IN = ATTEMPTS.select("WHERE state = %s" + _IN_WORKSPACE + _CLAIM_ORDER)
 COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = %s"
+# insert_attempt's checks, sent with its INSERT: the task exists (and is locked), and the Attempt is its next number.
+# Every guarded statement takes the write's index as its last parameter.
+LOCK_TASK_GUARD = "WITH task AS (SELECT 1 FROM tasks WHERE task_id = %s " + ROW_LOCK + ") SELECT shiftchange_guard(count(*), %s) FROM task"
+COUNT_GUARD = (
+    "WITH siblings AS (SELECT count(*) AS number FROM attempts WHERE task_id = %s)"
+    " SELECT shiftchange_guard((number = %s)::int, %s) FROM siblings"
+)
+SELECT_WORKSPACE = "SELECT workspace FROM tasks WHERE task_id = %s"
 INSERT_ATTEMPT = ATTEMPTS.insert()
 
 SELECT_INTENT = INTENTS.select("WHERE key = %s")
 LOCK_INTENT = SELECT_INTENT + " " + ROW_LOCK
 SELECT_INTENTS_OF_ATTEMPT = INTENTS.select("WHERE attempt_id = %s ORDER BY key")
 LOCK_INTENTS_OF_ATTEMPT = SELECT_INTENTS_OF_ATTEMPT + " " + ROW_LOCK
-PARENTS_EXIST = "SELECT EXISTS (SELECT 1 FROM tasks WHERE task_id = %s), EXISTS (SELECT 1 FROM attempts WHERE attempt_id = %s)"
+PARENTS_GUARD = (
+    "SELECT shiftchange_guard((EXISTS (SELECT 1 FROM tasks WHERE task_id = %s)"
+    " AND EXISTS (SELECT 1 FROM attempts WHERE attempt_id = %s))::int, %s)"
+)
 INSERT_INTENT = INTENTS.insert()
 
 _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
 assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
-# The counter's row lock, held to commit, is what numbers the history 1..N in commit order (see the module docstring).
-INSERT_EVENT = (
-    "WITH counter AS (UPDATE event_counter SET last_seq = last_seq + 1 RETURNING last_seq) "
-    f"INSERT INTO events (seq, {', '.join(_EVENT_FIELDS)}) "
-    f"VALUES ((SELECT last_seq FROM counter), {', '.join(['%s'] * len(_EVENT_FIELDS))}) RETURNING seq"
+# Every event of a transaction in one statement, sent with its COMMIT; `pos` and `xid` come from their defaults (see
+# migrations/postgresql/0004), and `seq` stays NULL until the sequencer numbers it.
+INSERT_EVENTS = f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES "
+EVENT_ROW = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
+NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
+"""The server's time, read after the statement before it finished (its lock waits included)."""
+# The sequencer (see the module docstring): one at a time, holding event_counter's row for the batch only. The lock
+# is its own statement so that the numbering statement's snapshot is taken after it: it then sees every event the
+# previous batch numbered as numbered.
+LOCK_COUNTER = "SELECT last_seq FROM event_counter FOR UPDATE"
+NUMBER_EVENTS = (
+    "WITH unnumbered AS (SELECT pos, min(pos) OVER (PARTITION BY xid) AS first FROM events WHERE seq IS NULL),"
+    " ranked AS (SELECT pos, row_number() OVER (ORDER BY first, pos) AS rank FROM unnumbered),"
+    " numbered AS (UPDATE events SET seq = (SELECT last_seq FROM event_counter) + ranked.rank FROM ranked"
+    " WHERE events.pos = ranked.pos AND events.seq IS NULL RETURNING 1)"
+    " UPDATE event_counter SET last_seq = last_seq + (SELECT count(*) FROM numbered) RETURNING last_seq"
 )
+ANY_UNNUMBERED = "SELECT EXISTS (SELECT 1 FROM events WHERE seq IS NULL)"
+GUARD_SQLSTATE = "SCG01"
+"""What shiftchange_guard raises when a guarded write matched no row (migrations/postgresql/0004)."""
 LOCK_LEADER = LEADERS.select("WHERE name = %s " + ROW_LOCK)
 # As the SQLite store writes it: the caller read the row (locked, if it exists) in this transaction and decided. Two
 # transactions that both found no row both write; the second waits for the first's commit and overwrites it, and the
@@ -361,7 +399,9 @@ def _mapped(error: Exception, where: str, *, broken: bool = False, committing: b
     if isinstance(error, _RETRYABLE):
         return StoreRetryable(f"PostgreSQL at {where} rolled the transaction back ({type(error).__name__}: {line}); run it again")
     if broken or isinstance(error, psycopg.OperationalError):
-        if committing:
+        # A server that answered with an error (a terminated session included) stopped before the COMMIT that came after
+        # it in the message: only a connection lost with no answer at all leaves the outcome unknown.
+        if committing and getattr(error, "sqlstate", None) is None:
             return StoreUnavailable(f"lost PostgreSQL at {where} while committing; the transaction may or may not have committed: {line}")
         return StoreUnavailable(f"PostgreSQL at {where}: {line}; nothing was committed")
     if isinstance(error, pg_errors.ForeignKeyViolation):
@@ -507,16 +547,57 @@ def migrate(conninfo: str, schema: str = "shiftchange", *, connect_timeout_s: fl
 
 
 class _PostgresTransaction(Transaction):
-    """Record access inside one database transaction on one connection; every read builds fresh records from rows."""
+    """Record access inside one database transaction on one connection, in as few round trips as the answers allow.
 
-    __slots__ = ("_connection", "_cursor", "_failure", "_where")
+    Nothing is sent until the first read: BEGIN goes with it. A read waits for
+    its answer; a write does not. Writes are kept and sent with the next read
+    or with the COMMIT, in one message of several statements; each checks its
+    own row count on the server (`shiftchange_guard`), so a guarded write that
+    matched no row aborts the transaction as surely as if it had been checked
+    at once, and the error, raised by the round trip that carried it, names
+    the write. The history's events of the transaction go in one statement
+    with its COMMIT, after every row lock it takes (the order the sequencer
+    relies on). Every locking read also reads the server's clock after it
+    (`now`), so the time a contract judges a lease by is the server's, taken
+    once its locks are held. A record this transaction locked is read once:
+    later reads of it are the same object, which the writes keep current.
+    """
 
-    def __init__(self, connection: Any, where: str) -> None:
+    __slots__ = (
+        "_admitted",
+        "_began",
+        "_cache",
+        "_connection",
+        "_cursor",
+        "_events",
+        "_failure",
+        "_guards",
+        "_heard_at",
+        "_now",
+        "_pending",
+        "_store",
+        "_where",
+    )
+
+    def __init__(self, connection: Any, store: PostgresStore) -> None:
         self._connection = connection
-        self._cursor = connection.cursor()
-        self._where = where
+        self._cursor = psycopg.ClientCursor(connection)
+        self._store = store
+        self._where = store.where
         self._failure: CoreError | None = None
         """The first error the database raised in this transaction: PostgreSQL has aborted it, so it cannot commit."""
+        self._began = False
+        self._pending: list[str] = []
+        """Statements written but not yet sent (guarded writes), in order."""
+        self._guards: list[tuple] = []
+        """Per guarded write, by its index: (kind, table, identity, version, detail), to say why it matched no row."""
+        self._events: list[str] = []
+        self._cache: dict[tuple[str, str], Any] = {}
+        self._now: float | None = None
+        self._heard_at = 0.0
+        """time.monotonic() when `_now` was read: how the store's clock carries the server's time on between transactions."""
+        self._admitted: set[str] = set()
+        """Workspaces of Attempts this transaction made admitted: announced with its commit (`stores.wakeup`)."""
 
     def end(self) -> None:
         # A transaction object kept past its `with` block would write outside any transaction; make that fail loudly.
@@ -524,44 +605,202 @@ class _PostgresTransaction(Transaction):
         if cursor is not None:
             cursor.close()
 
-    def _execute(self, query: str, parameters: Iterable[Any] = ()) -> Any:
+    # ---- round trips
+
+    def _sql(self, query: str, parameters: Iterable[Any] = ()) -> str:
         cursor = self._cursor
         if cursor is None:
             raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
+        if self._failure is not None:
+            raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
         try:
-            return cursor.execute(query, parameters)
+            return cursor.mogrify(query, parameters)
         except UnicodeEncodeError as error:
             # Nothing was sent: the transaction is intact. The memory store would keep such text; refuse it as SQLite does.
             raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
-        except psycopg.Error as error:
-            mapped = _mapped(error, self._where, broken=self._connection.broken)
+
+    def _write(self, query: str, parameters: Iterable[Any], guard: tuple | None) -> None:
+        """Keep a write to send with the next round trip; `guard` says why it failed should the server's check refuse it."""
+        if guard is not None:
+            parameters = (*parameters, len(self._guards))
+            self._pending.append(self._sql(query, parameters))
+            self._guards.append(guard)
+        else:
+            self._pending.append(self._sql(query, parameters))
+
+    def _trip(self, statements: list[str], answers: int, *, commit: bool = False) -> list[Any]:
+        """Send the kept writes and `statements` in one message; the rows of the last `answers` statements, each a list."""
+        batch = self._pending
+        self._pending = []
+        if not self._began:
+            batch.insert(0, BEGIN)
+        batch.extend(statements)
+        text = ";".join(batch)
+        replaced = 0
+        while True:
+            cursor = self._cursor
+            try:
+                cursor.execute(text)
+                break
+            except psycopg.OperationalError as error:
+                # A pooled connection the server dropped while it sat idle fails the first trip before anything ran: run
+                # it again on a fresh one. Safe when the trip holds no COMMIT, or when the server answered it with an error
+                # (the session's termination), which it sends before it would run anything after.
+                unknown = commit and getattr(error, "sqlstate", None) is None
+                if self._began or unknown or replaced > self._store.pool_max or not self._connection.broken:
+                    lost = error
+                else:
+                    replaced += 1
+                    self._replace_connection()
+                    continue
+            except psycopg.Error as error:
+                lost = error
+            mapped = self._refused(lost, commit)
             if self._failure is None:
                 self._failure = mapped
-            raise mapped from error
+            raise mapped from lost
+        self._began = True
+        skip = len(batch) - answers
+        for _ in range(skip):
+            cursor.nextset()
+        found = []
+        for index in range(answers):
+            found.append(cursor.fetchall())
+            if index < answers - 1:
+                cursor.nextset()
+        return found
+
+    def _read(self, query: str, parameters: Iterable[Any], *, clock: bool = True) -> list[tuple]:
+        """One statement's rows (with the kept writes before it), and the server's time after it."""
+        statements = [self._sql(query, parameters)]
+        if clock:
+            statements.append(NOW)
+            rows, ((now,),) = self._trip(statements, 2)
+            self._now, self._heard_at = now, time.monotonic()
+            return rows
+        return self._trip(statements, 1)[0]
+
+    def _refused(self, error: Exception, committing: bool) -> CoreError:
+        """The core's error for what the server said; for a guarded write, why it matched no row."""
+        if getattr(error, "sqlstate", None) != GUARD_SQLSTATE:
+            return _mapped(error, self._where, broken=self._connection.broken, committing=committing)
+        match = re.search(r"shiftchange guard (\d+) matched (\d+)", str(error))
+        kind, table, identity, version, detail = self._guards[int(match[1])]
+        with contextlib.suppress(psycopg.Error):
+            self._connection.execute(ROLLBACK)  # the guard aborted it; the reads below are plain, outside it
+        if kind == "insert":
+            return StoreConflict(f"{detail} already exists")
+        if kind == "parent":
+            return NotFound(detail)
+        if kind == "numbering":
+            (siblings,) = self._connection.execute(COUNT_ATTEMPTS_OF_TASK, (identity,)).fetchone()
+            return StoreConflict(f"attempt numbers must run 1..N: task {identity!r} has {siblings}, got {version}")
+        what = f"{table.record_type.__name__.lower()} {identity!r}"
+        row = self._connection.execute(table.guard_read, (identity,)).fetchone()
+        if row is None:
+            return StoreConflict(f"{what} does not exist")
+        if row[0] != version:
+            return StoreRetryable(
+                f"{what} changed since it was read (stored version {row[0]}, read {version}): another transaction wrote it"
+            )
+        return StoreConflict(f"{what} is terminal ({row[1]}) and immutable")
+
+    def commit(self) -> None:
+        """Send what is kept, the events and any wake-up with COMMIT, in one round trip; nothing at all if nothing was done."""
+        failure = self._failure
+        if failure is not None or self._connection.info.transaction_status == TransactionStatus.INERROR:
+            # PostgreSQL answers COMMIT of an aborted transaction with a rollback, not an error: say so instead of pretending.
+            self.rollback()
+            kind = type(failure) if failure is not None else StoreError
+            raise kind(
+                f"{failure or 'an earlier statement failed'}; the transaction was aborted by it and nothing was committed"
+            ) from failure
+        statements = []
+        if self._events:
+            statements.append(INSERT_EVENTS + ", ".join(self._events))
+        for workspace in sorted(self._admitted):
+            statements.append(self._sql("SELECT pg_notify(%s, %s)", (self._store.wakeup_channel, workspace)))
+        if not (self._began or self._pending or statements):
+            return
+        statements.append(COMMIT)
+        self._trip(statements, 0, commit=True)
+
+    def _replace_connection(self) -> None:
+        store = self._store
+        old = self._connection
+        self._cursor.close()
+        store._release(store._pool, old)
+        self._connection = store._checkout(store._pool)
+        self._cursor = psycopg.ClientCursor(self._connection)
+
+    @property
+    def connection(self) -> Any:
+        return self._connection
+
+    def rollback(self) -> None:
+        connection = self._connection
+        if connection is None or connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
+            return
+        try:
+            connection.execute(ROLLBACK)
+        except Exception:
+            connection.close()  # whatever state it is in, the pool will not hand it out again
+
+    def now(self) -> float:
+        """The server's time as last read in this transaction (after its latest locking read), reading it if never yet."""
+        if self._now is None:
+            ((now,),) = self._trip([NOW], 1)[0]
+            self._now, self._heard_at = now, time.monotonic()
+        return self._now
+
+    # ---- reads
+
+    def _locked(self, table: _Table, query: str, identity: str) -> Any:
+        """A record read with its row lock, once per transaction: a second read is the first's object, kept current by writes."""
+        key = (table.name, identity)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        rows = self._read(query, (identity,))
+        if not rows:
+            return None
+        record = self._cache[key] = table.from_row(rows[0])
+        return record
+
+    def _locked_all(self, table: _Table, query: str, parameters: tuple) -> list:
+        """Records read with their row locks; one already read in this transaction is that object."""
+        found = []
+        cache = self._cache
+        for row in self._read(query, parameters):
+            record = table.from_row(row)
+            identity = getattr(record, table.key)
+            record = cache.setdefault((table.name, identity), record)
+            found.append(record)
+        return found
 
     def _one(self, table: _Table, query: str, parameters: tuple) -> Any:
-        row = self._execute(query, parameters).fetchone()
-        return None if row is None else table.from_row(row)
+        rows = self._read(query, parameters, clock=False)
+        return table.from_row(rows[0]) if rows else None
 
     def _all(self, table: _Table, query: str, parameters: tuple) -> list:
-        return [table.from_row(row) for row in self._execute(query, parameters).fetchall()]
+        return [table.from_row(row) for row in self._read(query, parameters, clock=False)]
 
-    # Reads: those that precede writes lock their rows until the transaction ends.
     def task(self, task_id: str) -> Task | None:
-        return self._one(TASKS, LOCK_TASK, (task_id,))
+        return self._locked(TASKS, LOCK_TASK, task_id)
 
     def attempt(self, attempt_id: str) -> Attempt | None:
-        return self._one(ATTEMPTS, LOCK_ATTEMPT, (attempt_id,))
+        return self._locked(ATTEMPTS, LOCK_ATTEMPT, attempt_id)
 
     def attempts_of(self, task_id: str) -> list[Attempt]:
-        return self._all(ATTEMPTS, LOCK_ATTEMPTS_OF_TASK, (task_id,))
+        return self._locked_all(ATTEMPTS, LOCK_ATTEMPTS_OF_TASK, (task_id,))
 
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
         """A plain read, no lock: a write based on it is guarded by the version, and raises StoreRetryable if it is stale."""
         wanted = list(dict.fromkeys(states))
         if not wanted:
             return []
-        return self._all(ATTEMPTS, SELECT_ATTEMPTS_IN_STATES, (wanted,))
+        cache = self._cache
+        return [cache.get((ATTEMPTS.name, row[0])) or ATTEMPTS.from_row(row) for row in self._read(SELECT_ATTEMPTS_IN_STATES, (wanted,))]
 
     def claimable(self, states: Iterable[str], limit: int, workspace: str | None = None) -> list[Attempt]:
         """Up to `limit` Attempts in `states` (of `workspace`'s tasks), oldest first, locked; rows others hold are skipped."""
@@ -571,11 +810,11 @@ class _PostgresTransaction(Transaction):
             return []
         state: Any = wanted[0] if len(wanted) == 1 else wanted
         if workspace is None:
-            return self._all(ATTEMPTS, LOCK_CLAIMABLE_ONE if len(wanted) == 1 else LOCK_CLAIMABLE, (state, limit))
-        return self._all(ATTEMPTS, LOCK_CLAIMABLE_ONE_IN if len(wanted) == 1 else LOCK_CLAIMABLE_IN, (state, workspace, limit))
+            return self._locked_all(ATTEMPTS, LOCK_CLAIMABLE_ONE if len(wanted) == 1 else LOCK_CLAIMABLE, (state, limit))
+        return self._locked_all(ATTEMPTS, LOCK_CLAIMABLE_ONE_IN if len(wanted) == 1 else LOCK_CLAIMABLE_IN, (state, workspace, limit))
 
     def intent(self, key: str) -> Intent | None:
-        return self._one(INTENTS, LOCK_INTENT, (key,))
+        return self._locked(INTENTS, LOCK_INTENT, key)
 
     def tasks_in(self, states: Iterable[str]) -> list[Task]:
         """A plain read, no lock (the control plane's scan), in task-id order."""
@@ -586,15 +825,17 @@ class _PostgresTransaction(Transaction):
 
     def leader(self, name: str) -> Leader | None:
         """The named leader lease, its row locked until the transaction ends: a takeover waits for a fenced step to commit."""
-        return self._one(LEADERS, LOCK_LEADER, (name,))
+        rows = self._read(LOCK_LEADER, (name,))
+        return LEADERS.from_row(rows[0]) if rows else None
 
     def put_leader(self, name: str, holder: str, generation: int, expires_at: float) -> None:
-        self._execute(PUT_LEADER, (name, holder, generation, expires_at))
+        self._write(PUT_LEADER, (name, holder, generation, expires_at), None)
 
     def intents_of(self, attempt_id: str) -> list[Intent]:
-        return self._all(INTENTS, LOCK_INTENTS_OF_ATTEMPT, (attempt_id,))
+        return self._locked_all(INTENTS, LOCK_INTENTS_OF_ATTEMPT, (attempt_id,))
 
-    # Guarded writes.
+    # ---- guarded writes
+
     def insert_task(self, task: Task) -> None:
         self._insert(TASKS, INSERT_TASK, task, f"task {task.task_id!r}")
 
@@ -603,20 +844,30 @@ class _PostgresTransaction(Transaction):
 
     def insert_attempt(self, attempt: Attempt) -> None:
         # The task's row lock orders appends to one task: no other transaction can add an Attempt between the count and the insert.
-        if self._execute(LOCK_TASK_ROW, (attempt.task_id,)).fetchone() is None:
-            raise NotFound(f"unknown task {attempt.task_id!r}")
-        (siblings,) = self._execute(COUNT_ATTEMPTS_OF_TASK, (attempt.task_id,)).fetchone()
-        if siblings != attempt.number - 1:
-            raise StoreConflict(f"attempt numbers must run 1..N: task {attempt.task_id!r} has {siblings}, got {attempt.number}")
+        task_id = attempt.task_id
+        self._write(LOCK_TASK_GUARD, (task_id,), ("parent", None, task_id, None, f"unknown task {task_id!r}"))
+        self._write(COUNT_GUARD, (task_id, attempt.number - 1), ("numbering", None, task_id, attempt.number, ""))
         self._insert(ATTEMPTS, INSERT_ATTEMPT, attempt, f"attempt {attempt.attempt_id!r}")
+        if attempt.state == "admitted":
+            self._admitted_in(attempt)
 
     def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
         self._update(ATTEMPTS, attempt, changes, terminal_guard=True)
+        if changes.get("state") == "admitted":
+            self._admitted_in(attempt)
+
+    def _admitted_in(self, attempt: Attempt) -> None:
+        task = self._cache.get((TASKS.name, attempt.task_id))
+        if task is None:
+            rows = self._read(SELECT_WORKSPACE, (attempt.task_id,), clock=False)
+            workspace = rows[0][0] if rows else ""
+        else:
+            workspace = task.workspace
+        self._admitted.add(workspace)
 
     def insert_intent(self, intent: Intent) -> None:
-        task_known, attempt_known = self._execute(PARENTS_EXIST, (intent.task_id, intent.attempt_id)).fetchone()
-        if not (task_known and attempt_known):
-            raise NotFound(f"intent {intent.key!r} names an unknown task or attempt")
+        detail = f"intent {intent.key!r} names an unknown task or attempt"
+        self._write(PARENTS_GUARD, (intent.task_id, intent.attempt_id), ("parent", None, intent.key, None, detail))
         self._insert(INTENTS, INSERT_INTENT, intent, f"intent {intent.key!r}")
 
     def update_intent(self, intent: Intent, **changes: Any) -> None:
@@ -644,44 +895,36 @@ class _PostgresTransaction(Transaction):
         operation_key: str | None = None,
         retries: int = 0,
     ) -> Event:
+        """Keep one history entry, sent with the COMMIT; its seq is 0 until the history is read (numbered after commit)."""
         values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
         values += (code, late, expires_at, operation_key, retries)
-        (seq,) = self._execute(INSERT_EVENT, values).fetchone()
-        return new_event(seq, *values)
+        self._events.append(self._sql(EVENT_ROW, values))
+        return new_event(0, *values)
 
     def events(self, task_id: str | None, after_seq: int) -> list[Event]:
+        """The numbered history this transaction sees (its own events are numbered only after it commits)."""
         if task_id is None:
             return self._all(EVENTS, SELECT_EVENTS, (after_seq,))
         return self._all(EVENTS, SELECT_EVENTS_OF_TASK, (task_id, after_seq))
 
     def _insert(self, table: _Table, query: str, record: Any, what: str) -> None:
-        if self._execute(query, table.to_row(record)).rowcount != 1:
-            raise StoreConflict(f"{what} already exists")
+        self._write(query, table.to_row(record), ("insert", table, None, None, what))
+        self._cache[(table.name, getattr(record, table.key))] = record
 
     def _update(self, table: _Table, record: Any, changes: dict[str, Any], *, terminal_guard: bool) -> None:
         """Write `changes` only if the row still has `record.version` (and is not terminal); then mirror them on `record`."""
         check_changes(table, changes)
         identity = getattr(record, table.key)
         parameters = [table.encode(name, value) for name, value in changes.items()] + [identity, record.version]
-        if terminal_guard:
-            parameters.append(_TERMINAL_STATES)
-        if self._execute(table.update_sql(tuple(changes), terminal_guard), parameters).rowcount != 1:
-            raise self._why_refused(table, record, identity)
+        self._write(table.update_sql(tuple(changes), terminal_guard), parameters, ("update", table, identity, record.version, ""))
         for name, value in changes.items():
             setattr(record, name, value)
         record.version += 1
-
-    def _why_refused(self, table: _Table, record: Any, identity: str) -> StoreConflict:
-        """Why a guarded write matched no row; the guard already decided, this plain read only words (and types) the answer."""
-        what = f"{table.record_type.__name__.lower()} {identity!r}"
-        row = self._execute(table.guard_read, (identity,)).fetchone()
-        if row is None:
-            return StoreConflict(f"{what} does not exist")
-        if row[0] != record.version:
-            return StoreRetryable(
-                f"{what} changed since it was read (stored version {row[0]}, read {record.version}): another transaction wrote it"
-            )
-        return StoreConflict(f"{what} is terminal ({row[1]}) and immutable")
+        cached = self._cache.get((table.name, identity))
+        if cached is not None and cached is not record:
+            for name, value in changes.items():
+                setattr(cached, name, value)
+            cached.version = record.version
 
 
 assert tuple(inspect.signature(_PostgresTransaction.append_event).parameters)[1:] == _EVENT_FIELDS, "append_event must take every field"
@@ -690,6 +933,53 @@ assert tuple(inspect.signature(_PostgresTransaction.append_event).parameters)[1:
 def _check_limit(limit: Any) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise InputError(f"limit must be an integer >= 0, not {limit!r}")
+
+
+# ---- the server's clock
+
+
+class ServerClock:
+    """The PostgreSQL server's clock as the core's Clock: the one time every process sharing the server judges leases by.
+
+    Inside this thread's open transaction on the store, `now()` is the
+    server's `clock_timestamp()` read in that transaction after its latest
+    locking read (it rides in the same round trip as the read, so a contract
+    that waited for a row lock is judged at the time it got it), or read on
+    first ask when the transaction has locked nothing. Outside a transaction
+    it is the server's time as last heard by this store handle plus the
+    local `time.monotonic()` since, never the local wall clock: a process
+    whose wall clock is minutes off reads the server's time all the same.
+    It never goes backwards for one handle (a reading a few milliseconds
+    behind an earlier estimate is held at the estimate).
+    """
+
+    __slots__ = ("_last", "_offset", "_store")
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._offset: float | None = None
+        self._last = -math.inf
+
+    def now(self) -> float:
+        tx = getattr(self._store._local, "tx", None)
+        if tx is not None and tx._cursor is not None:
+            reading = tx.now()
+        else:
+            if self._offset is None:
+                with self._store.transaction() as fresh:
+                    fresh.now()
+            reading = time.monotonic() + self._offset  # type: ignore[operator]
+        if reading < self._last:
+            return self._last
+        self._last = reading
+        return reading
+
+    def heard(self, server_s: float, monotonic_s: float) -> None:
+        """A transaction read the server's time `server_s` at local monotonic time `monotonic_s`."""
+        self._offset = server_s - monotonic_s
+
+    def __repr__(self) -> str:
+        return f"ServerClock({self._store.where})"
 
 
 # ---- the store
@@ -714,6 +1004,8 @@ class PostgresStore(Store):
     off mid-contract), which rolls that transaction back and frees its locks,
     the history's counter among them. Keep the second well under a lease.
     """
+
+    numbers_on_append = False
 
     def __init__(
         self,
@@ -747,6 +1039,9 @@ class PostgresStore(Store):
         self.pool_min, self.pool_max, self.connect_timeout_s = pool_min, pool_max, float(connect_timeout_s)
         self._local = threading.local()
         self._pool: Any = None
+        self._server_clock = ServerClock(self)
+        self.wakeup_channel = wakeup.channel(self.schema)
+        """The LISTEN/NOTIFY channel every transaction that admits an Attempt announces its workspace on."""
         with _connect(conninfo, connect_timeout_s, self.where) as connection:
             self.migrated = _migrate(connection, self.schema, self.where, apply=bool(migrate))
             """The schema versions this open applied ([] when the schema was already up to date, or migrate=False)."""
@@ -781,40 +1076,17 @@ class PostgresStore(Store):
 
     # ---- connections
 
-    def _begin(self, pool: Any) -> Any:
-        """A pooled connection inside a fresh transaction; one the server dropped while it sat in the pool is replaced."""
-        lost: Exception | None = None
-        for _ in range(self.pool_max + 1):
-            try:
-                connection = pool.getconn()
-            except PoolTimeout as error:
-                raise StoreUnavailable(
-                    f"PostgreSQL at {self.where}: no connection came free within {CHECKOUT_TIMEOUT_S:g} s (pool_max={self.pool_max})"
-                ) from error
-            except PoolClosed as error:
-                raise StoreError(f"store {self!r} is closed") from error
-            try:
-                connection.execute(BEGIN)
-            except psycopg.OperationalError as error:
-                lost = error
-                self._release(pool, connection)
-                continue
-            except BaseException as error:
-                self._release(pool, connection)
-                if isinstance(error, psycopg.Error):
-                    raise _mapped(error, self.where) from error
-                raise
-            return connection
-        raise StoreUnavailable(f"PostgreSQL at {self.where}: {_first_line(lost)}; nothing was committed") from lost
-
-    @staticmethod
-    def _rollback(connection: Any) -> None:
-        if connection.closed:
-            return
+    def _checkout(self, pool: Any) -> Any:
+        """A pooled connection for one transaction; BEGIN is sent with its first statements, not on its own."""
         try:
-            connection.execute(ROLLBACK)
-        except Exception:
-            connection.close()  # whatever state it is in, the pool will not hand it out again
+            connection = pool.getconn()
+        except PoolTimeout as error:
+            raise StoreUnavailable(
+                f"PostgreSQL at {self.where}: no connection came free within {CHECKOUT_TIMEOUT_S:g} s (pool_max={self.pool_max})"
+            ) from error
+        except PoolClosed as error:
+            raise StoreError(f"store {self!r} is closed") from error
+        return connection
 
     @staticmethod
     def _release(pool: Any, connection: Any) -> None:
@@ -823,20 +1095,6 @@ class PostgresStore(Store):
         if connection.closed:
             _DISCARDED.add(connection)
         pool.putconn(connection)  # a closed connection is discarded and replaced
-
-    def _commit(self, connection: Any, tx: _PostgresTransaction) -> None:
-        failure = tx._failure
-        if failure is not None or connection.info.transaction_status == TransactionStatus.INERROR:
-            # PostgreSQL answers COMMIT of an aborted transaction with a rollback, not an error: say so instead of pretending.
-            self._rollback(connection)
-            kind = type(failure) if failure is not None else StoreError
-            raise kind(
-                f"{failure or 'an earlier statement failed'}; the transaction was aborted by it and nothing was committed"
-            ) from failure
-        try:
-            connection.execute(COMMIT)
-        except psycopg.Error as error:
-            raise _mapped(error, self.where, broken=connection.broken, committing=True) from error
 
     # ---- the interface
 
@@ -848,28 +1106,74 @@ class PostgresStore(Store):
         pool = self._pool
         if pool is None:
             raise StoreError(f"store {self!r} is closed")
-        connection = self._begin(pool)
-        tx = _PostgresTransaction(connection, self.where)
+        tx = _PostgresTransaction(self._checkout(pool), self)
         local.tx = tx
         try:
             try:
                 yield tx
             except BaseException:
-                self._rollback(connection)
+                tx.rollback()
                 raise
-            self._commit(connection, tx)
+            tx.commit()
+            if tx._now is not None:
+                self._server_clock.heard(tx._now, tx._heard_at)
         finally:
+            connection = tx.connection
             tx.end()
             local.tx = None
             self._release(pool, connection)
 
+    def number_events(self) -> int:
+        """Number every committed event that has none yet (the sequencer, see the module docstring); the last seq, or 0.
+
+        Readers call it before they read (`events`), so what they read is
+        numbered; a process may also call it on a cadence to keep the
+        unnumbered tail short. It runs on a connection of its own, in a
+        transaction of its own, even while this thread has one open (which
+        never holds event_counter: no contract's transaction takes it), and
+        holds event_counter's row only for the batch: one round trip.
+        """
+        pool = self._pool
+        if pool is None:
+            raise StoreError(f"store {self!r} is closed")
+        connection = self._checkout(pool)
+        try:
+            (todo,) = connection.execute(ANY_UNNUMBERED).fetchone()
+            if not todo:
+                return 0
+            cursor = connection.cursor()
+            cursor.execute(";".join((BEGIN, LOCK_COUNTER, NUMBER_EVENTS, COMMIT)))
+            cursor.nextset()
+            cursor.nextset()
+            (last,) = cursor.fetchone()
+            return last
+        except psycopg.Error as error:
+            self._rollback_quietly(connection)
+            raise _mapped(error, self.where, broken=connection.broken, committing=True) from error
+        finally:
+            self._release(pool, connection)
+
+    @staticmethod
+    def _rollback_quietly(connection: Any) -> None:
+        if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
+            return
+        try:
+            connection.execute(ROLLBACK)
+        except Exception:
+            connection.close()
+
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
-        """The committed history; inside this thread's open transaction, that transaction's view (its own appends included)."""
+        """The committed history, numbered first; inside this thread's open transaction, the numbered history it sees."""
+        self.number_events()
         open_tx = getattr(self._local, "tx", None)
         if open_tx is not None:
             return open_tx.events(task_id, after_seq)
         with self.transaction() as tx:
             return tx.events(task_id, after_seq)  # type: ignore[attr-defined]
+
+    def clock(self) -> ServerClock:
+        """The server's clock: leases are judged by it (see `ServerClock`)."""
+        return self._server_clock
 
     # Reads outside contracts take no row lock: a monitor's read neither waits for a contract nor holds one up.
     def get_task(self, task_id: str) -> Task | None:

@@ -5,7 +5,7 @@ and every contract of the core relies on: a transaction commits whole on
 success and leaves nothing on any exception (records, indexes and history
 alike); writes are guarded by the version they read and refused for a
 terminal Attempt; a transaction reads its own writes; transactions do not
-nest; the history is numbered 1..N in append order with no gap left by a
+nest; the history is numbered 1..N in commit order with no gap left by a
 rolled-back transaction; reads outside transactions are copies; and every
 record comes back exactly as it was written, after an insert and after an
 update, field by field, type by type, awkward text included. Every method
@@ -409,6 +409,24 @@ def intent_round_trips_every_field(make_store: StoreFactory) -> None:
         _same_record(store.get_intent("k-min"), minimal, "an intent with defaults")
 
 
+def _numbered(store: Store, appended: list[Event], first: int) -> list[Event]:
+    """The events as the history will number them, `appended` in commit order from seq `first`.
+
+    A store that numbers on append returned those numbers already (checked
+    here); one that numbers after commit (`Store.numbers_on_append` False)
+    returned seq 0 for every event, and its readers must then see exactly
+    these numbers.
+    """
+    expected = [replace(event, seq=first + index) for index, event in enumerate(appended)]
+    if store.numbers_on_append:
+        expect_equal(appended, expected, "the events as append_event returned them, numbered on append")
+        return appended
+    expect_equal(
+        [event.seq for event in appended], [0] * len(appended), "the seq append_event returns on a store that numbers after commit"
+    )
+    return expected
+
+
 @_check
 def event_round_trips_every_field_with_assigned_seq(make_store: StoreFactory) -> None:
     """append_event returns the Event with its seq, and the history holds the same Event, None fields and a false flag included."""
@@ -416,6 +434,7 @@ def event_round_trips_every_field_with_assigned_seq(make_store: StoreFactory) ->
         with store.transaction() as tx:
             appended = tx.append_event(**event_fields())
             bare = tx.append_event(at=31.0, actor="operator", kind="create", task_id="task-1", attempt_id=None, accepted=True, reason="r")
+        appended, bare = _numbered(store, [appended, bare], 1)
         expect_equal(appended, Event(seq=appended.seq, **event_fields()), "the Event append_event returned")
         history = store.events()
         expect_equal(history, [appended, bare], "the history")
@@ -440,6 +459,7 @@ def awkward_text_round_trips_exactly(make_store: StoreFactory) -> None:
             seed(store, task, attempt, intent)
             with store.transaction() as tx:
                 event = tx.append_event(**event_fields(task_id, attempt_id=attempt_id, reason=text, detail=text, actor=short))
+            (event,) = _numbered(store, [event], index + 1)
             what = f"text #{index} {short!r}"
             _same_record(store.get_task(task_id), task, f"{what} in a Task")
             _same_record(store.get_attempt(attempt_id), attempt, f"{what} in an Attempt")
@@ -822,6 +842,7 @@ def events_are_in_seq_order_and_filter_by_task_and_seq(make_store: StoreFactory)
             second = tx.append_event(**event_fields(task_id="b", kind="claim"))
         with store.transaction() as tx:
             third = tx.append_event(**event_fields(task_id="a", kind="renew", accepted=True))
+        first, second, third = _numbered(store, [first, second, third], 1)
         expect(first.seq < second.seq < third.seq, f"seq numbers rise in append order: {first.seq}, {second.seq}, {third.seq}")
         expect_equal(store.events(), [first, second, third], "the history")
         expect_equal(store.events(task_id="a"), [first, third], "task a's history")
@@ -842,6 +863,7 @@ def long_history_keeps_append_order_and_numbering(make_store: StoreFactory) -> N
                     number = batch * 5 + index
                     task_id = ("task-b", "task-a", "task-c")[number % 3]
                     appended.append(tx.append_event(**event_fields(task_id, kind=kinds[number % 6], at=float(60 - number))))
+        appended = _numbered(store, appended, 1)
         history = store.events()
         expect_equal([e.seq for e in history], list(range(1, 61)), "the seq numbers of sixty committed events")
         expect_equal(history, appended, "the history, against the events as appended")
@@ -1370,6 +1392,55 @@ def uncommitted_writes_are_invisible_to_the_other_handle(make: SharedStore) -> N
         for pending, when in ((during, "while it was open"), (other.submit(_reads("abandoned")), "after it rolled back")):
             events, task = _result(pending, f"the other handle's read of a rolled-back transaction {when}")
             expect(task is None and events == [], f"the other handle saw the writes of a rolled-back transaction {when}")
+
+
+def _append_one(task_id: str) -> Callable[[Store], None]:
+    def append(handle: Store) -> None:
+        with handle.transaction() as tx:
+            tx.append_event(**event_fields(task_id))
+
+    return append
+
+
+def _numbers(handle: Store) -> list[tuple[int, str]]:
+    return [(event.seq, event.task_id) for event in handle.events()]
+
+
+@_shared_check
+def no_reader_ever_sees_a_gap_in_the_history_filled_later(make: SharedStore) -> None:
+    """While one transaction that appended is open, another commits: a reader then, and after, sees 1..N with nothing put before it.
+
+    A store may make the second append wait for the first transaction (a
+    lock on the numbering) or number after commit; either way, what a reader
+    saw while the first was open is a prefix of the final history, numbered
+    1..k, and the final history is 1..N. A store that numbers in append
+    order without either (a sequence) fails: the reader sees the second
+    event as number 2 with no 1, and the final history puts the first event
+    before it.
+    """
+    with _two_handles(make) as (store, other):
+        reader = _OtherHandle(store, make.reopen)
+        try:
+            seen: list[tuple[int, str]] = []
+            with store.transaction() as tx:
+                tx.append_event(**event_fields("slow"))
+                fast = other.submit(_append_one("fast"))
+                _settled(fast)
+                during = reader.submit(_numbers)
+                if _settled(during):
+                    seen = _result(during, "a reader's history while a transaction that appended was open")
+            _result(fast, "the other handle's append, once the first transaction committed")
+            final = reader.run(_numbers, "a reader's history after both committed")
+            expect_equal([seq for seq, _ in seen], list(range(1, len(seen) + 1)), "the numbers a reader saw while one transaction was open")
+            expect("slow" not in {task_id for _, task_id in seen}, f"a reader saw an event of a transaction not yet committed: {seen}")
+            expect_equal(sorted(task_id for _, task_id in final), ["fast", "slow"], "the tasks of the final history")
+            expect_equal([seq for seq, _ in final], [1, 2], "the numbers of the final history")
+            expect(
+                final[: len(seen)] == seen,
+                f"a reader saw {seen} while a transaction was open, then the history {final}: an event was put before one already read",
+            )
+        finally:
+            reader.close()
 
 
 def _add_tokens(task_id: str, tokens: int, retries_max: int = 8) -> Callable[[Store], int]:

@@ -115,13 +115,18 @@ def test_every_table_has_exactly_its_records_fields_typed_and_nullable_as_declar
                 " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
                 (store.schema, table),
             ).fetchall()
+            if table == "events":  # the store's own columns (numbering after commit: migration 4), after the record's
+                internal = rows[len(field_names(Event)) :]
+                rows = rows[: len(field_names(Event))]
+                assert internal == [("pos", "bigint", "NO", None), ("xid", "xid8", "YES", None)], internal
             hints = typing.get_type_hints(record_type)
             expected = []
             for name in field_names(record_type):
                 arguments = [argument for argument in typing.get_args(hints[name]) if argument is not type(None)]
                 optional = type(None) in typing.get_args(hints[name])
                 kind = SQL_TYPES[arguments[0] if optional else hints[name]]
-                expected.append((name, kind, "YES" if optional else "NO", "C" if kind == "text" else None))
+                numbered_later = (table, name) == ("events", "seq")  # NULL until the sequencer numbers it
+                expected.append((name, kind, "YES" if optional or numbered_later else "NO", "C" if kind == "text" else None))
             assert rows == expected, f"{table} in {store_url}"
 
 
@@ -151,7 +156,7 @@ def test_a_fresh_schema_is_migrated_and_recorded_and_migrating_again_does_nothin
     assert migrate(make_postgres_store.url, store.schema) == []
     assert make_postgres_store(schema=store.schema).migrated == []
     recorded = relations(make_postgres_store.url, store.schema)["schema_migrations"]
-    assert recorded == [(1, "schema"), (2, "claim_order"), (3, "ordered_text_escape")]
+    assert recorded == [(1, "schema"), (2, "claim_order"), (3, "ordered_text_escape"), (4, "history_numbered_after_commit")]
 
 
 def _open_or_migrate(url: str, schema: str, how: str, barrier, results) -> None:
@@ -190,6 +195,7 @@ def test_processes_opening_one_new_schema_at_once_migrate_it_once(make_postgres_
         (1, "schema"),
         (2, "claim_order"),
         (3, "ordered_text_escape"),
+        (4, "history_numbered_after_commit"),
     ]
 
 
@@ -458,6 +464,7 @@ def test_transactions_on_different_threads_run_side_by_side_but_do_not_nest_on_o
     def other() -> None:
         with store.transaction() as tx:
             tx.insert_task(make_task("from-the-other-thread"))
+            tx.append_event(**event_fields(task_id="from-the-other-thread"))
         done.append(True)
 
     with store.transaction() as tx:
@@ -468,10 +475,11 @@ def test_transactions_on_different_threads_run_side_by_side_but_do_not_nest_on_o
         assert done == [True]
         with pytest.raises(RuntimeError, match="do not nest"), store.transaction():
             pass
-        assert [e.kind for e in store.events()] == []  # events() here reads this transaction's view
+        # events() here reads the numbered history this transaction sees: the other thread's committed event, not its own yet.
         tx.append_event(**event_fields(task_id="from-this-thread"))
-        assert [e.task_id for e in store.events()] == ["from-this-thread"]
+        assert [(e.seq, e.task_id) for e in store.events()] == [(1, "from-the-other-thread")]
     assert store.get_task("from-this-thread") is not None and store.get_task("from-the-other-thread") is not None
+    assert [(e.seq, e.task_id) for e in store.events()] == [(1, "from-the-other-thread"), (2, "from-this-thread")]
 
 
 # ---- connections lost
@@ -533,8 +541,9 @@ def test_an_aborted_transaction_is_never_committed_silently(make_postgres_store)
     orphan = dataclasses.replace(minimal_attempt("attempt-1"), previous_attempt_id="no-such-attempt")
     with pytest.raises(NotFound, match="nothing was committed"), store.transaction() as tx:
         tx.update_task(tx.task("task-1"), state="in_progress")
+        tx.insert_attempt(orphan)  # sent with the next round trip: the foreign key refuses it, and PostgreSQL aborts the transaction
         with pytest.raises(NotFound):
-            tx.insert_attempt(orphan)  # the foreign key refuses it, and PostgreSQL aborts the transaction
+            tx.attempts_of("task-1")
     assert store.get_task("task-1").state == "ready" and store.get_attempts("task-1") == []
 
 
@@ -809,7 +818,7 @@ def test_postgresql_urls_open_a_postgres_store_in_the_schema_they_name(make_post
         assert type(store).__name__ == "PostgresStore" and (store.schema, store.pool_max) == (schema, 2)
         seed(store, make_task())
         with store.transaction() as tx:
-            assert tx._execute("SELECT current_setting('application_name')").fetchone() == ("shiftchange-probe",)
+            assert tx._read("SELECT current_setting('application_name')", (), clock=False) == [("shiftchange-probe",)]
     alias = "postgres://" + url.split("://", 1)[1]
     with open_store(f"{alias}{separator}schema={schema}", migrate=False) as store:
         assert store.get_task("task-1") == make_task()
