@@ -125,7 +125,10 @@ PGQUEUER_MODES = ("strict", "manager")
 TARGET_PROCESSES = 16
 WORKSPACE = "bench/repo"
 SC_CONTRACTS = ("claim", "start", "renew", "complete")
-"""The timed calls of one shiftchange cycle, each one store transaction."""
+"""The contracts of one shiftchange cycle, each a row of the table and an event."""
+SC_CALLS = ("claim+start", "renew", "complete")
+"""The timed calls of one cycle, each one store transaction: `claim_next_and_start` (two contracts), renew, complete."""
+COMMITS_PER_CYCLE = len(SC_CALLS)
 PGQ_ENTRYPOINT = "bench"
 ENQUEUE_CHUNK = 10_000
 POOL_MARGIN = 1.4
@@ -335,9 +338,12 @@ def _shiftchange_worker(url: str, index: int, tasks: int, barrier: Any, go: Any,
         fallback = "" if claim_next is not None else "Orchestrator.claim_next does not exist"
         own = iter(task_ids)
         worker_id = f"worker-{index}"
-        spent: dict[str, list[float]] = {name: [] for name in (*SC_CONTRACTS, "cycle")}
+        spent: dict[str, list[float]] = {name: [] for name in (*SC_CALLS, "cycle")}
+        trips_before = getattr(store, "round_trips", 0)
         refused: dict[str, int] = {}
         counted, tried, contention, dry, dry_reason, dry_at = 0, 0, 0, False, "", None
+        trips_in = trips_out = None
+        cycles_in = cycles_out = 0
         while time.monotonic() < go_at:
             time.sleep(0.001)
         while time.monotonic() < window_end:
@@ -345,30 +351,31 @@ def _shiftchange_worker(url: str, index: int, tasks: int, barrier: Any, go: Any,
             try:
                 if not fallback:
                     try:
-                        claim = claim_next(worker_id, WORKSPACE)
+                        claimed = orchestrator.claim_next_and_start(worker_id, WORKSPACE)
                     except (AttributeError, NotImplementedError) as error:
                         if tried:
                             raise
                         fallback = f"claim_next failed on this store ({type(error).__name__}: {error})"
                         continue
-                    if claim is None:
+                    if claimed is None:
                         dry, dry_reason, dry_at = True, "claim_next found nothing to claim", time.monotonic()
                         break
+                    claim, started = claimed if isinstance(claimed, tuple) else (claimed, None)
                 else:
                     task_id = next(own, None)
                     if task_id is None:
                         dry, dry_reason, dry_at = True, "every task of this worker was claimed", time.monotonic()
                         break
                     claim = orchestrator.claim_attempt(task_id, worker_id, WORKSPACE)
+                    started = None
                 tried += 1
-                t1 = time.perf_counter()
                 if not isinstance(claim, Claim):
                     refused["claim"] = refused.get("claim", 0) + 1
                     if refused["claim"] > REFUSED_CLAIMS_MAX:
                         raise RuntimeError(f"{REFUSED_CLAIMS_MAX} claims refused, the last: {claim.code}: {claim.reason}")
                     continue
                 fence = (claim.lease.attempt_id, claim.lease.generation, claim.lease.token)
-                outcomes = [orchestrator.start_attempt(*fence)]
+                outcomes = [orchestrator.start_attempt(*fence) if started is None else started]
                 t2 = time.perf_counter()
                 outcomes.append(orchestrator.renew_lease(*fence))
                 t3 = time.perf_counter()
@@ -378,15 +385,23 @@ def _shiftchange_worker(url: str, index: int, tasks: int, barrier: Any, go: Any,
                 contention += 1
                 continue
             failed = [name for name, outcome in zip(SC_CONTRACTS[1:], outcomes, strict=True) if not outcome.accepted]
+            if window_start <= time.monotonic() <= window_end and trips_in is None:
+                trips_in, cycles_in = getattr(store, "round_trips", 0), counted
             for name in failed:
                 refused[name] = refused.get(name, 0) + 1
             finished = time.monotonic()
             if not failed and window_start <= finished <= window_end:
                 counted += 1
-                for name, spent_s in zip((*SC_CONTRACTS, "cycle"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0), strict=True):
+                for name, spent_s in zip((*SC_CALLS, "cycle"), (t2 - t0, t3 - t2, t4 - t3, t4 - t0), strict=True):
                     spent[name].append(spent_s)
+                trips_out, cycles_out = getattr(store, "round_trips", 0), counted
+        del trips_before
+        trips = (
+            None if trips_in is None or trips_out is None or cycles_out <= cycles_in else (trips_out - trips_in) / (cycles_out - cycles_in)
+        )
         return {
             "counted": counted,
+            "trips_per_cycle": trips,
             "latencies": spent,
             "refused": refused,
             "contention": contention,
@@ -474,7 +489,7 @@ def shiftchange_measure(store_url: str, processes: int, tasks_total: int, second
             if worker.is_alive():
                 worker.kill()
                 worker.join()
-    latencies: dict[str, list[float]] = {name: [] for name in (*SC_CONTRACTS, "cycle")}
+    latencies: dict[str, list[float]] = {name: [] for name in (*SC_CALLS, "cycle")}
     refused: dict[str, int] = {}
     for result in done.values():
         for name, samples in result["latencies"].items():
@@ -488,6 +503,12 @@ def shiftchange_measure(store_url: str, processes: int, tasks_total: int, second
         f"{per_worker * processes:,} tasks; untimed setup: create+accept+dispatch {prepare_s:.1f} s in {processes_text(processes)},"
         f" admission {admit_s:.1f} s"
     )
+    trips = [result["trips_per_cycle"] for result in done.values() if result.get("trips_per_cycle") is not None]
+    if trips:
+        notes.append(
+            f"where the time goes: {sum(trips) / len(trips):.1f} round trips to the server per cycle, {COMMITS_PER_CYCLE} of them commits"
+            " (every round trip carries several statements; see the per-call latencies)"
+        )
     fallbacks = sorted({result["fallback"] for result in done.values() if result["fallback"]})
     if fallbacks:
         notes.append(f"{fallbacks[0]}: each worker claimed its own tasks by id (claim_attempt), no queue pick")
@@ -844,7 +865,7 @@ def run(arguments: argparse.Namespace) -> int:
             print(f"development run on SQLiteStore files in {directory}: no server, pgqueuer skipped")
         print(
             f"window {arguments.seconds:g} s after {arguments.warmup:g} s warm-up; processes {', '.join(map(str, arguments.processes))};"
-            " shiftchange: 4 commits per cycle (claim, start, renew, complete)"
+            f" shiftchange: {COMMITS_PER_CYCLE} commits per cycle (claim+start in one, renew, complete: 4 contracts)"
             + ("; pgqueuer strict: 2 per job (dequeue, ack)" if pgq_python else ""),
             flush=True,
         )
@@ -940,11 +961,11 @@ def latency_line(latencies: dict[str, list[float]], names: tuple[str, ...]) -> s
 
 def report_sc(measurement: Measurement) -> None:
     m = measurement
-    commits = f"{len(SC_CONTRACTS) * m.rate:,.0f} commits/s"
+    commits = f"{COMMITS_PER_CYCLE * m.rate:,.0f} commits/s"
     print(f"shiftchange      {processes_text(m.processes):>12} {m.rate:>10,.0f} cycles/s   ({m.counted:,} cycles, {commits})")
     for note in m.notes:
         print(f"  {note}")
-    print(latency_line(m.latencies, (*SC_CONTRACTS, "cycle")), flush=True)
+    print(latency_line(m.latencies, (*SC_CALLS, "cycle")), flush=True)
 
 
 def report_pgq(mode: str, measurement: Measurement, result: dict) -> None:
@@ -974,10 +995,10 @@ def summary(sc: dict[int, Measurement], pgq: dict[str, dict[int, Measurement]], 
                 row += f"{other.rate:>{width},.0f}  {measurement.rate / other.rate if other.rate else math.inf:>5.2f}"
         print(row)
     print()
-    columns = [*SC_CONTRACTS, "cycle"] + (["pgqueuer dequeue+ack"] if "strict" in modes else [])
+    columns = [*SC_CALLS, "cycle"] + (["pgqueuer dequeue+ack"] if "strict" in modes else [])
     print("latency p50 / p99 ms" + "".join(f"{name:>{max(18, len(name) + 2)}}" for name in columns))
     for processes, measurement in sc.items():
-        cells = [measurement.latencies[name] for name in (*SC_CONTRACTS, "cycle")]
+        cells = [measurement.latencies[name] for name in (*SC_CALLS, "cycle")]
         if "strict" in modes:
             strict_at = pgq["strict"].get(processes)
             cells.append(strict_at.latencies.get("dequeue+ack", []) if strict_at else [])
@@ -1001,7 +1022,7 @@ def summary(sc: dict[int, Measurement], pgq: dict[str, dict[int, Measurement]], 
     )
     if not ok:
         lat = sc[judged_at].latencies
-        parts = ", ".join(f"{name} {1e3 * percentile(lat[name], 0.5):.2f} ms" for name in SC_CONTRACTS)
+        parts = ", ".join(f"{name} {1e3 * percentile(lat[name], 0.5):.2f} ms" for name in SC_CALLS)
         print(f"  hint: shiftchange p50 per contract at {judged_at} processes: {parts}")
     return 0 if ok else 1
 

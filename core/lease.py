@@ -90,16 +90,37 @@ class Leases:
         leaves no trace in the history.
         """
         _claimer(worker_id, workspace, healthy)
-        context = self._context
-        with context as tx:
-            # The oldest admitted Attempt first, unfiltered: the one index read every store does in order, and the answer
-            # whenever one workspace is served. Only when it belongs to another workspace is the queue asked for this one.
-            for scope in (None, workspace):  # asked one after the other: the second only if the first was another's
-                for candidate in tx.claimable(("admitted",), 1, scope):
-                    task = tx.task(candidate.task_id)
-                    if task.workspace == workspace:
-                        attempts = tx.attempts_of(candidate.task_id)
-                        return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
+        with self._context as tx:
+            return self._claim_next_in(tx, worker_id, workspace, healthy)
+
+    @contract
+    def claim_next_and_start(self, worker_id: Any, workspace: Any, healthy: Any) -> Refused | tuple[Claim, Refused | Accepted] | None:
+        """`claim_next` and then `start` under the new lease, in one store transaction, for a worker that starts at once.
+
+        Two rows of the table, two events, one commit: what the worker would
+        get from the two calls one after the other, minus a round trip to the
+        store and a commit. None when there is nothing to claim; a refused
+        claim is returned as it is (nothing started).
+        """
+        _claimer(worker_id, workspace, healthy)
+        with self._context as tx:
+            claim = self._claim_next_in(tx, worker_id, workspace, healthy)
+            if not isinstance(claim, Claim):
+                return claim
+            lease = claim.lease
+            started = self._fenced_in(tx, lease.attempt_id, lease.generation, lease.token, "start", started_at=self._context.clock.now())
+            return claim, started
+
+    def _claim_next_in(self, tx: Transaction, worker_id: str, workspace: str, healthy: bool | None) -> Refused | Claim | None:
+        # The oldest admitted Attempt first, unfiltered: the one index read every store does in order, and the answer
+        # whenever one workspace is served. Only when it belongs to another workspace is the queue asked for this one.
+        for scope in (None, workspace):  # asked one after the other: the second only if the first was another's
+            candidate = tx.claim_candidate(("admitted",), scope)
+            if candidate is None:
+                return None
+            _, task, attempts = candidate
+            if task.workspace == workspace:
+                return self._lease(tx, task, attempts, worker_id, workspace, self._probed(worker_id, healthy))
         return None
 
     def _probed(self, worker_id: str, healthy: bool | None) -> bool:
@@ -151,7 +172,12 @@ class Leases:
     @contract
     def start(self, attempt_id: Any, generation: Any, token: Any) -> Refused | Accepted:
         fence_arguments(attempt_id, generation, token)
-        return self._fenced_write(attempt_id, generation, token, "start", started_at=self._context.clock.now())
+        context = self._context
+        with context as tx:
+            # The start time read inside the transaction, once the Attempt is read: on a store with its own clock
+            # (PostgreSQL) that is the server's time, as every lease decision is.
+            attempt = context.addressed(tx, attempt_id)
+            return self._fenced_in(tx, attempt_id, generation, token, "start", attempt=attempt, started_at=context.clock.now())
 
     @contract
     def renew(self, attempt_id: Any, generation: Any, token: Any) -> Refused | Renewal:
@@ -181,14 +207,21 @@ class Leases:
         return self._fenced_write(attempt_id, generation, token, "checkpoint", checkpoint=checkpoint)
 
     def _fenced_write(self, attempt_id: str, generation: int, token: str, trigger: str, **changes: Any) -> Refused | Accepted:
-        """A fenced call whose only guard is a current lease: fence, then fire `trigger` with `changes`."""
+        """A fenced call whose only guard is a current lease, in a transaction of its own."""
+        with self._context as tx:
+            return self._fenced_in(tx, attempt_id, generation, token, trigger, **changes)
+
+    def _fenced_in(
+        self, tx: Transaction, attempt_id: str, generation: int, token: str, trigger: str, attempt: Attempt | None = None, **changes: Any
+    ) -> Refused | Accepted:
+        """Fence, then fire `trigger` with `changes`, inside the open transaction `tx`."""
         context = self._context
-        with context as tx:
+        if attempt is None:
             attempt = context.addressed(tx, attempt_id)
-            refused = context.fenced(tx, attempt, trigger, generation, token)
-            if refused is not None:
-                return refused
-            return context.fire(tx, attempt, trigger, "worker", {"lease_current": context.lease_current(attempt)}, generation, **changes)
+        refused = context.fenced(tx, attempt, trigger, generation, token)
+        if refused is not None:
+            return refused
+        return context.fire(tx, attempt, trigger, "worker", {"lease_current": context.lease_current(attempt)}, generation, **changes)
 
     # ------------------------------------------------------------ ending
 

@@ -234,6 +234,16 @@ class Orchestrator:
         """
         return self._leases.claim_next(worker_id, workspace, healthy)
 
+    def claim_next_and_start(
+        self, worker_id: str, workspace: str, healthy: bool | None = None
+    ) -> Refused | tuple[Claim, Refused | Accepted] | None:
+        """`claim_next`, then `start_attempt` under the new lease, in one store transaction (two rows, two events, one commit).
+
+        For a worker that starts the moment it claims. None when there is
+        nothing to claim; a refused claim comes back alone.
+        """
+        return self._leases.claim_next_and_start(worker_id, workspace, healthy)
+
     def start_attempt(self, attempt_id: str, generation: int, token: str) -> Refused | Accepted:
         return self._leases.start(attempt_id, generation, token)
 

@@ -96,6 +96,17 @@ class Transaction(ABC):
             found = [attempt for attempt in found if getattr(self.task(attempt.task_id), "workspace", None) == workspace]
         return found[:limit]
 
+    def claim_candidate(self, states: Iterable[str], workspace: str | None = None) -> tuple[Attempt, Task | None, list[Attempt]] | None:
+        """The claim queue's oldest Attempt (`claimable(states, 1, workspace)`), its task and the task's Attempts, or None.
+
+        Read as `claimable`, `task` and `attempts_of` read them, in that order
+        (each locked, on a server store), which is how a claim reads. A store
+        may answer in one round trip; this default makes the three reads.
+        """
+        for attempt in self.claimable(states, 1, workspace):
+            return attempt, self.task(attempt.task_id), self.attempts_of(attempt.task_id)
+        return None
+
     @abstractmethod
     def intent(self, key: str) -> Intent | None: ...
 

@@ -328,6 +328,31 @@ LOCK_CLAIMABLE_IN = ATTEMPTS.select("WHERE state = ANY(%s)" + _IN_WORKSPACE + _C
 LOCK_CLAIMABLE_ONE = ATTEMPTS.select("WHERE state = %s" + _CLAIM_ORDER)
 LOCK_CLAIMABLE_ONE_IN = ATTEMPTS.select("WHERE state = %s" + _IN_WORKSPACE + _CLAIM_ORDER)
 COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = %s"
+
+
+def _pick_with_task(in_workspace: bool) -> str:
+    """The claim queue's pick of one Attempt with its task, both locked, in the order a claim takes them (the Attempt first).
+
+    Each row is the Attempt's columns, then its task's. The task's id is kept
+    as a transaction-local setting, so that the next statement of the same
+    message (`PICKED_SIBLINGS`, with a snapshot of its own, taken once these
+    locks are held) reads and locks the task's Attempts: what `attempts_of`
+    would read one round trip later.
+    """
+    where = "state = %s" + (_IN_WORKSPACE if in_workspace else "")
+    picked = f"SELECT * FROM attempts WHERE {where} ORDER BY created_at, attempt_id LIMIT 1 {ROW_LOCK} SKIP LOCKED"
+    columns = ", ".join([f"picked.{column}" for column in ATTEMPTS.columns] + [f"task.{column}" for column in TASKS.columns])
+    return (
+        f"WITH picked AS ({picked}) SELECT {columns}, set_config('{PICKED_SETTING}', task.task_id, true)"
+        f" FROM picked JOIN tasks AS task ON task.task_id = picked.task_id {ROW_LOCK} OF task"
+    )
+
+
+PICKED_SETTING = "shiftchange.picked_task"
+FORGET_PICKED = f"SELECT set_config('{PICKED_SETTING}', '', true)"
+PICK_WITH_TASK = _pick_with_task(False)
+PICK_WITH_TASK_IN = _pick_with_task(True)
+PICKED_SIBLINGS = ATTEMPTS.select(f"WHERE task_id = current_setting('{PICKED_SETTING}') ORDER BY number {ROW_LOCK}")
 # insert_attempt's checks, sent with its INSERT: the task exists (and is locked), and the Attempt is its next number.
 # Every guarded statement takes the write's index as its last parameter.
 LOCK_TASK_GUARD = "WITH task AS (SELECT 1 FROM tasks WHERE task_id = %s " + ROW_LOCK + ") SELECT shiftchange_guard(count(*), %s) FROM task"
@@ -636,6 +661,7 @@ class _PostgresTransaction(Transaction):
             batch.insert(0, BEGIN)
         batch.extend(statements)
         text = ";".join(batch)
+        self._store.round_trips += 1
         replaced = 0
         while True:
             cursor = self._cursor
@@ -769,9 +795,12 @@ class _PostgresTransaction(Transaction):
 
     def _locked_all(self, table: _Table, query: str, parameters: tuple) -> list:
         """Records read with their row locks; one already read in this transaction is that object."""
+        return self._cached_all(table, self._read(query, parameters))
+
+    def _cached_all(self, table: _Table, rows: list[tuple]) -> list:
         found = []
         cache = self._cache
-        for row in self._read(query, parameters):
+        for row in rows:
             record = table.from_row(row)
             identity = getattr(record, table.key)
             record = cache.setdefault((table.name, identity), record)
@@ -810,8 +839,26 @@ class _PostgresTransaction(Transaction):
             return []
         state: Any = wanted[0] if len(wanted) == 1 else wanted
         if workspace is None:
-            return self._locked_all(ATTEMPTS, LOCK_CLAIMABLE_ONE if len(wanted) == 1 else LOCK_CLAIMABLE, (state, limit))
-        return self._locked_all(ATTEMPTS, LOCK_CLAIMABLE_ONE_IN if len(wanted) == 1 else LOCK_CLAIMABLE_IN, (state, workspace, limit))
+            found = self._locked_all(ATTEMPTS, LOCK_CLAIMABLE_ONE if len(wanted) == 1 else LOCK_CLAIMABLE, (state, limit))
+        else:
+            found = self._locked_all(ATTEMPTS, LOCK_CLAIMABLE_ONE_IN if len(wanted) == 1 else LOCK_CLAIMABLE_IN, (state, workspace, limit))
+        return found
+
+    def claim_candidate(self, states: Iterable[str], workspace: str | None = None) -> tuple[Attempt, Task | None, list[Attempt]] | None:
+        """The claim queue's oldest Attempt, its task and the task's Attempts, locked in that order, in one round trip."""
+        wanted = list(dict.fromkeys(states))
+        if len(wanted) != 1:
+            return super().claim_candidate(wanted, workspace)
+        (state,) = wanted
+        pick = self._sql(PICK_WITH_TASK, (state,)) if workspace is None else self._sql(PICK_WITH_TASK_IN, (state, workspace))
+        rows, siblings, ((now,),) = self._trip([FORGET_PICKED, pick, PICKED_SIBLINGS, NOW], 3)
+        self._now, self._heard_at = now, time.monotonic()
+        if not rows:
+            return None
+        width = len(ATTEMPTS.columns)
+        (attempt,) = self._cached_all(ATTEMPTS, [rows[0][:width]])
+        task = self._cache.setdefault((TASKS.name, attempt.task_id), TASKS.from_row(rows[0][width:-1]))
+        return attempt, task, self._cached_all(ATTEMPTS, siblings)
 
     def intent(self, key: str) -> Intent | None:
         return self._locked(INTENTS, LOCK_INTENT, key)
@@ -1040,6 +1087,8 @@ class PostgresStore(Store):
         self._local = threading.local()
         self._pool: Any = None
         self._server_clock = ServerClock(self)
+        self.round_trips = 0
+        """Messages transactions sent to the server (each holds one or more statements); approximate across threads, for benchmarks."""
         self.wakeup_channel = wakeup.channel(self.schema)
         """The LISTEN/NOTIFY channel every transaction that admits an Attempt announces its workspace on."""
         with _connect(conninfo, connect_timeout_s, self.where) as connection:

@@ -994,6 +994,28 @@ def claimable_honours_its_limit(make_store: StoreFactory) -> None:
                 tx.claimable(["admitted"], limit)  # type: ignore[arg-type]
 
 
+@_check
+def claim_candidate_is_the_oldest_claimable_with_its_task_and_the_tasks_attempts(make_store: StoreFactory) -> None:
+    """claim_candidate gives what claimable(limit 1), task and attempts_of give, workspace filter included; None when none is claimable."""
+    with fresh(make_store) as store:
+        seed(store, minimal_task("t-many"), minimal_attempt("t-many#1", "t-many", 1, "failed"))
+        seed(store, replace(minimal_attempt("t-many#2", "t-many", 2, "admitted"), created_at=9.0))
+        _seed_queue(store, _queued("q-old", 4.0, workspace="repo-b"), _queued("q-new", 12.0, workspace="repo-a"))
+        with store.transaction() as tx:
+            expect_equal(tx.claim_candidate(["running"]), None, "claim_candidate of a state nothing is in")
+            attempt, task, attempts = tx.claim_candidate(["admitted"])
+            expect_equal(
+                (attempt.attempt_id, task.task_id, _ids(attempts)), ("q-old", "task-of-q-old", ["q-old"]), "the oldest's candidate"
+            )
+            attempt, task, attempts = tx.claim_candidate(["admitted"], "repo-a")
+            expect_equal((attempt.attempt_id, task.workspace), ("q-new", "repo-a"), "the oldest candidate of workspace repo-a")
+            attempt, task, attempts = tx.claim_candidate(("admitted",), "w")
+            expect_equal((attempt.attempt_id, task.task_id), ("t-many#2", "t-many"), "a candidate whose task has two Attempts")
+            expect_equal(_ids(attempts), ["t-many#1", "t-many#2"], "the task's Attempts, by number")
+            expect_equal(attempts[-1], attempt, "the candidate among its task's Attempts")
+            expect_equal(tx.claim_candidate(["admitted"], "repo-none"), None, "claim_candidate in a workspace with nothing claimable")
+
+
 def _orchestrator(store: Store, clock: ManualClock) -> Orchestrator:
     """The reference core over `store`, as a worker process of the runtime builds it (no backoff between claims)."""
     reliability = ReliabilityConfig(backoff=BackoffConfig(strategy="none"))
