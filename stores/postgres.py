@@ -375,10 +375,9 @@ INSERT_INTENT = INTENTS.insert()
 
 _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
 assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
-# Every event of a transaction in one statement, sent with its COMMIT; `pos` and `xid` come from their defaults (see
+# Every event of a transaction is sent with its COMMIT; `pos` and `xid` come from their defaults (see
 # migrations/postgresql/0004), and `seq` stays NULL until the sequencer numbers it.
-INSERT_EVENTS = f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES "
-EVENT_ROW = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
+INSERT_EVENT = f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES (" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
 NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 """The server's time, read after the statement before it finished (its lock waits included)."""
 # The sequencer (see the module docstring): one at a time, holding event_counter's row for the batch only. The lock
@@ -405,6 +404,73 @@ PUT_LEADER = (
 )
 SELECT_EVENTS = EVENTS.select("WHERE seq > %s ORDER BY seq")
 SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = %s AND seq > %s ORDER BY seq")
+
+
+# ---- statements: each prepared once per connection, executed with its parameters as literals, several to a message
+
+
+_STATEMENTS: dict[str, tuple[str, str]] = {}
+"""Statement text (with %s placeholders) -> (its prepared statement's name, the PREPARE that makes it)."""
+_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+"""Per connection, the names of the statements prepared on it."""
+_PREPARED_LOST = ("26000", "42P05")
+"""SQLSTATEs of a prepared statement missing or made twice: this module's record of a connection's statements was wrong."""
+
+
+def _statement(query: str) -> tuple[str, str]:
+    found = _STATEMENTS.get(query)
+    if found is None:
+        assert "%%" not in query and "$" not in query, f"statement text must hold only %s placeholders: {query[:80]}"
+        pieces = query.split("%s")
+        converted = pieces[0] + "".join(f"${number}{piece}" for number, piece in enumerate(pieces[1:], 1))
+        name = "shiftchange_" + hashlib.sha256(query.encode()).hexdigest()[:20]
+        found = _STATEMENTS[query] = (name, f"PREPARE {name} AS {converted}")
+    return found
+
+
+def _name_of(prepare: str) -> str:
+    return prepare.split(" ", 2)[1]
+
+
+def _prepared_on(connection: Any) -> set[str]:
+    """The statements prepared on `connection`: this module's record, or the server's after a message that failed midway."""
+    known = _PREPARED.get(connection)
+    if known is None:
+        if connection.broken or connection.closed:
+            known = set()
+        else:
+            # Outside any transaction: a connection comes to a transaction idle (a failed one was rolled back).
+            known = {name for (name,) in connection.execute("SELECT name FROM pg_prepared_statements")}
+        _PREPARED[connection] = known
+    return known
+
+
+def _literal(value: Any) -> str:
+    """A parameter as an SQL literal for EXECUTE (standard_conforming_strings is on for every connection: quotes are doubled).
+
+    Text goes through the NUL escape first, so no literal ever holds U+0000;
+    a string that cannot be UTF-8 (a lone surrogate) raises UnicodeEncodeError
+    before anything is sent.
+    """
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():
+            value.encode("utf-8")
+        value = escape_text(value)
+        return "'" + value.replace("'", "''") + "'" if "'" in value else "'" + value + "'"
+    if value is None:
+        return "NULL"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if kind is float:
+        if math.isfinite(value):
+            return repr(value)
+        return "'NaN'" if math.isnan(value) else ("'Infinity'" if value > 0 else "'-Infinity'")
+    if kind is list or kind is tuple:
+        return "ARRAY[" + ", ".join([_literal(item) for item in value]) + "]::text[]"
+    raise InputError(f"the PostgreSQL store cannot bind a {kind.__name__} ({value!r:.60})")
 
 
 # ---- errors: what a psycopg error means to the core.
@@ -600,13 +666,22 @@ class _PostgresTransaction(Transaction):
         "_heard_at",
         "_now",
         "_pending",
+        "_prepare",
+        "_prepared",
         "_store",
+        "_used",
         "_where",
     )
 
     def __init__(self, connection: Any, store: PostgresStore) -> None:
         self._connection = connection
-        self._cursor = psycopg.ClientCursor(connection)
+        self._cursor = connection.cursor()
+        self._prepared: set[str] = _prepared_on(connection)
+        """Statements prepared on this connection (they outlive transactions, not the connection)."""
+        self._prepare: list[str] = []
+        """PREPAREs to send at the start of the next round trip."""
+        self._used: dict[str, str] = {}
+        """The statements the next round trip executes: what a fresh connection must prepare should the first trip need one."""
         self._store = store
         self._where = store.where
         self._failure: CoreError | None = None
@@ -633,16 +708,21 @@ class _PostgresTransaction(Transaction):
     # ---- round trips
 
     def _sql(self, query: str, parameters: Iterable[Any] = ()) -> str:
-        cursor = self._cursor
-        if cursor is None:
+        """`query` as an EXECUTE of its prepared statement on this connection, with `parameters` as literals (prepared on first use)."""
+        if self._cursor is None:
             raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
         if self._failure is not None:
             raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
+        name, prepare = _statement(query)
+        self._used[name] = prepare
+        if name not in self._prepared and prepare not in self._prepare:
+            self._prepare.append(prepare)
         try:
-            return cursor.mogrify(query, parameters)
+            arguments = ", ".join([_literal(value) for value in parameters])
         except UnicodeEncodeError as error:
             # Nothing was sent: the transaction is intact. The memory store would keep such text; refuse it as SQLite does.
             raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+        return f"EXECUTE {name}({arguments})" if arguments else f"EXECUTE {name}"
 
     def _write(self, query: str, parameters: Iterable[Any], guard: tuple | None) -> None:
         """Keep a write to send with the next round trip; `guard` says why it failed should the server's check refuse it."""
@@ -655,11 +735,11 @@ class _PostgresTransaction(Transaction):
 
     def _trip(self, statements: list[str], answers: int, *, commit: bool = False) -> list[Any]:
         """Send the kept writes and `statements` in one message; the rows of the last `answers` statements, each a list."""
-        batch = self._pending
-        self._pending = []
-        if not self._began:
-            batch.insert(0, BEGIN)
-        batch.extend(statements)
+        batch = self._prepare
+        batch.append(BEGIN) if not self._began else None
+        batch += self._pending
+        batch += statements
+        self._prepare, self._pending = [], []
         text = ";".join(batch)
         self._store.round_trips += 1
         replaced = 0
@@ -678,14 +758,22 @@ class _PostgresTransaction(Transaction):
                 else:
                     replaced += 1
                     self._replace_connection()
+                    # The fresh connection has prepared nothing: prepare what this message executes, then send it.
+                    fresh = [prepare for name, prepare in self._used.items() if name not in self._prepared]
+                    batch = [*fresh, *(statement for statement in batch if not statement.startswith("PREPARE "))]
+                    text = ";".join(batch)
                     continue
             except psycopg.Error as error:
                 lost = error
+            if any(statement.startswith("PREPARE ") for statement in batch) or getattr(lost, "sqlstate", None) in _PREPARED_LOST:
+                _PREPARED.pop(self._connection, None)  # which of them ran is unknown: the next transaction asks the server
             mapped = self._refused(lost, commit)
             if self._failure is None:
                 self._failure = mapped
             raise mapped from lost
         self._began = True
+        self._used.clear()
+        self._prepared.update(_name_of(statement) for statement in batch if statement.startswith("PREPARE "))
         skip = len(batch) - answers
         for _ in range(skip):
             cursor.nextset()
@@ -741,9 +829,7 @@ class _PostgresTransaction(Transaction):
             raise kind(
                 f"{failure or 'an earlier statement failed'}; the transaction was aborted by it and nothing was committed"
             ) from failure
-        statements = []
-        if self._events:
-            statements.append(INSERT_EVENTS + ", ".join(self._events))
+        statements = self._events
         for workspace in sorted(self._admitted):
             statements.append(self._sql("SELECT pg_notify(%s, %s)", (self._store.wakeup_channel, workspace)))
         if not (self._began or self._pending or statements):
@@ -757,7 +843,8 @@ class _PostgresTransaction(Transaction):
         self._cursor.close()
         store._release(store._pool, old)
         self._connection = store._checkout(store._pool)
-        self._cursor = psycopg.ClientCursor(self._connection)
+        self._cursor = self._connection.cursor()
+        self._prepared = _prepared_on(self._connection)
 
     @property
     def connection(self) -> Any:
@@ -945,7 +1032,7 @@ class _PostgresTransaction(Transaction):
         """Keep one history entry, sent with the COMMIT; its seq is 0 until the history is read (numbered after commit)."""
         values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
         values += (code, late, expires_at, operation_key, retries)
-        self._events.append(self._sql(EVENT_ROW, values))
+        self._events.append(self._sql(INSERT_EVENT, values))
         return new_event(0, *values)
 
     def events(self, task_id: str | None, after_seq: int) -> list[Event]:
@@ -1115,6 +1202,7 @@ class PostgresStore(Store):
         """Every pooled connection: the NUL-escaping text adapters, the schema as its search_path, and the two lock bounds."""
         _adapt_text(connection)
         connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        connection.execute("SET standard_conforming_strings = on")  # what `_literal` quotes for: a backslash is itself
         # Whole milliseconds, from numbers checked above: SET takes no parameters.
         connection.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{math.ceil(self.lock_timeout_s * 1000)}ms")))
         timeout = sql.Literal(f"{math.ceil(self.idle_in_transaction_timeout_s * 1000)}ms")
