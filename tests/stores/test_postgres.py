@@ -878,3 +878,93 @@ def test_a_frozen_transaction_loses_its_locks_and_a_waiter_is_told_to_run_again(
     frozen.join(10)
     assert len(frozen_outcome) == 1 and isinstance(frozen_outcome[0], StoreUnavailable)
     assert store.get_task("t1").scope == ""
+
+
+# ---- the server's clock, and the admission announcement
+
+
+def _server_now(url: str) -> float:
+    with admin(url) as connection:
+        return connection.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
+
+
+def _core_over(store, clock):
+    from shiftchange.core import AdmissionConfig, CoreConfig, LedgerProvider, Orchestrator, ReliabilityConfig
+
+    limits = AdmissionConfig(queue_depth_max=100, queue_age_max_s=1e9, partition_concurrency_max=100)
+    return Orchestrator(store, clock, LedgerProvider(clock=clock), CoreConfig(), ReliabilityConfig(admission=limits))
+
+
+def test_leases_are_stamped_on_the_servers_clock_whatever_the_process_clock_says(make_postgres_store, monkeypatch):
+    """Goal: with the process's wall clock 300 s ahead, a claim through store.clock() is stamped on the server's time;
+    through the process's clock it is 300 s off (the hazard the store's clock removes)."""
+    store = make_postgres_store()
+    clock = store.clock()
+    assert clock is not None and store.clock() is clock
+    skewed = time.time
+    monkeypatch.setattr(time, "time", lambda: skewed() + 300.0)
+    orchestrator = _core_over(store, clock)
+    for task_id in ("by-server", "by-process"):
+        orchestrator.create_task(task_id, "claim me", "repo-a")
+        orchestrator.accept_task(task_id)
+        orchestrator.dispatch(task_id, Plan("p"))
+    orchestrator.run_admission()
+    before = _server_now(make_postgres_store.url)
+    claim = orchestrator.claim_attempt("by-server", "worker-1", "repo-a")
+    after = _server_now(make_postgres_store.url)
+    attempt = store.get_attempt(claim.lease.attempt_id)
+    assert before <= attempt.claimed_at <= after
+    assert attempt.expires_at == pytest.approx(attempt.claimed_at + orchestrator.config.lease_ttl_s)
+    assert before <= clock.now() and clock.now() <= _server_now(make_postgres_store.url) + 0.05  # outside a transaction: an estimate
+
+    class ProcessClock:
+        def now(self) -> float:
+            return time.time()
+
+    local = _core_over(store, ProcessClock())
+    off = local.claim_attempt("by-process", "worker-2", "repo-a")
+    assert store.get_attempt(off.lease.attempt_id).claimed_at > _server_now(make_postgres_store.url) + 250.0
+
+
+def test_a_renewal_that_waited_for_a_row_lock_is_judged_at_the_servers_time_after_the_wait(make_postgres_store):
+    """Goal: the time a contract reads inside its transaction is the server's, read once its lock is held, not when it began."""
+    store = make_postgres_store(pool_max=3)
+    orchestrator = _core_over(store, store.clock())
+    orchestrator.create_task("t", "claim me", "repo-a")
+    orchestrator.accept_task("t")
+    orchestrator.dispatch("t", Plan("p"))
+    orchestrator.run_admission()
+    lease = orchestrator.claim_attempt("t", "worker-1", "repo-a").lease
+    held, released = threading.Event(), []
+
+    def holder() -> None:
+        with store.transaction() as tx:
+            tx.attempt(lease.attempt_id)
+            held.set()
+            time.sleep(0.6)
+            released.append(_server_now(make_postgres_store.url))
+
+    (thread,) = run_threads(holder)
+    assert held.wait(10)
+    renewal = orchestrator.renew_lease(lease.attempt_id, lease.generation, lease.token)
+    thread.join(10)
+    assert renewal.accepted
+    assert store.get_attempt(lease.attempt_id).heartbeat_at >= released[0]
+
+
+def test_admitting_announces_the_workspace_and_claims_announce_nothing(make_postgres_store):
+    """Goal: a transaction that makes an Attempt admitted sends one NOTIFY (payload: its workspace) with its commit; a claim sends none."""
+    store = make_postgres_store()
+    orchestrator = _core_over(store, store.clock())
+    with admin(make_postgres_store.url) as listener:
+        listener.execute(f"LISTEN {store.wakeup_channel}")
+        for task_id, workspace in (("t-a", "repo-a"), ("t-b", "repo-b")):
+            orchestrator.create_task(task_id, "announce me", workspace)
+            orchestrator.accept_task(task_id)
+            orchestrator.dispatch(task_id, Plan("p"))
+        assert list(listener.notifies(timeout=0.3)) == []  # queued, not admitted: nothing to claim yet
+        orchestrator.run_admission()
+        heard = sorted(note.payload for note in listener.notifies(timeout=1.0, stop_after=2))
+        assert heard == ["repo-a", "repo-b"]
+        assert orchestrator.claim_next("worker-1", "repo-a").lease is not None
+        assert list(listener.notifies(timeout=0.3)) == []
