@@ -123,6 +123,10 @@ PGQUEUER_PYTHON_DEFAULT = "/tmp/pgq-venv/bin/python"
 PGQUEUER_VENV_HINT = "python3 -m venv /tmp/pgq-venv && /tmp/pgq-venv/bin/pip install pgqueuer 'psycopg[binary]' asyncpg"
 PGQUEUER_MODES = ("strict", "manager")
 TARGET_PROCESSES = 16
+FLAT_FRACTION = 0.95
+"""From 4 to 16 processes throughput must rise or stay flat: at 16, at least this share of the 4-process rate (noise)."""
+P99_FACTOR = 2.0
+"""Cycle p99 at 16 processes at most this many times pgqueuer's dequeue+ack p99: four contracts against two statements."""
 WORKSPACE = "bench/repo"
 SC_CONTRACTS = ("claim", "start", "renew", "complete")
 """The contracts of one shiftchange cycle, each a row of the table and an event."""
@@ -824,6 +828,8 @@ def main(argv: list[str] | None = None) -> int:
         "--processes", type=processes_list, default=processes_list(PROCESSES_DEFAULT), help=f"(default {PROCESSES_DEFAULT})"
     )
     parser.add_argument("--skip-pgqueuer", action="store_true", help="measure shiftchange only")
+    parser.add_argument("--skip-intake", action="store_true", help="do not measure bulk intake (benchmarks/intake.py)")
+    parser.add_argument("--skip-wakeup", action="store_true", help="do not measure wake-ups (benchmarks/wakeup.py)")
     parser.add_argument(
         "--pgqueuer-python", default=None, help=f"interpreter with pgqueuer and asyncpg (default {PGQUEUER_PYTHON_DEFAULT} if it exists)"
     )
@@ -890,7 +896,12 @@ def run(arguments: argparse.Namespace) -> int:
                 measurement, result = measure_with_retries(measure_pgq, "pgqueuer", processes, window_s, previous_pgq[mode])
                 pgq[mode][processes] = previous_pgq[mode] = measurement
                 report_pgq(mode, measurement, result)
-        return summary(sc, pgq, pgq_python is not None)
+        status = summary(sc, pgq, pgq_python is not None)
+        if scheme == "sqlite":
+            return status
+        print()
+        more = extras(url, arguments)
+        return status if all(more) else 1
 
 
 def pgqueuer_interpreter(arguments: argparse.Namespace, scheme: str) -> str | None:
@@ -1005,26 +1016,66 @@ def summary(sc: dict[int, Measurement], pgq: dict[str, dict[int, Measurement]], 
         row = "".join(f"{pair(cell):>{max(18, len(name) + 2)}}" for name, cell in zip(columns, cells, strict=True))
         print(f"{processes:>9}{'':11}{row}")
     print()
-    judged_at = TARGET_PROCESSES if TARGET_PROCESSES in sc else max(sc)
-    where = f"{judged_at} processes" + (
-        "" if judged_at == TARGET_PROCESSES else f" (16 not measured; the largest count given, {judged_at})"
-    )
-    strict = pgq.get("strict", {}).get(judged_at)
-    if strict is None:
+    strict = pgq.get("strict", {})
+    if not strict:
         reason = "pgqueuer was not measured" if not pgq_ran else "pgqueuer strict was not measured"
-        print(f"target: shiftchange cycles/s >= pgqueuer strict jobs/s at {where}: ratio unavailable ({reason}); not judged")
+        print(f"targets: shiftchange against pgqueuer strict: not judged ({reason})")
         return 1
-    ok = sc[judged_at].rate >= strict.rate and not sc[judged_at].dry and not strict.dry
-    ratio = sc[judged_at].rate / strict.rate if strict.rate else math.inf
-    print(
-        f"target: shiftchange cycles/s >= pgqueuer strict jobs/s at {where}:"
-        f" {sc[judged_at].rate:,.0f} vs {strict.rate:,.0f}, ratio {ratio:.2f}   {verdict(ok)}"
-    )
-    if not ok:
+    verdicts = []
+    for processes, measurement in sc.items():
+        other = strict.get(processes)
+        if other is None:
+            continue
+        ok = measurement.rate >= other.rate and not measurement.dry and not other.dry
+        ratio = measurement.rate / other.rate if other.rate else math.inf
+        print(
+            f"target: cycles/s >= pgqueuer strict jobs/s at {processes_text(processes)}:"
+            f" {measurement.rate:,.0f} vs {other.rate:,.0f}, ratio {ratio:.2f} (>= 1.00)   {verdict(ok)}"
+        )
+        verdicts.append(ok)
+    if 4 in sc and TARGET_PROCESSES in sc:
+        ok = sc[TARGET_PROCESSES].rate >= FLAT_FRACTION * sc[4].rate
+        print(
+            f"target: cycles/s rising or flat from 4 to {TARGET_PROCESSES} processes: {sc[4].rate:,.0f} -> {sc[TARGET_PROCESSES].rate:,.0f}"
+            f" (at least {FLAT_FRACTION:.0%} of the 4-process rate)   {verdict(ok)}"
+        )
+        verdicts.append(ok)
+    judged_at = TARGET_PROCESSES if TARGET_PROCESSES in sc else max(sc)
+    other = strict.get(judged_at)
+    if other is not None and other.latencies.get("dequeue+ack") and sc[judged_at].latencies.get("cycle"):
+        ours, theirs = percentile(sc[judged_at].latencies["cycle"], 0.99), percentile(other.latencies["dequeue+ack"], 0.99)
+        ok = ours <= P99_FACTOR * theirs
+        print(
+            f"target: cycle p99 at {processes_text(judged_at)} <= {P99_FACTOR:g} x pgqueuer dequeue+ack p99 (four contracts against two"
+            f" statements): {1e3 * ours:.2f} ms, limit {1e3 * P99_FACTOR * theirs:.2f} ms (pgqueuer {1e3 * theirs:.2f} ms)   {verdict(ok)}"
+        )
+        verdicts.append(ok)
+    if not all(verdicts):
         lat = sc[judged_at].latencies
         parts = ", ".join(f"{name} {1e3 * percentile(lat[name], 0.5):.2f} ms" for name in SC_CALLS)
-        print(f"  hint: shiftchange p50 per contract at {judged_at} processes: {parts}")
-    return 0 if ok else 1
+        print(f"  hint: shiftchange p50 per call at {judged_at} processes: {parts}")
+    return 0 if verdicts and all(verdicts) else 1
+
+
+def extras(url: str, arguments: argparse.Namespace) -> list[bool]:
+    """Bulk intake and wake-ups (benchmarks/intake.py, benchmarks/wakeup.py), each printed with its target; their verdicts."""
+    found = []
+    for module, function, flag in (("intake", "measure_intake", "skip_intake"), ("wakeup", "measure_wakeup", "skip_wakeup")):
+        if getattr(arguments, flag):
+            print(f"{module}: skipped (--{flag.replace('_', '-')})")
+            continue
+        try:
+            measure = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as error:
+            print(f"{module}: not measured ({error})")
+            found.append(False)
+            continue
+        figures = measure(url)
+        for line in figures.get("lines", []):
+            print(f"  {line}")
+        print(figures["target"])
+        found.append(bool(figures["ok"]))
+    return found
 
 
 if __name__ == "__main__":
