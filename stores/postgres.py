@@ -6,37 +6,73 @@ Why these choices:
   connection checked out of a `psycopg_pool.ConnectionPool` for the block and
   no longer. Different threads run transactions side by side, each on its own
   connection; a thread cannot nest them.
+- As few round trips as the answers allow. Nothing is sent until the first
+  read, and BEGIN goes with it. A read waits for its answer; a write does not:
+  writes are kept and go with the next read or with the COMMIT, several
+  statements to a message. Each statement is prepared once per connection
+  (`PREPARE`, then `EXECUTE` with its parameters quoted here), so a message
+  of several statements still runs planned statements. A contract's cycle on
+  a lease (claim and start, renew, complete) is six round trips, three of
+  them commits.
 - Reads that precede writes lock their rows (`task`, `attempt`, `intent`,
-  `attempts_of`, `intents_of`), so two contracts on the same records take
-  turns instead of racing. The lock is `FOR NO KEY UPDATE`, the lock an
-  UPDATE of non-key columns takes itself: it excludes every other contract
-  exactly as `FOR UPDATE` would, but not the `FOR KEY SHARE` a foreign-key
-  check takes, so inserting an intent of an Attempt another contract holds
-  neither waits for it nor deadlocks against it. No contract ever changes a
-  key (`store.WRITABLE` has none).
-- The guard stays in the write, as in every store: `UPDATE ... WHERE key = %s
-  AND version = %s` (and for an Attempt `AND state <> ALL(terminal)`). A
-  record read without a lock (`attempts_in`, a read outside the transaction)
-  may have been changed since: the write then matches no row and raises
-  `StoreRetryable`, and the core runs the contract again from its start.
-  Deadlocks, serialization failures and lock timeouts are `StoreRetryable`
-  too; a lost connection is `StoreUnavailable`.
+  `attempts_of`, `intents_of`, `claimable`, `claim_candidate`), so two
+  contracts on the same records take turns instead of racing. The lock is
+  `FOR NO KEY UPDATE`, the lock an UPDATE of non-key columns takes itself: it
+  excludes every other contract exactly as `FOR UPDATE` would, but not the
+  `FOR KEY SHARE` a foreign-key check takes. No contract ever changes a key
+  (`store.WRITABLE` has none). A record locked once is read once per
+  transaction: a second read is the first's object, which the writes keep
+  current.
+- The guard stays in the write, as in every store: `UPDATE ... WHERE key =
+  %s AND version = %s` (and for an Attempt `AND state NOT IN (terminal)`).
+  Since a write is sent without waiting, the server checks its row count
+  (`shiftchange_guard`, migration 4): a write that matched no row, an insert
+  of a key that exists, an Attempt out of its 1..N order or of an unknown
+  parent aborts the transaction with SQLSTATE SCG01 naming which write it
+  was, and the store says why in the core's terms: changed since read
+  (StoreRetryable: the core runs the contract again), missing or terminal
+  (StoreConflict), unknown parent (NotFound). The error comes from the round
+  trip that carried the write: the next read, or the commit. Deadlocks,
+  serialization failures and lock timeouts are `StoreRetryable` too; a lost
+  connection is `StoreUnavailable` (saying whether the commit may have
+  happened).
 - `claimable()` is the claim queue: `FOR NO KEY UPDATE SKIP LOCKED`, so many
-  claimers each take a different row instead of queueing behind one.
-- Inserts never abort the transaction: `ON CONFLICT DO NOTHING` and the row
-  count say "already exists", and parents are looked up first, so the answers
-  (StoreConflict, NotFound) are the memory store's and the transaction stays
-  usable. The foreign keys are in the schema as well.
-- The history is numbered 1..N in commit order with no gap: the next number
-  comes from a one-row counter (`event_counter`) updated in the appending
-  transaction, which holds that row's lock until it ends. A sequence would be
-  cheaper but is not transactional: a rollback leaves a gap, and numbers are
-  taken in a different order than transactions commit, so a reader polling
-  `events(after_seq=N)` could miss an event committed late with a lower
-  number. The price: appends serialize from a transaction's first append to
-  its commit, and a transaction that locks more records after appending can
-  deadlock with one waiting to append (PostgreSQL breaks it after
-  `deadlock_timeout`; one side gets StoreRetryable).
+  claimers each take a different row instead of queueing behind one;
+  `claim_candidate()` reads the pick, its task and the task's Attempts in one
+  message, locked in that order (the second statement finds the task by a
+  transaction-local setting the first one set).
+- The history is numbered after commit. A transaction's events are inserted
+  with its COMMIT, after every row lock it takes, with `pos` from a sequence
+  and `xid` its transaction, and no `seq`. One sequencer at a time
+  (`number_events`, run by every reader before it reads, holding
+  `event_counter`'s row for the batch only) numbers every committed event it
+  can see, ordered by the smallest `pos` of its transaction, then `pos`,
+  from the last number on. So no lock is held across any contract's
+  transaction and commits share WAL flushes. What a reader may rely on: the
+  history it reads is numbered 1..N with no gap, and no event is ever
+  numbered before one a reader already saw (a batch sees a transaction only
+  once it committed, and every transaction that committed before it too);
+  events of one transaction are consecutive; a transaction that waited for
+  another's row lock, or began after it committed, has its events after the
+  other's. Two transactions that touched no common row and overlapped may
+  be numbered in either order. `append_event` returns the event with seq 0
+  (`Store.numbers_on_append` is False); `events()` inside an open
+  transaction shows the numbered history it can see, not its own events.
+  Versions 1-3 took each number from `event_counter` inside the appending
+  transaction, holding that row's lock to commit: every event-writing commit
+  waited for the one before, so 16 processes ran slower than 4.
+- Leases are judged by the server's clock: `store.clock()` is a
+  `ServerClock`, whose time inside a transaction is the server's
+  `clock_timestamp()` read right after the transaction's latest locking read
+  (in the same message), and outside one the server's time last read plus
+  local monotonic time, never the local wall clock.
+- A transaction that makes an Attempt admitted sends `pg_notify(channel,
+  workspace)` with its COMMIT (`stores.wakeup`): idle workers LISTEN instead
+  of polling. NOTIFY serialises committing transactions that send it, which
+  is why only admission (one leader) sends it.
+- Inserts never block on a duplicate: `ON CONFLICT DO NOTHING`, and the
+  guard turns "nothing inserted" into StoreConflict. The foreign keys are in
+  the schema as well.
 - Text holds every string Python can encode as UTF-8, NUL included, as the
   other stores do, and sorts as they sort it, by code point. PostgreSQL text
   cannot hold U+0000, so a string that contains U+0000 or U+0001 is stored
@@ -1136,7 +1172,7 @@ class PostgresStore(Store):
     the server ends a session that sits inside a transaction, waiting for its
     client, for `idle_in_transaction_timeout_s` (a process SIGSTOPped or cut
     off mid-contract), which rolls that transaction back and frees its locks,
-    the history's counter among them. Keep the second well under a lease.
+    and its claim on the claim queue. Keep the second well under a lease.
     """
 
     numbers_on_append = False
@@ -1201,6 +1237,7 @@ class PostgresStore(Store):
     def _configure(self, connection: Any) -> None:
         """Every pooled connection: the NUL-escaping text adapters, the schema as its search_path, and the two lock bounds."""
         _adapt_text(connection)
+        connection.prepare_threshold = None  # statements are prepared by name here (see `_statement`); psycopg's own cache would miss
         connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         connection.execute("SET standard_conforming_strings = on")  # what `_literal` quotes for: a backslash is itself
         # Whole milliseconds, from numbers checked above: SET takes no parameters.
