@@ -39,12 +39,36 @@ class Tasks:
     @contract
     def create(self, task_id: Any, objective: Any, workspace: Any, scope: Any, budget: Any, priority: Any, deadline_at: Any) -> Task:
         """Capture a task in the inbox. Its workspace is its bulkhead partition; priority and deadline steer load shedding."""
+        task = self._new_task(task_id, objective, workspace, scope, budget, priority, deadline_at)
+        with self._context as tx:
+            if self._created(tx, task) is not None:
+                raise InputError(f"task {task.task_id!r} already exists")
+        return copy.copy(task)
+
+    @contract
+    def accept(self, task_id: Any) -> Refused | Accepted:
+        text(task_id, "task_id", 200)
+        with self._context as tx:
+            return self._accepted(tx, task_id)
+
+    @contract
+    def dispatch(self, task_id: Any, plan: Any) -> Refused | Accepted:
+        """First dispatch: only for a dispatchable task with no Attempt at all; appends Attempt 1."""
+        text(task_id, "task_id", 200)
+        check_plan(plan)
+        with self._context as tx:
+            return self._dispatched(tx, task_id, plan)
+
+    # ------------------------------------------- the bodies, inside a transaction
+
+    def _new_task(self, task_id: Any, objective: Any, workspace: Any, scope: Any, budget: Any, priority: Any, deadline_at: Any) -> Task:
+        """`create`'s argument checks, in its order, and the record it inserts."""
         if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 1_000_000:
             raise InputError(f"priority must be an integer within a million of 0, not {priority!r}")
         if deadline_at is not None:
             number(deadline_at, "deadline_at", 1e12)
         context = self._context
-        task = Task(
+        return Task(
             task_id=text(task_id, "task_id", 200),
             objective=text(objective, "objective"),
             scope=text(scope, "scope", empty=True),
@@ -55,34 +79,30 @@ class Tasks:
             priority=priority,
             deadline_at=deadline_at,
         )
-        with context as tx:
-            if tx.task(task.task_id) is not None:
-                raise InputError(f"task {task.task_id!r} already exists")
-            tx.insert_task(task)
-            context.event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
-        return copy.copy(task)
 
-    @contract
-    def accept(self, task_id: Any) -> Refused | Accepted:
-        text(task_id, "task_id", 200)
-        context = self._context
-        with context as tx:
-            return context.fire_task(tx, context.task(tx, task_id), "accept", "operator", {})
+    def _created(self, tx: Transaction, task: Task) -> Task | None:
+        """Insert `task` in the inbox with its event; or, when a task of that id exists, write nothing and return that one."""
+        existing = tx.task(task.task_id)
+        if existing is not None:
+            return existing
+        tx.insert_task(task)
+        self._context.event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
+        return None
 
-    @contract
-    def dispatch(self, task_id: Any, plan: Any) -> Refused | Accepted:
-        """First dispatch: only for a dispatchable task with no Attempt at all; appends Attempt 1."""
-        text(task_id, "task_id", 200)
-        check_plan(plan)
+    def _accepted(self, tx: Transaction, task_id: str) -> Refused | Accepted:
         context = self._context
-        with context as tx:
-            task = context.task(tx, task_id)
-            attempts = tx.attempts_of(task.task_id)
-            holds = {"no_prior_attempt": not attempts, "budget_left": budget_exhausted(task, attempts) is None}
-            result = context.fire_task(tx, task, "dispatch", "orchestrator", holds)
-            if result.accepted:
-                self._append(tx, task, 1, plan, None, None)
-            return result
+        return context.fire_task(tx, context.task(tx, task_id), "accept", "operator", {})
+
+    def _dispatched(self, tx: Transaction, task_id: str, plan: Plan) -> Refused | Accepted:
+        """First dispatch of a checked task id and plan: the table's answer, and Attempt 1 appended if it accepted."""
+        context = self._context
+        task = context.task(tx, task_id)
+        attempts = tx.attempts_of(task.task_id)
+        holds = {"no_prior_attempt": not attempts, "budget_left": budget_exhausted(task, attempts) is None}
+        result = context.fire_task(tx, task, "dispatch", "orchestrator", holds)
+        if result.accepted:
+            self._append(tx, task, 1, plan, None, None)
+        return result
 
     @contract
     def retry(self, task_id: Any, reason: Any, plan: Any) -> Refused | Accepted:
