@@ -37,9 +37,11 @@ from .results import REFUSAL_CODES, Accepted, Claim, Grant, Reconciliation, Refu
 from .retry_budget import RetryBudget, RetryBudgets
 from .seams import KeyRequest, Seams, mint_key
 from .store import MemoryStore, Store, Transaction
+from .tasks import SUBMISSIONS_MAX, Submission
 
 __all__ = [
     "REFUSAL_CODES",
+    "SUBMISSIONS_MAX",
     "Accepted",
     "AdmissionConfig",
     "AdmissionController",
@@ -97,6 +99,7 @@ __all__ = [
     "StoreError",
     "StoreRetryable",
     "StoreUnavailable",
+    "Submission",
     "Task",
     "TokenBucket",
     "ToolCall",

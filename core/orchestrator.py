@@ -46,7 +46,7 @@ from .results import Accepted, Claim, Grant, Reconciliation, Refused, Renewal, R
 from .retry_budget import RetryBudgets
 from .seams import Seams, mint_key
 from .store import Store
-from .tasks import Tasks
+from .tasks import Submission, Tasks
 from .validate import check_budget, instance, text
 
 __all__ = [
@@ -174,6 +174,20 @@ class Orchestrator:
     def retry(self, task_id: str, reason: str, plan: Plan) -> Refused | Accepted:
         """Attempt N+1, only with no active Attempt, the latest failed, a reason, policy's permission and budget left."""
         return self._tasks.retry(task_id, reason, plan)
+
+    def submit_many(self, entries: list[Submission] | tuple[Submission, ...]) -> list[Refused | Accepted]:
+        """Bulk intake: create_task, accept_task and dispatch for each Submission, all in one store transaction.
+
+        One result per entry, in order: its dispatch's Accepted, or its first
+        refusal (a task id already present, in the store or earlier in the
+        batch, is refused for that entry alone and writes nothing). Each task
+        is recorded exactly as the three calls would record it. Any bad entry,
+        or more than `SUBMISSIONS_MAX` (1,000), is an InputError before
+        anything is written; an exception rolls the whole batch back, and
+        admission queues the new Attempts only once it commits. See
+        `core.tasks.Tasks.submit_many`.
+        """
+        return self._tasks.submit_many(entries)
 
     # --------------------------------------------------------- admission
 

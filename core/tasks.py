@@ -6,12 +6,18 @@ retry needs no active Attempt, the latest one failed, a reason of at least
 after a transient failure the new Attempt waits out a backoff before it may
 be claimed. How the new Attempt is recorded is the `recovery` seam: the
 reference appends it and never rewrites the one before.
+
+Bulk intake (`submit_many`) runs create, accept and first dispatch for many
+tasks in one store transaction: the same functions the single contracts run
+(`_created`, `_accepted`, `_dispatched`, each inside an open transaction),
+so each task is recorded and refused exactly as the three calls would.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from .backoff import Backoff
@@ -24,9 +30,27 @@ from .results import Accepted, Refused
 from .store import Transaction
 from .validate import check_budget, check_plan, number, text
 
+SUBMISSIONS_MAX = 1_000
+"""The most tasks one `submit_many` call takes: one store transaction holds every row it writes (a task, its Attempt, three
+events) and every row lock it takes until its commit, so a batch is bounded. Larger intake is split by the caller."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One task for `Orchestrator.submit_many`: `create_task`'s arguments and the Plan of its first dispatch."""
+
+    task_id: str
+    objective: str
+    workspace: str
+    plan: Plan
+    scope: str = ""
+    budget: Budget | None = None
+    priority: int = 0
+    deadline_at: float | None = None
+
 
 class Tasks:
-    """The task lifecycle contracts that create records: create, accept, dispatch, retry."""
+    """The task lifecycle contracts that create records: create, accept, dispatch, retry, and bulk intake."""
 
     __slots__ = ("_context", "_queue", "_rng")
 
@@ -58,6 +82,67 @@ class Tasks:
         check_plan(plan)
         with self._context as tx:
             return self._dispatched(tx, task_id, plan)
+
+    def submit_many(self, entries: Any) -> list[Refused | Accepted]:
+        """Create, accept and first-dispatch every entry, in one store transaction; one result per entry, in order.
+
+        Each entry is a `Submission`. Every entry is checked before anything
+        is read or written, so one bad entry (or more than `SUBMISSIONS_MAX`,
+        or anything but a list or tuple of Submissions) is an InputError naming
+        it, and nothing is written. Then each task goes through the very code
+        of `create`, `accept` and `dispatch`, in entry order: the same records,
+        the same events, the same refusals as those three calls one by one
+        (dispatch asked only once accept was accepted, as a caller would).
+
+        An entry's result is its dispatch's Accepted, or the first refusal
+        (accept's, or dispatch's: a budget already spent). A task id that
+        exists, in the store or earlier in the same batch, is refused for that
+        entry alone (code "no_row": there is no create from the state the
+        task is in, which the Refused names) where `create_task` raises
+        InputError: one duplicate must not cost a batch of hundreds, and the
+        caller learns which ids it had sent before. Like `create_task`'s
+        error it writes nothing, no event either, so the history is the one
+        the single calls would leave; the other task is not touched.
+
+        The batch is one transaction: an exception anywhere rolls every entry
+        back, and the admission queue hears of the new Attempts only once it
+        commits. A race lost in the store reruns the whole batch, as any
+        contract is run again. An empty list writes nothing and opens no
+        transaction.
+        """
+        if not isinstance(entries, list | tuple):
+            raise InputError(f"submit_many takes a list or tuple of Submission, not {type(entries).__name__} {entries!r:.60}")
+        if len(entries) > SUBMISSIONS_MAX:
+            raise InputError(f"submit_many takes at most {SUBMISSIONS_MAX:,} submissions per call, not {len(entries):,}: split the batch")
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, Submission):
+                raise InputError(f"submission {index} must be a Submission, not {type(entry).__name__} {entry!r:.60}")
+        return self.submit(tuple(entries)) if entries else []
+
+    @contract
+    def submit(self, submissions: tuple[Submission, ...]) -> list[Refused | Accepted]:
+        """`submit_many`'s one contract over checked entries: the tasks are built again on every run, since a run writes them."""
+        tasks = []
+        for index, entry in enumerate(submissions):
+            try:
+                e = entry
+                tasks.append(self._new_task(e.task_id, e.objective, e.workspace, e.scope, e.budget, e.priority, e.deadline_at))
+                check_plan(e.plan)
+            except InputError as error:
+                raise InputError(f"submission {index} ({entry.task_id!r:.60}): {error}") from None
+        results: list[Refused | Accepted] = []
+        with self._context as tx:
+            for task, entry in zip(tasks, submissions, strict=True):
+                existing = self._created(tx, task)
+                if existing is not None:
+                    reason = f"task {task.task_id!r} already exists ({existing.state}): not created again, nor accepted or dispatched"
+                    results.append(Refused(reason, "no_row", (), existing.state))
+                    continue
+                result = self._accepted(tx, task.task_id)
+                if result.accepted:
+                    result = self._dispatched(tx, task.task_id, entry.plan)
+                results.append(result)
+        return results
 
     # ------------------------------------------- the bodies, inside a transaction
 
