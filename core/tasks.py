@@ -31,7 +31,7 @@ from .store import Transaction
 from .validate import check_budget, check_plan, number, text
 
 SUBMISSIONS_MAX = 1_000
-"""The most tasks one `submit_many` call takes: one store transaction holds every row it writes (a task, its Attempt, three
+"""The most tasks one `submit_many` call takes: one store transaction holds every row it writes (a task, its Attempt, four
 events) and every row lock it takes until its commit, so a batch is bounded. Larger intake is split by the caller."""
 
 
@@ -106,8 +106,11 @@ class Tasks:
 
         The batch is one transaction: an exception anywhere rolls every entry
         back, and the admission queue hears of the new Attempts only once it
-        commits. A race lost in the store reruns the whole batch, as any
-        contract is run again. An empty list writes nothing and opens no
+        commits. A race lost in the store (StoreRetryable) reruns the whole
+        batch, as any contract is run again. An id that a transaction running
+        beside this one inserts after this one read it is the store's to
+        answer, as for `create_task`: PostgreSQL raises StoreConflict, and the
+        whole batch is rolled back. An empty list writes nothing and opens no
         transaction.
         """
         if not isinstance(entries, list | tuple):
@@ -123,13 +126,12 @@ class Tasks:
     def submit(self, submissions: tuple[Submission, ...]) -> list[Refused | Accepted]:
         """`submit_many`'s one contract over checked entries: the tasks are built again on every run, since a run writes them."""
         tasks = []
-        for index, entry in enumerate(submissions):
+        for index, e in enumerate(submissions):
             try:
-                e = entry
                 tasks.append(self._new_task(e.task_id, e.objective, e.workspace, e.scope, e.budget, e.priority, e.deadline_at))
                 check_plan(e.plan)
             except InputError as error:
-                raise InputError(f"submission {index} ({entry.task_id!r:.60}): {error}") from None
+                raise InputError(f"submission {index} ({e.task_id!r:.60}): {error}") from None
         results: list[Refused | Accepted] = []
         with self._context as tx:
             for task, entry in zip(tasks, submissions, strict=True):
@@ -140,7 +142,7 @@ class Tasks:
                     continue
                 result = self._accepted(tx, task.task_id)
                 if result.accepted:
-                    result = self._dispatched(tx, task.task_id, entry.plan)
+                    result = self._dispatched(tx, task.task_id, entry.plan, [])
                 results.append(result)
         return results
 
@@ -178,11 +180,18 @@ class Tasks:
         context = self._context
         return context.fire_task(tx, context.task(tx, task_id), "accept", "operator", {})
 
-    def _dispatched(self, tx: Transaction, task_id: str, plan: Plan) -> Refused | Accepted:
-        """First dispatch of a checked task id and plan: the table's answer, and Attempt 1 appended if it accepted."""
+    def _dispatched(self, tx: Transaction, task_id: str, plan: Plan, attempts: list[Attempt] | None = None) -> Refused | Accepted:
+        """First dispatch of a checked task id and plan: the table's answer, and Attempt 1 appended if it accepted.
+
+        `attempts` are the task's Attempts when the caller already knows them
+        without asking the store: none, for a task this transaction inserted
+        (an Attempt needs its task's row, which no other transaction can see
+        yet). That spares a read, a round trip on a server, per task of a batch.
+        """
         context = self._context
         task = context.task(tx, task_id)
-        attempts = tx.attempts_of(task.task_id)
+        if attempts is None:
+            attempts = tx.attempts_of(task.task_id)
         holds = {"no_prior_attempt": not attempts, "budget_left": budget_exhausted(task, attempts) is None}
         result = context.fire_task(tx, task, "dispatch", "orchestrator", holds)
         if result.accepted:
