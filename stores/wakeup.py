@@ -272,6 +272,8 @@ class Listener:
         conninfo, options = self._connect_args
         connection = psycopg.connect(conninfo, **options)
         try:
+            if connection.info.server_version >= 140000:  # a server that ends idle sessions must not end this one, idle by design
+                connection.execute("SET idle_session_timeout = 0")
             connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except BaseException:
             connection.close()

@@ -243,3 +243,14 @@ def test_wakeup_close_ends_the_listener_at_once_and_a_later_wait_opens_another(m
     assert eventually(lambda: backends(make_postgres_store.url, pid) == 0)
     again = wakeup.listener(store)
     assert again is not None and again is not listener and again.ready(SETTLE_S)
+
+
+def test_the_listener_outlives_a_servers_idle_session_timeout(make_postgres_store):
+    """Goal: a listener is idle by design: a server (or role) that ends idle sessions after 300 ms must not end it."""
+    url = make_postgres_store.url
+    store = make_postgres_store(conninfo=url + ("&" if "?" in url else "?") + "options=-c%20idle_session_timeout%3D300", pool_max=1)
+    timed_wait(store, 0.0)
+    listener = wakeup.listener(store)
+    assert listener is not None and listener.ready(SETTLE_S)
+    time.sleep(1.0)
+    assert listener.losses == 0 and listener.listening and backends(url, listener.backend_pid) == 1
