@@ -1372,6 +1372,7 @@ class PostgresStore(Store):
 
     def drop_schema(self) -> None:
         """Drop the store's schema and everything in it (for tests); the store is closed first."""
+        wakeup.close(self)  # its LISTEN connection would otherwise outlive the pool
         pool, self._pool = self._pool, None
         if pool is None:
             raise StoreError(f"store {self!r} is closed")
@@ -1382,7 +1383,8 @@ class PostgresStore(Store):
             pool.close()
 
     def close(self) -> None:
-        """Close the pool and its connections; safe to call twice."""
+        """Close the pool and its connections (and the wake-up listener's); safe to call twice."""
+        wakeup.close(self)
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
