@@ -16,7 +16,7 @@ import hashlib
 import json
 import operator
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, dataclass, field, fields, make_dataclass
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any
 
 
@@ -269,8 +269,14 @@ _manifest_values = operator.attrgetter(*_MANIFEST_FIELDS)
 _budget_values = operator.attrgetter(*_BUDGET_FIELDS)
 
 
+_BUDGET_KEYS = tuple(sorted(field.name for field in fields(Budget)))
+_PLAN_KEYS = tuple(sorted(field.name for field in fields(Plan)))
+assert all(str(field.type) in ("int", "float", "str") for field in (*fields(Budget), *fields(Plan))), "Budget and Plan must stay flat"
+
+
+# Both are flat (every field a scalar): a dict of their fields in key order is what asdict with sort_keys gives, for less.
 def budget_to_json(budget: Budget) -> str:
-    return json.dumps(asdict(budget), sort_keys=True)
+    return json.dumps({key: getattr(budget, key) for key in _BUDGET_KEYS})
 
 
 def budget_from_json(text: str) -> Budget:
@@ -278,7 +284,7 @@ def budget_from_json(text: str) -> Budget:
 
 
 def plan_to_json(plan: Plan | None) -> str | None:
-    return None if plan is None else json.dumps(asdict(plan), sort_keys=True)
+    return None if plan is None else json.dumps({key: getattr(plan, key) for key in _PLAN_KEYS})
 
 
 def plan_from_json(text: str | None) -> Plan | None:

@@ -69,6 +69,15 @@ class Transaction(ABC):
     @abstractmethod
     def task(self, task_id: str) -> Task | None: ...
 
+    def tasks(self, task_ids: Iterable[str]) -> list[Task | None]:
+        """The tasks of `task_ids`, in their order (None where there is none): what `task` gives for each, read as it reads.
+
+        A bulk intake asks for a whole batch at once; a store may answer in
+        one round trip (locking the rows in task-id order), this default asks
+        `task` for each.
+        """
+        return [self.task(task_id) for task_id in task_ids]
+
     @abstractmethod
     def attempt(self, attempt_id: str) -> Attempt | None: ...
 

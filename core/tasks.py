@@ -134,12 +134,19 @@ class Tasks:
                 raise InputError(f"submission {index} ({e.task_id!r:.60}): {error}") from None
         results: list[Refused | Accepted] = []
         with self._context as tx:
+            # The batch's tasks read at once (one round trip on a server), not one by one as `_created` would.
+            ids = [task.task_id for task in tasks]
+            stored = dict(zip(ids, tx.tasks(ids), strict=True))
+            inserted: set[str] = set()
             for task, entry in zip(tasks, submissions, strict=True):
-                existing = self._created(tx, task)
+                # An id an earlier entry inserted is read again: it is that task as this transaction has left it.
+                existing = tx.task(task.task_id) if task.task_id in inserted else stored[task.task_id]
                 if existing is not None:
                     reason = f"task {task.task_id!r} already exists ({existing.state}): not created again, nor accepted or dispatched"
                     results.append(Refused(reason, "no_row", (), existing.state))
                     continue
+                self._insert_created(tx, task)
+                inserted.add(task.task_id)
                 result = self._accepted(tx, task.task_id)
                 if result.accepted:
                     result = self._dispatched(tx, task.task_id, entry.plan, [])
@@ -172,9 +179,13 @@ class Tasks:
         existing = tx.task(task.task_id)
         if existing is not None:
             return existing
+        self._insert_created(tx, task)
+        return None
+
+    def _insert_created(self, tx: Transaction, task: Task) -> None:
+        """Insert `task`, which the store was just asked for and does not hold, with its create event."""
         tx.insert_task(task)
         self._context.event(tx, "operator", "create", task.task_id, None, True, "accepted", None, task.state)
-        return None
 
     def _accepted(self, tx: Transaction, task_id: str) -> Refused | Accepted:
         context = self._context
