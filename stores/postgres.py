@@ -103,6 +103,7 @@ import importlib.resources
 import inspect
 import logging
 import math
+import operator
 import os
 import re
 import threading
@@ -271,7 +272,7 @@ assert all(_SCHEMA_NAME.fullmatch(state) for state in ATTEMPT_TERMINAL), "termin
 class _Table(Columns):
     """How one record type maps to one PostgreSQL table: the shared columns, their column types, and the statements."""
 
-    __slots__ = ("_updates", "guard_read")
+    __slots__ = ("_encoded_at", "_updates", "_values", "guard_read")
 
     SQL_TYPES: typing.ClassVar[dict[type, str]] = {
         str: "text",
@@ -288,6 +289,8 @@ class _Table(Columns):
         for column in self.columns:
             _identifier(column)
         self._updates: dict[tuple[tuple[str, ...], bool], str] = {}
+        self._values = operator.attrgetter(*self.columns)
+        self._encoded_at = tuple((index, self._encoders[column]) for index, column in enumerate(self.columns) if column in self._encoders)
         guarded = ", state" if "state" in self.columns else ""
         self.guard_read = f"SELECT version{guarded} FROM {self.name} WHERE {key} = %s"
         """A plain read of what an UPDATE's guard looked at: only to say why it matched no row."""
@@ -300,6 +303,11 @@ class _Table(Columns):
         placeholders = ", ".join(["%s"] * len(self.columns))
         added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING RETURNING 1"
         return f"WITH added AS ({added}) SELECT shiftchange_guard(count(*), %s) FROM added"
+
+    def insert_rows(self, rows: list[str], guard_index: int) -> str:
+        """One INSERT of several rows (each its literals, comma-separated), all of which the server checks went in (SCG01)."""
+        added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES (" + "), (".join(rows) + ") ON CONFLICT DO NOTHING RETURNING 1"
+        return f"WITH added AS ({added}) SELECT shiftchange_guard(count(*) - {len(rows) - 1}, {guard_index}) FROM added"
 
     def update_sql(self, names: tuple[str, ...], terminal_guard: bool) -> str:
         """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names.
@@ -319,7 +327,15 @@ class _Table(Columns):
         return sql_text
 
     def to_row(self, record: Any) -> tuple:
-        return tuple(self.encode(column, getattr(record, column)) for column in self.columns)
+        """The record's column values in column order, Budget and Plan as JSON text (a row of every write and insert)."""
+        values = self._values(record)
+        if not self._encoded_at:
+            return values
+        values = list(values)
+        for index, encoder in self._encoded_at:
+            if values[index] is not None:
+                values[index] = encoder(values[index])
+        return tuple(values)
 
 
 def _identifier(name: str) -> str:
@@ -346,6 +362,7 @@ SELECT_TASK = TASKS.select("WHERE task_id = %s")
 LOCK_TASK = SELECT_TASK + " " + ROW_LOCK
 LOCK_TASK_ROW = "SELECT 1 FROM tasks WHERE task_id = %s " + ROW_LOCK
 SELECT_TASKS_IN_STATES = TASKS.select("WHERE state = ANY(%s) ORDER BY task_id")
+LOCK_TASKS = TASKS.select("WHERE task_id = ANY(%s) ORDER BY task_id " + ROW_LOCK)
 INSERT_TASK = TASKS.insert()
 
 SELECT_ATTEMPT = ATTEMPTS.select("WHERE attempt_id = %s")
@@ -413,7 +430,12 @@ _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
 assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
 # Every event of a transaction is sent with its COMMIT; `pos` and `xid` come from their defaults (see
 # migrations/postgresql/0004), and `seq` stays NULL until the sequencer numbers it.
-INSERT_EVENT = f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES (" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
+_INSERT_EVENTS = f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES "
+_EVENT_ROW = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
+EVENTS_PREPARED_MAX = 8
+"""A transaction's events go in one INSERT of that many rows: a prepared one up to this many, plain text beyond (a bulk intake)."""
+EVENTS_PER_STATEMENT_MAX = 1000
+INSERT_EVENTS = tuple(_INSERT_EVENTS + ", ".join([_EVENT_ROW] * count) for count in range(EVENTS_PREPARED_MAX + 1))
 NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 """The server's time, read after the statement before it finished (its lock waits included)."""
 # The sequencer (see the module docstring): one at a time, holding event_counter's row for the batch only. The lock
@@ -700,11 +722,13 @@ class _PostgresTransaction(Transaction):
         "_failure",
         "_guards",
         "_heard_at",
+        "_inserted_tasks",
         "_now",
         "_pending",
         "_prepare",
         "_prepared",
         "_store",
+        "_unsent",
         "_used",
         "_where",
     )
@@ -728,6 +752,15 @@ class _PostgresTransaction(Transaction):
         self._guards: list[tuple] = []
         """Per guarded write, by its index: (kind, table, identity, version, detail), to say why it matched no row."""
         self._events: list[str] = []
+        """Per event appended, its values as literals, comma-separated: the rows of the INSERT sent with the COMMIT."""
+        self._unsent: dict[tuple[str, str], list] = {}
+        """Inserts kept and not yet sent, by record: [index in `_pending`, table, query, record, guard index, its row].
+
+        The row is None once an update was folded into the insert (`_update`):
+        it is taken from the record as it is when sent.
+        """
+        self._inserted_tasks: dict[str, int] = {}
+        """Tasks this transaction inserted, with how many Attempts it inserted for each (no other transaction sees them)."""
         self._cache: dict[tuple[str, str], Any] = {}
         self._now: float | None = None
         self._heard_at = 0.0
@@ -760,6 +793,30 @@ class _PostgresTransaction(Transaction):
             raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
         return f"EXECUTE {name}({arguments})" if arguments else f"EXECUTE {name}"
 
+    def _literals(self, values: Iterable[Any]) -> str:
+        """`values` as SQL literals, comma-separated; text that cannot be UTF-8 is an InputError and nothing is kept."""
+        if self._cursor is None:
+            raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
+        if self._failure is not None:
+            raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
+        try:
+            return ", ".join([_literal(value) for value in values])
+        except UnicodeEncodeError as error:
+            raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+
+    def _check_text(self, values: Iterable[Any]) -> None:
+        """What `_literals` would refuse, refused now (an InputError, nothing kept), for values made into literals later."""
+        if self._cursor is None:
+            raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
+        if self._failure is not None:
+            raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
+        for value in values:
+            if type(value) is str and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+
     def _write(self, query: str, parameters: Iterable[Any], guard: tuple | None) -> None:
         """Keep a write to send with the next round trip; `guard` says why it failed should the server's check refuse it."""
         if guard is not None:
@@ -771,6 +828,8 @@ class _PostgresTransaction(Transaction):
 
     def _trip(self, statements: list[str], answers: int, *, commit: bool = False) -> list[Any]:
         """Send the kept writes and `statements` in one message; the rows of the last `answers` statements, each a list."""
+        if self._unsent:
+            self._render_inserts()
         batch = self._prepare
         batch.append(BEGIN) if not self._began else None
         batch += self._pending
@@ -820,6 +879,27 @@ class _PostgresTransaction(Transaction):
                 cursor.nextset()
         return found
 
+    def _render_inserts(self) -> None:
+        """Put the kept inserts into the message as statements: one per record, or, when every kept write is an insert (a
+        bulk intake), one per table, in the order the tables were first written (a task before its Attempts)."""
+        unsent, pending = list(self._unsent.values()), self._pending
+        self._unsent.clear()
+        if len(unsent) == len(pending) and len(unsent) > EVENTS_PREPARED_MAX:
+            by_table: dict[str, list] = {}
+            for entry in unsent:
+                by_table.setdefault(entry[1].name, []).append(entry)
+            statements = []
+            for entries in by_table.values():
+                table = entries[0][1]
+                rows = [self._literals(table.to_row(entry[3]) if entry[5] is None else entry[5]) for entry in entries]
+                keys = [getattr(entry[3], table.key) for entry in entries]
+                statements.append(table.insert_rows(rows, len(self._guards)))
+                self._guards.append(("inserts", table, keys, None, ""))
+            self._pending = statements
+            return
+        for index, table, query, record, guard_index, row in unsent:
+            pending[index] = self._sql(query, (*(table.to_row(record) if row is None else row), guard_index))
+
     def _read(self, query: str, parameters: Iterable[Any], *, clock: bool = True) -> list[tuple]:
         """One statement's rows (with the kept writes before it), and the server's time after it."""
         statements = [self._sql(query, parameters)]
@@ -840,6 +920,13 @@ class _PostgresTransaction(Transaction):
             self._connection.execute(ROLLBACK)  # the guard aborted it; the reads below are plain, outside it
         if kind == "insert":
             return StoreConflict(f"{detail} already exists")
+        if kind == "inserts":
+            noun = table.record_type.__name__.lower()
+            rows = self._connection.execute(f"SELECT {table.key} FROM {table.name} WHERE {table.key} = ANY(%s) ORDER BY 1", (identity,))
+            stored = [key for (key,) in rows.fetchall()]
+            if stored:
+                return StoreConflict(f"{noun} {stored[0]!r} already exists" + (f" (and {len(stored) - 1} more)" if len(stored) > 1 else ""))
+            return StoreConflict(f"one of the {len(identity)} {noun}s inserted together already exists")
         if kind == "parent":
             return NotFound(detail)
         if kind == "numbering":
@@ -865,13 +952,29 @@ class _PostgresTransaction(Transaction):
             raise kind(
                 f"{failure or 'an earlier statement failed'}; the transaction was aborted by it and nothing was committed"
             ) from failure
-        statements = self._events
+        statements = self._event_statements()
         for workspace in sorted(self._admitted):
             statements.append(self._sql("SELECT pg_notify(%s, %s)", (self._store.wakeup_channel, workspace)))
         if not (self._began or self._pending or statements):
             return
         statements.append(COMMIT)
         self._trip(statements, 0, commit=True)
+
+    def _event_statements(self) -> list[str]:
+        """The INSERT (or, past EVENTS_PER_STATEMENT_MAX, the INSERTs) of this transaction's events, in the order appended."""
+        rows = self._events
+        statements = []
+        for start in range(0, len(rows), EVENTS_PER_STATEMENT_MAX):
+            chunk = rows[start : start + EVENTS_PER_STATEMENT_MAX]
+            if len(chunk) <= EVENTS_PREPARED_MAX:
+                name, prepare = _statement(INSERT_EVENTS[len(chunk)])
+                self._used[name] = prepare
+                if name not in self._prepared and prepare not in self._prepare:
+                    self._prepare.append(prepare)
+                statements.append(f"EXECUTE {name}({', '.join(chunk)})")
+            else:
+                statements.append(_INSERT_EVENTS + "(" + "), (".join(chunk) + ")")
+        return statements
 
     def _replace_connection(self) -> None:
         store = self._store
@@ -939,6 +1042,15 @@ class _PostgresTransaction(Transaction):
 
     def task(self, task_id: str) -> Task | None:
         return self._locked(TASKS, LOCK_TASK, task_id)
+
+    def tasks(self, task_ids: Iterable[str]) -> list[Task | None]:
+        """The tasks of `task_ids`, in their order, locked in task-id order, in one round trip (those read before are not read again)."""
+        wanted = list(task_ids)
+        cache = self._cache
+        unread = [task_id for task_id in dict.fromkeys(wanted) if (TASKS.name, task_id) not in cache]
+        if unread:
+            self._cached_all(TASKS, self._read(LOCK_TASKS, (unread,)))
+        return [cache.get((TASKS.name, task_id)) for task_id in wanted]
 
     def attempt(self, attempt_id: str) -> Attempt | None:
         return self._locked(ATTEMPTS, LOCK_ATTEMPT, attempt_id)
@@ -1008,6 +1120,7 @@ class _PostgresTransaction(Transaction):
 
     def insert_task(self, task: Task) -> None:
         self._insert(TASKS, INSERT_TASK, task, f"task {task.task_id!r}")
+        self._inserted_tasks.setdefault(task.task_id, 0)
 
     def update_task(self, task: Task, **changes: Any) -> None:
         self._update(TASKS, task, changes, terminal_guard=False)
@@ -1015,9 +1128,17 @@ class _PostgresTransaction(Transaction):
     def insert_attempt(self, attempt: Attempt) -> None:
         # The task's row lock orders appends to one task: no other transaction can add an Attempt between the count and the insert.
         task_id = attempt.task_id
-        self._write(LOCK_TASK_GUARD, (task_id,), ("parent", None, task_id, None, f"unknown task {task_id!r}"))
-        self._write(COUNT_GUARD, (task_id, attempt.number - 1), ("numbering", None, task_id, attempt.number, ""))
+        siblings = self._inserted_tasks.get(task_id)
+        if siblings is None:
+            self._write(LOCK_TASK_GUARD, (task_id,), ("parent", None, task_id, None, f"unknown task {task_id!r}"))
+            self._write(COUNT_GUARD, (task_id, attempt.number - 1), ("numbering", None, task_id, attempt.number, ""))
+        elif attempt.number != siblings + 1:
+            # A task this transaction inserted: it exists (or its INSERT aborts the transaction) and has only the Attempts
+            # inserted here, since no other transaction sees its row until this one commits. The server need not count them.
+            raise StoreConflict(f"attempt numbers must run 1..N: task {task_id!r} has {siblings}, got {attempt.number}")
         self._insert(ATTEMPTS, INSERT_ATTEMPT, attempt, f"attempt {attempt.attempt_id!r}")
+        if siblings is not None:
+            self._inserted_tasks[task_id] = siblings + 1
         if attempt.state == "admitted":
             self._admitted_in(attempt)
 
@@ -1068,7 +1189,7 @@ class _PostgresTransaction(Transaction):
         """Keep one history entry, sent with the COMMIT; its seq is 0 until the history is read (numbered after commit)."""
         values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
         values += (code, late, expires_at, operation_key, retries)
-        self._events.append(self._sql(INSERT_EVENT, values))
+        self._events.append(self._literals(values))
         return new_event(0, *values)
 
     def events(self, task_id: str | None, after_seq: int) -> list[Event]:
@@ -1078,15 +1199,30 @@ class _PostgresTransaction(Transaction):
         return self._all(EVENTS, SELECT_EVENTS_OF_TASK, (task_id, after_seq))
 
     def _insert(self, table: _Table, query: str, record: Any, what: str) -> None:
-        self._write(query, table.to_row(record), ("insert", table, None, None, what))
-        self._cache[(table.name, getattr(record, table.key))] = record
+        """Keep the INSERT, made into a statement only when sent (so updates of the record until then ride in it)."""
+        row = table.to_row(record)
+        self._check_text(row)
+        guard_index = len(self._guards)
+        self._guards.append(("insert", table, None, None, what))
+        self._pending.append("")
+        key = (table.name, getattr(record, table.key))
+        self._cache[key] = record
+        self._unsent[key] = [len(self._pending) - 1, table, query, record, guard_index, row]
 
     def _update(self, table: _Table, record: Any, changes: dict[str, Any], *, terminal_guard: bool) -> None:
         """Write `changes` only if the row still has `record.version` (and is not terminal); then mirror them on `record`."""
         check_changes(table, changes)
         identity = getattr(record, table.key)
-        parameters = [table.encode(name, value) for name, value in changes.items()] + [identity, record.version]
-        self._write(table.update_sql(tuple(changes), terminal_guard), parameters, ("update", table, identity, record.version, ""))
+        encoded = [table.encode(name, value) for name, value in changes.items()]
+        unsent = self._unsent.get((table.name, identity))
+        if unsent is not None and unsent[3].version == record.version and not (terminal_guard and record.state in ATTEMPT_TERMINAL):
+            # Inserted by this transaction and not yet sent: the INSERT will carry the changed record instead (checked
+            # as an UPDATE's parameters would be), so an intake's create, accept and dispatch are one statement.
+            self._check_text(encoded)
+            unsent[5] = None
+        else:
+            parameters = [*encoded, identity, record.version]
+            self._write(table.update_sql(tuple(changes), terminal_guard), parameters, ("update", table, identity, record.version, ""))
         for name, value in changes.items():
             setattr(record, name, value)
         record.version += 1
