@@ -812,6 +812,70 @@ def a_transaction_reads_its_own_writes(make_store: StoreFactory) -> None:
 
 
 @_check
+def tasks_reads_many_as_task_reads_each(make_store: StoreFactory) -> None:
+    """tasks(ids) is task(id) for each id, in the order asked (repeats and missing ids included), own writes seen; [] for none."""
+    with fresh(make_store) as store:
+        seed(store, make_task("t-a"), make_task("t-c", objective="the other"))
+        with store.transaction() as tx:
+            expect_equal(tx.tasks([]), [], "tasks of no ids")
+            asked = ["t-c", "t-missing", "t-a", "t-c"]
+            found = tx.tasks(asked)
+            expect_equal(found, [tx.task(task_id) for task_id in asked], "tasks(ids) against task(id) for each")
+            expect_equal([None if task is None else task.objective for task in found][:2], ["the other", None], "what was found")
+            tx.insert_task(make_task("t-b", objective="inserted here"))
+            tx.update_task(tx.task("t-a"), objective="changed here")
+            changed = [task.objective for task in tx.tasks(("t-b", "t-a"))]
+            expect_equal(changed, ["inserted here", "changed here"], "tasks(ids) after this transaction's writes")
+
+
+@_check
+def records_inserted_and_changed_in_one_transaction_are_stored_as_last_changed(make_store: StoreFactory) -> None:
+    """Many tasks and Attempts inserted and then changed in one transaction (a bulk intake) are stored as last changed.
+
+    Each with the version its changes gave it, as the same changes in
+    transactions of their own would leave them; and an Attempt out of number
+    for a task inserted in the same transaction still conflicts.
+    """
+    count = 12
+    with fresh(make_store) as store:
+        with store.transaction() as tx:
+            for index in range(count):
+                tx.insert_task(make_task(f"bulk-{index}"))
+                tx.update_task(tx.task(f"bulk-{index}"), state="ready")
+                tx.update_task(tx.task(f"bulk-{index}"), state="in_progress", priority=index)
+                tx.insert_attempt(minimal_attempt(f"bulk-{index}#1", f"bulk-{index}"))
+                tx.update_attempt(tx.attempt(f"bulk-{index}#1"), state="admitted")
+                tx.append_event(**event_fields(f"bulk-{index}", kind="dispatch"))
+        for index in (0, count - 1):
+            task, attempt = store.get_task(f"bulk-{index}"), store.get_attempt(f"bulk-{index}#1")
+            expect_equal((task.state, task.priority, task.version), ("in_progress", index, 2), f"bulk-{index} as last changed")
+            expect_equal((attempt.state, attempt.version), ("admitted", 1), f"bulk-{index}#1 as last changed")
+        expect_equal(sum(1 for event in store.events() if event.kind == "dispatch"), count, "the transaction's events")
+        gap = "Attempt 3 of a task inserted with only Attempt 1 in the same transaction"
+        with expect_raises(StoreConflict, gap), store.transaction() as tx:
+            tx.insert_task(make_task("bulk-gap"))
+            tx.insert_attempt(minimal_attempt("bulk-gap#1", "bulk-gap"))
+            tx.insert_attempt(minimal_attempt("bulk-gap#3", "bulk-gap", number=3))
+        expect(store.get_task("bulk-gap") is None, "the task of the refused transaction is kept nowhere")
+
+
+@_check
+def a_duplicate_among_many_inserts_conflicts_and_writes_none_of_them(make_store: StoreFactory) -> None:
+    """One id that exists, among many tasks inserted in one transaction, is a StoreConflict; none of them, no event is kept."""
+    with fresh(make_store) as store:
+        seed(store, make_task("many-5", objective="the first"))
+        before = len(store.events())
+        with expect_raises(StoreConflict, "a stored task id among twelve inserted together"), store.transaction() as tx:
+            for index in range(12):
+                tx.insert_task(make_task(f"many-{index}"))
+                tx.insert_attempt(minimal_attempt(f"many-{index}#1", f"many-{index}"))
+                tx.append_event(**event_fields(f"many-{index}", kind="create"))
+        expect_equal(store.get_task("many-5").objective, "the first", "the stored task")
+        expect(store.get_task("many-0") is None and store.get_task("many-11") is None, "the batch's other tasks are kept nowhere")
+        expect_equal(len(store.events()), before, "events after the refused transaction")
+
+
+@_check
 def reads_outside_transactions_are_copies(make_store: StoreFactory) -> None:
     """get_* and events() hand out copies: changing what they return changes nothing in the store."""
     with fresh(make_store) as store:

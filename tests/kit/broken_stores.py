@@ -290,6 +290,41 @@ class Limitless(WrappedStore):
     transaction_type = _Limitless
 
 
+class _TasksSorted(WrappedTransaction):
+    def tasks(self, task_ids: Iterable[str]) -> list[Task | None]:
+        found = [self.inner.task(task_id) for task_id in dict.fromkeys(task_ids)]
+        return sorted((task for task in found if task is not None), key=lambda task: task.task_id)
+
+
+class TasksSorted(WrappedStore):
+    """tasks(ids) answers the tasks it found in id order (as a careless `WHERE task_id = ANY(...)` would): missing ids and order lost."""
+
+    transaction_type = _TasksSorted
+
+
+class _InsertedStayAsInserted(WrappedTransaction):
+    """An update of a task inserted by the same transaction is lost (as a store folding updates into a pending INSERT might)."""
+
+    def __init__(self, inner: Transaction) -> None:
+        super().__init__(inner)
+        self.inserted: set[str] = set()
+
+    def insert_task(self, task: Task) -> None:
+        self.inner.insert_task(task)
+        self.inserted.add(task.task_id)
+
+    def update_task(self, task: Task, **changes: Any) -> None:
+        if task.task_id in self.inserted:
+            return
+        self.inner.update_task(task, **changes)
+
+
+class InsertedStayAsInserted(WrappedStore):
+    """A task inserted and changed in one transaction is stored as inserted."""
+
+    transaction_type = _InsertedStayAsInserted
+
+
 # ---- tasks_in and the leader leases
 
 
@@ -516,6 +551,14 @@ def make_limitless() -> Store:
     return Limitless()
 
 
+def make_tasks_sorted() -> Store:
+    return TasksSorted()
+
+
+def make_inserted_stay_as_inserted() -> Store:
+    return InsertedStayAsInserted()
+
+
 def make_stale_task_index() -> Store:
     return StaleTaskIndex()
 
@@ -570,6 +613,8 @@ BROKEN = {
         "claim_next_never_hands_one_attempt_to_two_claimers",
     ),
     "make_limitless": ("claimable_honours_its_limit",),
+    "make_tasks_sorted": ("tasks_reads_many_as_task_reads_each",),
+    "make_inserted_stay_as_inserted": ("records_inserted_and_changed_in_one_transaction_are_stored_as_last_changed",),
     "make_stale_task_index": ("tasks_in_answers_from_current_state_in_task_id_order",),
     "make_leader_never_overwritten": (
         "leader_lease_round_trips_and_put_leader_overwrites",
