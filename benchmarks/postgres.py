@@ -290,7 +290,7 @@ def orchestrator_for(store: Any) -> Any:
     """An Orchestrator whose admission limits are out of the way: bulkheads, queue depth and age are not what this measures."""
     from shiftchange.core import AdmissionConfig, CoreConfig, LedgerProvider, Orchestrator, ReliabilityConfig
 
-    clock = WallClock()
+    clock = store.clock() or WallClock()  # leases on the server's clock, as the runtime judges them on PostgreSQL
     unlimited = AdmissionConfig(queue_depth_max=10**9, queue_age_max_s=1e9, partition_concurrency_max=10**9)
     return Orchestrator(store, clock, LedgerProvider(clock=clock), CoreConfig(admitted_max=10**9), ReliabilityConfig(admission=unlimited))
 
