@@ -14,6 +14,14 @@ Why these choices:
   of several statements still runs planned statements. A contract's cycle on
   a lease (claim and start, renew, complete) is six round trips, three of
   them commits.
+- An insert becomes a statement only when it is sent, so updates of the
+  record until then ride in it: a bulk intake's create, accept and dispatch
+  of a task are one INSERT. A message of nothing but inserts (a batch) is one
+  multi-row INSERT per table, its guard counting every row; a transaction's
+  events are one INSERT. An Attempt of a task the same transaction inserted
+  needs no check of its parent or number on the server: no other transaction
+  can see that task before this one commits. `tasks(ids)` reads a batch's
+  tasks in one round trip, locked in id order.
 - Reads that precede writes lock their rows (`task`, `attempt`, `intent`,
   `attempts_of`, `intents_of`, `claimable`, `claim_candidate`), so two
   contracts on the same records take turns instead of racing. The lock is
