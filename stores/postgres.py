@@ -296,7 +296,7 @@ class _Table(Columns):
         super().__init__(_identifier(name), record_type, key)
         for column in self.columns:
             _identifier(column)
-        self._updates: dict[tuple[tuple[str, ...], bool], str] = {}
+        self._updates: dict[tuple[tuple[str, ...], bool, int], str] = {}
         self._values = operator.attrgetter(*self.columns)
         self._encoded_at = tuple((index, self._encoders[column]) for index, column in enumerate(self.columns) if column in self._encoders)
         guarded = ", state" if "state" in self.columns else ""
@@ -317,21 +317,22 @@ class _Table(Columns):
         added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES (" + "), (".join(rows) + ") ON CONFLICT DO NOTHING RETURNING 1"
         return f"WITH added AS ({added}) SELECT shiftchange_guard(count(*) - {len(rows) - 1}, {guard_index}) FROM added"
 
-    def update_sql(self, names: tuple[str, ...], terminal_guard: bool) -> str:
+    def update_sql(self, names: tuple[str, ...], terminal_guard: bool, steps: int = 1) -> str:
         """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names.
 
         Its parameters: the new values, the key, the version read, and the
         write's index in its transaction. It is sent without waiting for an
         answer: the server counts the rows it changed, and anything but one
-        aborts the transaction (`shiftchange_guard`, SQLSTATE SCG01).
+        aborts the transaction (`shiftchange_guard`, SQLSTATE SCG01). `steps`
+        updates merged into one move the version on by that many.
         """
-        sql_text = self._updates.get((names, terminal_guard))
+        sql_text = self._updates.get((names, terminal_guard, steps))
         if sql_text is None:
-            assignments = ", ".join([name + " = %s" for name in names] + ["version = version + 1"])
+            assignments = ", ".join([name + " = %s" for name in names] + [f"version = version + {steps}"])
             guard = f" AND state NOT IN {_TERMINAL_SQL}" if terminal_guard else ""
             changed = f"UPDATE {self.name} SET {assignments} WHERE {self.key} = %s AND version = %s{guard} RETURNING 1"
             sql_text = f"WITH changed AS ({changed}) SELECT shiftchange_guard(count(*), %s) FROM changed"
-            self._updates[(names, terminal_guard)] = sql_text
+            self._updates[(names, terminal_guard, steps)] = sql_text
         return sql_text
 
     def to_row(self, record: Any) -> tuple:
@@ -737,6 +738,7 @@ class _PostgresTransaction(Transaction):
         "_prepared",
         "_store",
         "_unsent",
+        "_unsent_updates",
         "_used",
         "_where",
     )
@@ -767,6 +769,9 @@ class _PostgresTransaction(Transaction):
         The row is None once an update was folded into the insert (`_update`):
         it is taken from the record as it is when sent.
         """
+        self._unsent_updates: dict[tuple[str, str], list] = {}
+        """Updates kept and not yet sent, by record: [index in `_pending`, table, version read, changes, terminal guard, steps,
+        guard index]. A second update of the record before they are sent merges into the first (one row version, not two)."""
         self._inserted_tasks: dict[str, int] = {}
         """Tasks this transaction inserted, with how many Attempts it inserted for each (no other transaction sees them)."""
         self._cache: dict[tuple[str, str], Any] = {}
@@ -838,6 +843,8 @@ class _PostgresTransaction(Transaction):
         """Send the kept writes and `statements` in one message; the rows of the last `answers` statements, each a list."""
         if self._unsent:
             self._render_inserts()
+        if self._unsent_updates:
+            self._render_updates()
         batch = self._prepare
         batch.append(BEGIN) if not self._began else None
         batch += self._pending
@@ -907,6 +914,14 @@ class _PostgresTransaction(Transaction):
             return
         for index, table, query, record, guard_index, row in unsent:
             pending[index] = self._sql(query, (*(table.to_row(record) if row is None else row), guard_index))
+
+    def _render_updates(self) -> None:
+        """Put the kept updates into the message, each record's merged changes as one UPDATE."""
+        pending = self._pending
+        for (_, identity), (index, table, version, changes, terminal_guard, steps, guard_index) in self._unsent_updates.items():
+            query = table.update_sql(tuple(changes), terminal_guard, steps)
+            pending[index] = self._sql(query, (*changes.values(), identity, version, guard_index))
+        self._unsent_updates.clear()
 
     def _read(self, query: str, parameters: Iterable[Any], *, clock: bool = True) -> list[tuple]:
         """One statement's rows (with the kept writes before it), and the server's time after it."""
@@ -1229,8 +1244,21 @@ class _PostgresTransaction(Transaction):
             self._check_text(encoded)
             unsent[5] = None
         else:
-            parameters = [*encoded, identity, record.version]
-            self._write(table.update_sql(tuple(changes), terminal_guard), parameters, ("update", table, identity, record.version, ""))
+            key = (table.name, identity)
+            kept = self._unsent_updates.get(key)
+            if kept is not None and kept[2] + kept[5] == record.version and not (terminal_guard and record.state in ATTEMPT_TERMINAL):
+                # Updated earlier in this transaction and not yet sent (a claim and its start): one UPDATE carries both,
+                # guarded by the version first read. Not past a terminal state, whose second write must fail as it would.
+                self._check_text(encoded)
+                kept[3].update(zip(changes, encoded, strict=True))
+                kept[5] += 1
+            else:
+                self._check_text(encoded)
+                guard_index = len(self._guards)
+                self._guards.append(("update", table, identity, record.version, ""))
+                self._pending.append("")
+                merged = dict(zip(changes, encoded, strict=True))
+                self._unsent_updates[key] = [len(self._pending) - 1, table, record.version, merged, terminal_guard, 1, guard_index]
         for name, value in changes.items():
             setattr(record, name, value)
         record.version += 1
