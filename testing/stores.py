@@ -599,6 +599,28 @@ def terminal_attempt_is_immutable(make_store: StoreFactory) -> None:
 
 
 @_check
+def updates_of_one_record_in_one_transaction_all_land_and_a_terminal_one_is_final(make_store: StoreFactory) -> None:
+    """Several updates of a stored record in one transaction (a claim, then its start) all land, one version each; an Attempt
+    made terminal stays so: a later write in the same transaction conflicts and the whole transaction is rolled back."""
+    with fresh(make_store) as store:
+        seed(store, make_task(), make_attempt(state="admitted"))
+        with store.transaction() as tx:
+            tx.update_attempt(tx.attempt("attempt-1"), state="claimed", worker_id="worker-2", generation=4)
+            tx.update_attempt(tx.attempt("attempt-1"), state="running", started_at=12.5)
+            tx.update_attempt(tx.attempt("attempt-1"), heartbeat_at=13.0)
+        stored = store.get_attempt("attempt-1")
+        got = (stored.state, stored.worker_id, stored.generation, stored.started_at, stored.heartbeat_at, stored.version)
+        expect_equal(got, ("running", "worker-2", 4, 12.5, 13.0, 3), "the Attempt after three updates in one transaction")
+        for terminal in TERMINAL_STATES:
+            after = f"a write after the Attempt was made {terminal} in the same transaction"
+            with expect_raises(StoreConflict, after), store.transaction() as tx:
+                tx.update_attempt(tx.attempt("attempt-1"), state=terminal)
+                tx.update_attempt(tx.attempt("attempt-1"), state="running", result="rewritten")
+            stored = store.get_attempt("attempt-1")
+            expect_equal((stored.state, stored.version), ("running", 3), f"the Attempt after the refused transaction ({terminal})")
+
+
+@_check
 def attempt_numbers_must_run_one_to_n(make_store: StoreFactory) -> None:
     """The first Attempt is number 1 and each next one N+1; gaps and repeats conflict."""
     with fresh(make_store) as store:
