@@ -25,13 +25,28 @@ for another operation or identity is refused (422). Without support
 duplicates possible, and what the orchestrator's reconciliation by identity
 (`find` by operation and identity, a PR by its head SHA) must guard against.
 
-Deadlines. Every call may carry `deadline_at`, seconds on the shared wall
-clock (`time.time()`), and the server honours it as the simulator's
-provider does (deadline propagation): a request arriving after its deadline
-is dropped unheard (504, nothing lands), and one whose added latency carries
-it past its deadline is abandoned (504, nothing lands). So nothing lands once
-a call's deadline has passed, which is what lets reconciliation conclude
-"not landed" for a call whose deadline is behind it.
+Deadlines. Every call may carry `deadline_at`, seconds on the clock the
+core minted it on (the store's: the PostgreSQL server's, or the shared wall
+clock on one machine), and `deadline_in_s`, the seconds left before it as
+the caller measured them on that same clock when it sent the call. The
+server honours the earlier of the two, each on a clock of its own, as the
+simulator's provider honours its deadline (deadline propagation): a request
+arriving after its deadline is dropped unheard (504, nothing lands), and one
+whose added latency carries it past its deadline is abandoned (504, nothing
+lands). So nothing lands once a call's deadline has passed, which is what
+lets reconciliation conclude "not landed" for a call whose deadline is
+behind it. Why both: `deadline_at` against this server's `time.time()` is
+exact when this machine's clock agrees with the store's (one machine, as in
+a chaos run, or clocks kept together), and it also catches a request that a
+paused caller sent late; `deadline_in_s` from the request's arrival, on this
+server's monotonic clock, is what gRPC propagates (`grpc-timeout` is
+relative for this reason) and is right whatever this machine's clock says,
+late only by the time the request took to arrive (a pause between the
+caller's reading and its send included, which the first check catches).
+The relative deadline never falls before the true one, so honouring the
+earlier refuses nothing that a right clock would allow. A caller whose own clock
+is off enters into neither: `HttpProvider` measures the time left on the
+clock it is given (a worker's is its store's), never on `time.time()`.
 
 Faults (`POST /v1/admin/faults`, every switch optional): `drop_responses` N,
 the next N performing requests are accepted and land (or replay), then the
@@ -70,6 +85,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import math
 import os
 import random
 import signal
@@ -82,8 +98,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
-from shiftchange.core import Effect, InputError, ProviderRefused, ProviderTimeout
+from shiftchange.core import Clock, Effect, InputError, ProviderRefused, ProviderTimeout
 from shiftchange.runtime.arguments import provider_arguments
+from shiftchange.runtime.clock import WallClock
 
 try:
     import fcntl
@@ -279,19 +296,18 @@ class CodeHost(ThreadingHTTPServer):
 
     def perform(self, dependency: str, call: Mapping[str, Any]) -> dict[str, Any]:
         """Perform one call: the effect (new or replayed), or _HttpError, or _Dropped once it was performed."""
-        deadline_at = call["deadline_at"]
         with self.lock:
-            if deadline_at is not None and time.time() >= deadline_at:
+            if _past_deadline(call):
                 self.counters["past_deadline"] += 1
-                raise _HttpError(504, f"{call['key']} arrived after its deadline {deadline_at:.3f}; dropped unheard")
+                raise _HttpError(504, f"{call['key']} arrived after its deadline{_deadline_text(call)}; dropped unheard")
             self._refusal(dependency)
             latency_s = self.switches["latency_s"]
         if latency_s > 0:
             time.sleep(latency_s)
         with self.lock:
-            if deadline_at is not None and time.time() >= deadline_at:
+            if _past_deadline(call):
                 self.counters["past_deadline"] += 1
-                raise _HttpError(504, f"{call['key']} would finish after its deadline {deadline_at:.3f}; abandoned")
+                raise _HttpError(504, f"{call['key']} would finish after its deadline{_deadline_text(call)}; abandoned")
             existing = self._by_key.get((dependency, call["key"])) if self.supports_idempotency else None
             if existing:
                 effect = existing[0]
@@ -444,6 +460,16 @@ class CodeHost(ThreadingHTTPServer):
                 self._ledger.close()  # also releases the flock
 
 
+def _past_deadline(call: Mapping[str, Any]) -> bool:
+    """Whether the call's deadline has passed here: its `deadline_at` on this machine's clock, or its time left since it arrived."""
+    deadline_at, due_by = call["deadline_at"], call["due_by"]
+    return (deadline_at is not None and time.time() >= deadline_at) or (due_by is not None and time.monotonic() >= due_by)
+
+
+def _deadline_text(call: Mapping[str, Any]) -> str:
+    return "" if call["deadline_at"] is None else f" {call['deadline_at']:.3f}"
+
+
 def _number(switches: Mapping[str, Any], name: str, kind: type, low: float | None = None, high: float | None = None) -> Any:
     value = switches[name]
     if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not float(value).is_integer()):
@@ -564,6 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     def _call(self) -> dict[str, Any]:
+        arrived = time.monotonic()
         body = self._body()
         header = self.headers.get("Idempotency-Key")
         key = body.get("key", header)
@@ -581,11 +608,17 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _HttpError(400, f"{name}: a{' non-empty' if name in ('key', 'operation') else ''} string, not {value!r}")
         deadline_at = body.get("deadline_at")
         if deadline_at is not None and (isinstance(deadline_at, bool) or not isinstance(deadline_at, int | float)):
-            raise _HttpError(400, f"deadline_at: seconds on the wall clock, or null; not {deadline_at!r}")
+            raise _HttpError(400, f"deadline_at: seconds on the store's clock, or null; not {deadline_at!r}")
+        deadline_in_s = body.get("deadline_in_s")
+        if deadline_in_s is not None and (
+            isinstance(deadline_in_s, bool) or not isinstance(deadline_in_s, int | float) or not 0 <= deadline_in_s < math.inf
+        ):
+            raise _HttpError(400, f"deadline_in_s: seconds left (>= 0) when the call was sent, or null; not {deadline_in_s!r}")
         via_gateway = body.get("via_gateway", True)
         if not isinstance(via_gateway, bool):
             raise _HttpError(400, f"via_gateway: true or false, not {via_gateway!r}")
-        return {**call, "deadline_at": deadline_at, "via_gateway": via_gateway, "request": body.get("request", "")}
+        due_by = None if deadline_in_s is None else arrived + deadline_in_s
+        return {**call, "deadline_at": deadline_at, "due_by": due_by, "via_gateway": via_gateway, "request": body.get("request", "")}
 
     def _send(self, status: int, body: Mapping[str, Any]) -> None:
         self._send_bytes(status, json.dumps(body, separators=(",", ":")).encode(), "application/json")
@@ -616,8 +649,13 @@ class HttpProvider:
     """Core's `ProviderAdapter` over a `CodeHost`, plus the worker's deadline-bounded `call` and the harness's admin helpers."""
 
     def __init__(
-        self, url: str, dependency_of: Mapping[str, str] | Callable[[str], str | None] | None = None, timeout_s: float = 10.0
+        self,
+        url: str,
+        dependency_of: Mapping[str, str] | Callable[[str], str | None] | None = None,
+        timeout_s: float = 10.0,
+        clock: Clock | None = None,
     ) -> None:
+        """`clock` is what a call's deadline is measured on: the clock the core minted it on (a worker's store's); None, WallClock()."""
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise InputError(f"provider url {url!r}: http://HOST:PORT")
@@ -627,6 +665,7 @@ class HttpProvider:
         if timeout_s <= 0:
             raise InputError(f"timeout_s: positive seconds, not {timeout_s!r}")
         self.timeout_s = timeout_s
+        self.clock: Clock = WallClock() if clock is None else clock
         self.supports_idempotency: bool = bool(self.health()["supports_idempotency"])
 
     def dependency(self, operation: str) -> str:
@@ -654,12 +693,13 @@ class HttpProvider:
         via_gateway: bool = True,
         request: str = "",
     ) -> Effect:
-        """A worker's call due by `deadline_at` (wall-clock seconds): waits at most until then, and the provider honours it too."""
-        remaining = deadline_at - time.time()
+        """A worker's call due by `deadline_at` (seconds on this provider's `clock`): waits at most until then, and the provider
+        honours it too (sent as the deadline and as the time left)."""
+        remaining = deadline_at - self.clock.now()
         if remaining <= 0:  # as a gRPC client does: past its deadline, the call is not sent
             raise ProviderTimeout(f"{key}: deadline {deadline_at:.3f} passed before the call was sent")
         return self._perform(
-            key, operation, identity, task_id, worker_id, deadline_at, via_gateway, request, min(self.timeout_s, remaining)
+            key, operation, identity, task_id, worker_id, deadline_at, via_gateway, request, min(self.timeout_s, remaining), remaining
         )
 
     def find(self, key: str, operation: str, identity: str) -> list[Effect]:
@@ -708,6 +748,7 @@ class HttpProvider:
         via_gateway: bool,
         request: str,
         timeout_s: float,
+        deadline_in_s: float | None = None,
     ) -> Effect:
         dependency = self.dependency(operation)
         body = {
@@ -717,6 +758,7 @@ class HttpProvider:
             "task_id": task_id,
             "worker_id": worker_id,
             "deadline_at": deadline_at,
+            "deadline_in_s": deadline_in_s,
             "request": request,
             "via_gateway": via_gateway,
         }

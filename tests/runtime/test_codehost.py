@@ -145,6 +145,33 @@ def test_nothing_lands_once_a_calls_deadline_has_passed(start, tmp_path):
     assert (record["provider_id"], record["task_id"], record["worker_id"], record["via_gateway"]) == (effect.provider_id, "t1", "w1", False)
 
 
+def test_a_deadline_is_measured_on_the_clock_it_was_minted_on_and_the_time_left_is_honoured_too(start, tmp_path):
+    """Goal: deadlines minted on a store's clock 300 s ahead of this machine's: the client measures the time left on that clock
+    (not time.time(), which would give it 300 s), and the server, whose own clock sees the deadline 300 s away, still abandons
+    a call that outlives the time left it was sent with; nothing lands."""
+    server, _ = start()
+
+    class StoreAhead:
+        def now(self) -> float:
+            return time.time() + 300.0
+
+    ahead = StoreAhead()
+    provider = HttpProvider(server.url, timeout_s=5.0, clock=ahead)
+    provider.set_faults(latency_s=0.4)
+    began = time.monotonic()
+    with pytest.raises(ProviderTimeout):
+        provider.call("k1", "push", "i", "t1", "w1", deadline_at=ahead.now() + 0.2)
+    assert time.monotonic() - began < 0.39, "the client waited the time left on the store's clock, not 300 s"
+    deadline = time.monotonic() + 3
+    while provider.faults()["counters"]["past_deadline"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert provider.faults()["counters"]["past_deadline"] == 1 and read_ledger(tmp_path / "ledger.jsonl") == []
+    provider.set_faults(latency_s=0.0)
+    assert provider.call("k2", "push", "i", "t1", "w1", deadline_at=ahead.now() + 2).provider_id == "push-1"
+    status, body = post(server.url, "/v1/code_host/operations", {"key": "k3", "operation": "push", "identity": "i", "deadline_in_s": -1})
+    assert status == 400 and "deadline_in_s" in body["error"]
+
+
 @pytest.mark.parametrize(("status", "domain"), [(503, "provider"), (429, "capacity"), (401, "authorization")])
 def test_a_refusal_maps_to_its_failure_domain_and_lands_nothing(start, tmp_path, status, domain):
     """Goal: refuse N calls at one dependency with a status; the client raises ProviderRefused with that status's domain."""
