@@ -13,7 +13,10 @@ commit) and refuses to run unless this process's holder and generation
 still hold it and it has not expired: the same fence a worker's lease is.
 
 The row lives in the store (`Transaction.leader` / `put_leader`), beside the
-records it guards, so one database is the whole truth.
+records it guards, so one database is the whole truth; and the lease is
+judged by the store's clock when it has one (`clock.lease_clock`: the
+PostgreSQL server's, read inside the transaction after the row is locked),
+so leaders on machines whose clocks disagree still take turns.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ class Leadership:
     def hold(self) -> bool:
         """Renew the lease if this process holds it, take it if it is free or expired; True when this process leads now."""
         with self.store.transaction() as tx:
-            now = self.clock.now()
             current = tx.leader(self.name)
+            now = self.clock.now()  # after the row is read (locked, on a server store): judged when the lock is held
             if current is not None and current.holder == self.holder and current.generation == self.generation and current.expires_at > now:
                 tx.put_leader(self.name, self.holder, current.generation, now + self.ttl_s)
                 return True
@@ -87,3 +90,7 @@ class FencedStore(Store):
 
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list:
         return self._store.events(task_id, after_seq)
+
+    def clock(self) -> Any | None:
+        """The wrapped store's clock: a fenced transaction is the wrapped store's own."""
+        return self._store.clock()
