@@ -52,6 +52,8 @@ class RuntimeConfig:
     """Asks of the gateway per call before the worker reports the Attempt failed (provider domain)."""
     gateway_retry_s: float = 0.5
     reap_interval_s: float = 0.5
+    number_events_every_s: float = 1.0
+    """How often the orchestrator numbers the history committed since (PostgreSQL numbers it after commit; readers do too)."""
     loop_interval_s: float = 0.3
     """How often the orchestrator reconciles, verifies, decides and approves what is due."""
     admission_interval_s: float = 0.3

@@ -19,7 +19,16 @@ the store says things are:
   what has been Verifying for `ci_s`, decide the next step of every task in
   progress with no active Attempt (and retry it when the loop says so), once
   per Attempt that ended, and approve what has waited in review for
-  `review_s`.
+  `review_s`;
+- every `number_events_every_s`, on a store that numbers its history after
+  commit (PostgreSQL: `number_events`), the history committed since is
+  numbered, so it stays numbered while nobody reads it (every reader numbers
+  it too, before it reads).
+
+Every duty judges time by the store's clock (`clock.lease_clock`: the
+PostgreSQL server's; this process's wall clock on SQLite), the admission
+leader lease and its fence included, so an orchestrator whose own clock is
+minutes off reaps, reconciles and leads exactly as one whose clock is right.
 
 A store or provider that does not answer (a cut connection, a restarting
 server) costs one round of that duty; it is logged and the next round asks
@@ -43,7 +52,7 @@ from shiftchange.core import CoreError, InputError, Orchestrator, ProviderRefuse
 from shiftchange.core.machine import ACTIVE
 from shiftchange.stores import open_store
 
-from .clock import WallClock
+from .clock import judged_by, lease_clock
 from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
 from .leadership import FencedStore, Leadership, NotLeader
@@ -62,10 +71,14 @@ class ControlProcess:
 
     def __init__(self, store_url: str, provider_url: str, config: RuntimeConfig, holder: str) -> None:
         self.config = config
-        self.clock = WallClock()
         self.stopping = threading.Event()
         self.store = open_store(store_url)  # first: a bad store URL is the first thing said
-        provider = HttpProvider(provider_url)
+        try:
+            self.clock = lease_clock(self.store)
+            provider = HttpProvider(provider_url, clock=self.clock)
+        except BaseException:
+            self.store.close()
+            raise
         reliability = ReliabilityConfig()
         self.orchestrator = Orchestrator(self.store, self.clock, provider, config.core, reliability)
         self.leadership = Leadership(self.store, ADMISSION_LEASE, holder, config.leader_lease_s, self.clock)
@@ -77,6 +90,8 @@ class ControlProcess:
         """What is due, as the last scan of the records found it (a restarted process starts from the records again)."""
         self._refreshed_at = self.clock.now()
         self.counts = {"admission_steps": 0, "admitted": 0, "reaped": 0, "reconciled": 0, "verified": 0, "decided": 0, "approved": 0}
+        self.numbered_to = 0
+        """The last number the history was given by this process's `number_step` (0: none yet)."""
 
     def close(self) -> None:
         self.store.close()
@@ -87,6 +102,8 @@ class ControlProcess:
         due = {"admission": now, "reap": now, "loop": now}
         cadence = {"admission": config.admission_interval_s, "reap": config.reap_interval_s, "loop": config.loop_interval_s}
         duties = {"admission": self.admission_step, "reap": self.reap_step, "loop": self.loop_step}
+        if callable(getattr(self.store, "number_events", None)):
+            due["number"], cadence["number"], duties["number"] = now, config.number_events_every_s, self.number_step
         while not self.stopping.is_set():
             for name, duty in duties.items():
                 if self.stopping.is_set() or self.clock.now() < due[name]:
@@ -122,6 +139,10 @@ class ControlProcess:
 
     def reap_step(self) -> None:
         self.counts["reaped"] += len(self.orchestrator.reap())
+
+    def number_step(self) -> None:
+        """Number the history committed since the last step (a store that numbers after commit: PostgreSQL)."""
+        self.numbered_to = max(self.numbered_to, self.store.number_events())
 
     def loop_step(self) -> None:
         orchestrator, agenda, now = self.orchestrator, self.agenda, self.clock.now()
@@ -188,7 +209,7 @@ def run_orchestrator(args: argparse.Namespace) -> int:
     holder = args.id or f"orchestrator-{os.getpid()}"
     control = ControlProcess(args.store, args.provider, config, holder)
     signal.signal(signal.SIGTERM, lambda *_: control.stopping.set())
-    log.info("orchestrator %s started", holder)
+    log.info("orchestrator %s started, %s", holder, judged_by(control.clock))
     try:
         control.run()
     finally:

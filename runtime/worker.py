@@ -12,7 +12,7 @@ asked). This module only carries the commands out, for real:
 | `Perform` | calls the provider over HTTP with the key and deadline the grant set; a `ProviderTimeout` or `ProviderRefused` is the answer |
 | `Wait`, `Work` | sleeps (a tool `tool_call_s`, a commit `commit_s`), waking at once for a renewal's interrupt or a stop |
 | `Look` | reads the Attempt and its predecessor from the store; None when the store does not answer |
-| `Stop` | ends the heartbeat; the worker claims again at once, or after `idle_poll_s` when its claim took nothing |
+| `Stop` | ends the heartbeat; the worker claims again at once, or after an empty claim once work is announced or `idle_poll_s` passed |
 
 The heartbeat is a thread of its own, with its own store connection and its
 own Orchestrator over the same store (a SQLite connection belongs to the
@@ -24,6 +24,16 @@ and the wake event that ends a sleep). The workflow thread hands every
 answer heard to `Agent.renewed` before each command and whenever a sleep
 wakes, and when the agent says so it drops the command in hand for
 `Agent.interrupted`'s.
+
+Time. Every Orchestrator a worker builds judges leases by the clock of its
+own store handle (`clock.lease_clock`): on PostgreSQL the server's, read
+inside the transaction that handle has open (so the heartbeat's Orchestrator,
+over its own handle, reads its own transaction's time); elsewhere this
+process's wall clock. The worker's sleeps, its heartbeat cadence, the time
+it hands the agent and the time left before a provider call's deadline are
+all read on its main handle's clock, the very one its contracts use, with
+real waits: a worker whose own clock is minutes off (SHIFTCHANGE_CLOCK_SKEW_S)
+behaves on PostgreSQL exactly as one whose clock is right.
 
 What a real process adds: a SIGSTOP freezes both threads; on SIGCONT the
 worker carries on believing it owns its Attempt, and the renewal sent at
@@ -67,9 +77,9 @@ from shiftchange.core import (
     ReliabilityConfig,
     StoreError,
 )
-from shiftchange.stores import describe, open_store
+from shiftchange.stores import describe, open_store, wakeup
 
-from .clock import WallClock
+from .clock import WallClock, judged_by, lease_clock, waiting
 from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
 
@@ -237,17 +247,29 @@ class Worker:
 
     @classmethod
     def connect(cls, store_url: str, provider_url: str, config: RuntimeConfig, worker_id: str) -> Worker:
-        """A worker over the shared store at `store_url` and the provider at `provider_url`, on the wall clock."""
+        """A worker over the shared store at `store_url` and the provider at `provider_url`, on the store's clock (or the wall clock)."""
         url = worker_store_url(store_url, worker_id)
         store = open_store(url)  # first: a bad store URL is the first thing said
-        provider = HttpProvider(provider_url)
-        clock = WallClock()
+        try:
+            clock = lease_clock(store)
+            provider = HttpProvider(provider_url, clock=clock)
+        except BaseException:
+            store.close()
+            raise
         reliability = ReliabilityConfig()
 
         def orchestrator(over: Any = None) -> Orchestrator:
-            return Orchestrator(open_store(url) if over is None else over, clock, provider, config.core, reliability)
+            """An Orchestrator over `over` (None: a store handle of its own), judging leases by that handle's clock."""
+            if over is not None:
+                return Orchestrator(over, clock, provider, config.core, reliability)
+            own = open_store(url)
+            try:
+                return Orchestrator(own, lease_clock(own), provider, config.core, reliability)
+            except BaseException:
+                own.close()
+                raise
 
-        return cls(orchestrator(store), provider, config, worker_id, clock=clock, open_orchestrator=orchestrator)
+        return cls(orchestrator(store), provider, config, worker_id, clock=waiting(clock), open_orchestrator=orchestrator)
 
     def _new_agent(self) -> Agent:
         config = self.config
@@ -262,7 +284,9 @@ class Worker:
         self.heartbeat.follow(None)
         if self.heartbeat.is_alive():
             self.heartbeat.join(timeout=5.0)
-        self.orchestrator.store.close()
+        store = self.orchestrator.store
+        wakeup.close(store)  # the idle waits' listener, if they opened one (nothing for other stores)
+        store.close()
 
     def stop(self) -> None:
         """SIGTERM: stop before the next command, and end any sleep now."""
@@ -282,8 +306,8 @@ class Worker:
                 self.counts["left"] += 1
                 self.agent = self._new_agent()  # the old one is mid-Attempt
                 claimed = True
-            if not claimed:
-                self.stopping.wait(self.config.idle_poll_s)
+            if not claimed:  # woken by an admission's announcement, if the store makes one; the poll is the safety net
+                wakeup.idle_wait(getattr(self.orchestrator, "store", None), self.config.idle_poll_s, self.stopping, self.config.workspace)
 
     def attempt(self) -> bool:
         """One claim's commands, on this thread, until the agent stops (or the worker is told to); False when nothing was claimed."""
@@ -391,7 +415,7 @@ def run_worker(args: argparse.Namespace) -> int:
         raise InputError("a worker needs a store other processes can share: sqlite:///path or postgresql://...")
     worker = Worker.connect(args.store, args.provider, config, worker_id)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    log.info("worker %s started on %s", worker_id, describe(args.store))
+    log.info("worker %s started on %s, %s", worker_id, describe(args.store), judged_by(worker.orchestrator.clock))
     try:
         worker.run()
     finally:

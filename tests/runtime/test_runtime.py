@@ -441,3 +441,75 @@ def test_claim_next_takes_its_own_workspace_behind_older_work_of_others(any_stor
     assert [e.kind for e in any_store.events() if e.worker_id == "w1"] == ["claim"]
     other = orchestrator.claim_next("w2", "other", True)
     assert other.lease.task_id == "t0", "oldest first"
+
+
+# ---------------------------------------------------------------- PostgreSQL: wake-ups and the history's numbers
+
+
+def test_an_idle_worker_on_postgresql_claims_at_once_when_admission_announces_work(make_postgres_store):
+    """Goal: a worker whose claim found nothing waits on the store's LISTEN, not out its poll: an admission's NOTIFY has it claim
+    within a second though its poll is 30 s (the plain wait would claim nothing for 30 s)."""
+    import threading
+    import time
+
+    from shiftchange.runtime.clock import waiting
+    from shiftchange.stores import wakeup
+
+    store = make_postgres_store(pool_max=4)
+    clock = store.clock()
+    ledger = LedgerProvider(clock=clock)
+    config = RuntimeConfig(idle_poll_s=30.0)
+    worker = Worker(Orchestrator(store, clock, ledger, config.core), LedgerCalls(ledger), config, "w1", clock=waiting(clock))
+    running = threading.Thread(target=worker.run, daemon=True)
+    running.start()
+    try:
+        assert wakeup.listener(store).ready(5.0)
+        time.sleep(0.5)  # its first wait returns at once (no mark yet); it claims again, finds nothing, and waits for real
+        assert worker.counts["claims"] == 0
+        admitting = Orchestrator(store, clock, ledger, config.core)
+        submit(admitting, "t1", config)
+        admitting.run_admission()
+        announced = time.monotonic()
+        while worker.counts["claims"] == 0 and time.monotonic() - announced < 5.0:
+            time.sleep(0.01)
+        assert worker.counts["claims"] == 1 and time.monotonic() - announced < 1.0, "woken by the NOTIFY, not the 30 s poll"
+    finally:
+        worker.stop()
+        running.join(10.0)
+        worker.close()
+    assert not running.is_alive() and wakeup.listener(store) is None, "closed with the worker's store"
+
+
+def test_the_orchestrator_process_numbers_the_history_while_nobody_reads_it(make_postgres_store, provider_url):
+    """Goal: PostgreSQL numbers its history after commit, when someone reads it; the orchestrator process numbers it on its own
+    cadence too, so what is committed is numbered without a reader (without it, the events would wait unnumbered)."""
+    import threading
+    import time
+
+    import psycopg
+
+    from shiftchange.runtime.control import ControlProcess
+    from tests.runtime.conftest import schema_url
+
+    store = make_postgres_store()
+    writer = Orchestrator(store, store.clock(), LedgerProvider(clock=store.clock()), CONFIG.core)
+
+    def unnumbered() -> int:
+        with psycopg.connect(make_postgres_store.url, autocommit=True) as connection:
+            return connection.execute(f'SELECT count(*) FROM "{store.schema}".events WHERE seq IS NULL').fetchone()[0]
+
+    submit(writer, "t1", CONFIG)
+    assert unnumbered() > 0, "committed, not yet numbered: nobody read the history"
+    url = schema_url(make_postgres_store.url, store.schema)
+    control = ControlProcess(url, provider_url, RuntimeConfig(number_events_every_s=0.1), "o1")
+    running = threading.Thread(target=control.run, daemon=True)
+    running.start()
+    try:
+        deadline = time.monotonic() + 5.0
+        while (control.numbered_to == 0 or unnumbered()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert control.numbered_to >= 3 and unnumbered() == 0
+    finally:
+        control.stopping.set()
+        running.join(10.0)
+        control.close()
