@@ -28,6 +28,8 @@ from shiftchange.runtime.chaos import (
     ORCHESTRATOR_KILL,
     PAUSE,
     RATE_PER_WORKER_PER_S,
+    SKEW,
+    SKEW_MAX_S,
     WORKERS_MAX,
     ChaosError,
     ChaosFaults,
@@ -44,7 +46,9 @@ __all__ = ["add_parser", "run_chaos_command"]
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add `chaos` to the `shiftchange` commands (nothing of the runtime is imported); its handler returns the exit status."""
     defaults = ChaosFaults()
-    chaos = commands.add_parser("chaos", help="run the real processes under kills, pauses and dropped responses, and judge the run")
+    chaos = commands.add_parser(
+        "chaos", help="run the real processes under kills, pauses, cut connections, dropped responses and skewed clocks, and judge the run"
+    )
     chaos.add_argument("--store", metavar="URL", required=True, help="sqlite:///path or postgresql://... (a schema with ?schema=NAME)")
     chaos.add_argument("--workers", metavar="N", type=_workers, default=8, help="worker processes (default %(default)s)")
     chaos.add_argument("--duration", metavar="S", type=_positive, default=600.0, help="seconds of load and faults (default %(default)g)")
@@ -73,6 +77,21 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
             default=defaults.every_s(kind),
             help=f"{what} about every S s (default %(default)g; 0: never)",
         )
+    chaos.add_argument(
+        "--skew-every",
+        metavar="S",
+        type=_non_negative,
+        default=None,
+        help=f"restart a worker with its clock --skew s ahead or behind about every S s (default {defaults.every_s(SKEW):g}"
+        " on PostgreSQL; 0: never; refused on SQLite, where one machine has one clock)",
+    )
+    chaos.add_argument(
+        "--skew",
+        metavar="S",
+        type=_skew,
+        default=None,
+        help=f"how far a skewed worker's clock is off, either way (default {defaults.skew_s:g} s)",
+    )
     chaos.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     chaos.set_defaults(handler=run_chaos_command)
     return chaos
@@ -100,6 +119,29 @@ def _non_negative(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, not {text!r}")
     return value
+
+
+def _skew(text: str) -> float:
+    value = _number(text)
+    if not 0 < value <= SKEW_MAX_S:
+        raise argparse.ArgumentTypeError(f"must be seconds from 0 (exclusive) to {SKEW_MAX_S:g}, not {text!r}")
+    return value
+
+
+def _skewing(args: argparse.Namespace, postgres: bool) -> dict[str, float]:
+    """The skew fault's settings: the defaults on PostgreSQL; asked for on SQLite, a BadInput (one machine has one clock)."""
+    from shiftchange.cli.main import BadInput
+
+    asked = (args.skew_every is not None and args.skew_every > 0) or args.skew is not None
+    if not postgres:
+        if asked:
+            raise BadInput(
+                "--skew-every/--skew: clock skew is a PostgreSQL fault (leases are judged on the server's clock there);"
+                " on SQLite one machine has one clock, and a skewed process would break leases by contract"
+            )
+        return {"skew_every_s": 0.0}
+    settings = {} if args.skew_every is None else {"skew_every_s": args.skew_every}
+    return settings if args.skew is None else {**settings, "skew_s": args.skew}
 
 
 def _workers(text: str) -> int:
@@ -144,14 +186,15 @@ def run_chaos_command(args: argparse.Namespace) -> int:
         if not existing.is_dir() or not os.access(existing, os.W_OK):
             raise BadInput(f"cannot write the run into {directory}: {existing} is not a writable folder")
     try:
+        postgres = _kind_of(args.store) == "postgresql"
         faults = ChaosFaults(
             kill_every_s=args.kill_every,
             pause_every_s=args.pause_every,
             orchestrator_kill_every_s=args.orchestrator_kill_every,
             conn_kill_every_s=args.conn_kill_every,
             drop_every_s=args.drop_every,
+            **_skewing(args, postgres),
         )
-        _kind_of(args.store)
     except ValueError as error:
         raise BadInput(str(error)) from None
     run_dir = args.run_dir if args.run_dir is not None else tempfile.mkdtemp(prefix="shiftchange-chaos-")

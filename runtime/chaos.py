@@ -12,7 +12,14 @@ steady rate for the run's duration, and meanwhile, on a seeded schedule:
 - terminates a worker's PostgreSQL sessions (`pg_terminate_backend`, found
   by their `application_name`; not applicable on SQLite);
 - tells the provider to drop its next response (the effect lands, the
-  caller hears nothing).
+  caller hears nothing);
+- skews a worker's clock: SIGKILLs it and starts it again with its wall
+  clock `skew_s` (300 s) ahead or behind (SHIFTCHANGE_CLOCK_SKEW_S in its
+  environment), which it keeps across later restarts until another skew
+  fault sets it again. On PostgreSQL only: leases are judged on the
+  server's clock there, so a worker whose clock is minutes off must claim,
+  renew and be fenced exactly as the others; on SQLite one machine has one
+  clock by contract, and a skewed process would break leases there.
 
 Only a fault actually delivered is counted: a pause of a worker that is
 already down is skipped, and said so. A paused worker is continued on time
@@ -36,8 +43,8 @@ read of every task. The report adds the figures: tasks done, at rest and
 lost; stale writes refused (late refusals) and accepted (`fenced_writes`
 violations); faults delivered; the measures the simulator reports too, from
 the same fold (`shiftchange.checkers.measures`): duplicate effects in the
-ledger, time to detect (from a kill or pause of a worker holding a lease to
-that Attempt's `expire`) and to recover (to the next accepted claim of a
+ledger, time to detect (from a kill, pause or skew restart of a worker holding a
+lease to that Attempt's `expire`) and to recover (to the next accepted claim of a
 later Attempt of the task); events written and transactions retried, per
 second. Which Attempt a fault struck is read off the history: the worker's
 last accepted claim before the fault, if that Attempt had not left its lease
@@ -105,16 +112,25 @@ SUBMIT_TRIES = 5
 WORKERS_MAX = 256
 SCHEMA_VERSION = 2
 """The version of the `--json` report and of report.json: it changes whenever a field changes meaning."""
+SKEW_VARIABLE = "SHIFTCHANGE_CLOCK_SKEW_S"
+"""What a skewed worker finds in its environment (`shiftchange.runtime.clock`, not imported here: it loads the core)."""
+SKEW_MAX_S = 86_400.0
+"""The largest skew a process accepts either way (`shiftchange.runtime.clock.SKEW_MAX_S`)."""
 
-KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP = "kill", "pause", "orchestrator_kill", "conn_kill", "drop"
-FAULT_KINDS = (KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP)
+KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP, SKEW = "kill", "pause", "orchestrator_kill", "conn_kill", "drop", "skew"
+FAULT_KINDS = (KILL, PAUSE, ORCHESTRATOR_KILL, CONN_KILL, DROP, SKEW)
+POSTGRES_ONLY = (CONN_KILL, SKEW)
+"""The kinds planned only on PostgreSQL: its sessions are what a connection kill ends; its clock is what makes skew harmless."""
 _FAULT_NOUNS = {
     KILL: "worker kills",
     PAUSE: "pauses",
     ORCHESTRATOR_KILL: "orchestrator kills",
     CONN_KILL: "connection kills",
     DROP: "dropped responses",
+    SKEW: "clock skews",
 }
+_STRIKES = (KILL, PAUSE, SKEW)
+"""The faults that stop a worker, and so strike the Attempt it holds (a skew fault restarts it)."""
 _ORCHESTRATOR = "orchestrator"
 _PROVIDER = "provider"
 
@@ -132,16 +148,23 @@ class ChaosFaults:
     orchestrator_kill_every_s: float = 60.0
     conn_kill_every_s: float = 30.0
     drop_every_s: float = 10.0
+    skew_every_s: float = 40.0
+    """Planned on PostgreSQL only (see the module docstring)."""
     restart_after_s: tuple[float, float] = (0.5, 2.0)
     """A killed process is started again after a delay drawn from this range (seconds)."""
     pause_leases: tuple[float, float] = (2.0, 3.0)
     """A pause lasts this many lease TTLs (drawn from the range): always past the lease, so the Attempt expires under it."""
+    skew_s: float = 300.0
+    """How far a skewed worker's clock is set ahead or behind (the direction is drawn): many leases, so no lease survives it."""
 
     def __post_init__(self) -> None:
-        for name in ("kill_every_s", "pause_every_s", "orchestrator_kill_every_s", "conn_kill_every_s", "drop_every_s"):
+        for name in ("kill_every_s", "pause_every_s", "orchestrator_kill_every_s", "conn_kill_every_s", "drop_every_s", "skew_every_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be seconds >= 0 (0 turns it off), not {value!r}")
+        skew_s = self.skew_s
+        if isinstance(skew_s, bool) or not isinstance(skew_s, int | float) or not 0 < skew_s <= SKEW_MAX_S:
+            raise ValueError(f"skew_s must be seconds from 0 (exclusive) to {SKEW_MAX_S:g}, not {skew_s!r}")
         for name, low in (("restart_after_s", 0.0), ("pause_leases", 1.0)):
             pair = getattr(self, name)
             if len(pair) != 2 or not (low <= pair[0] <= pair[1]) or not math.isfinite(pair[1]):
@@ -160,20 +183,24 @@ class Fault:
     target: int
     """The worker index the schedule drew (the next live one is taken if it is down); unused for the orchestrator and drops."""
     hold_s: float
-    """A kill's restart delay, or a pause's length; 0 for the others."""
+    """A kill's or a skew's restart delay, or a pause's length; 0 for the others."""
+    skew_s: float = 0.0
+    """A skew's: the worker's clock is started this far off (+ ahead, - behind); 0 for the others."""
 
 
 @dataclass(slots=True)
 class Delivered:
-    """A fault as it was delivered: when (wall clock), what, to whom, and what it did."""
+    """A fault as it was delivered: when (on the store's clock, the history's), what, to whom, and what it did."""
 
     at: float
     kind: str
     target: str
     hold_s: float
     detail: str = ""
+    skew_s: float = 0.0
+    """For a skew: how far off the worker's clock was started (+ ahead, - behind)."""
     attempt_id: str | None = None
-    """For a kill or pause of a worker: the Attempt it held a lease on at that instant, if any (read from the history)."""
+    """For a kill, pause or skew of a worker: the Attempt it held a lease on at that instant, if any (read from the history)."""
     detect_s: float | None = None
     recover_s: float | None = None
 
@@ -243,26 +270,30 @@ def plan_faults(duration_s: float, faults: ChaosFaults, workers: int, seed: int,
 
     Each kind draws from a stream of its own (seeded by the seed and the kind's
     name), so changing one cadence leaves the other kinds' schedules as they were.
-    Connection kills are planned only on PostgreSQL, and a pause only if it ends
-    before the duration does (the drain continues every paused worker).
+    Connection kills and clock skews are planned only on PostgreSQL, and a pause
+    only if it ends before the duration does (the drain continues every paused
+    worker). A skew's direction is drawn, ahead or behind, evens.
     """
     planned: list[Fault] = []
     for kind in FAULT_KINDS:
         every_s = faults.every_s(kind)
-        if every_s <= 0 or (kind == CONN_KILL and not postgres):
+        if every_s <= 0 or (kind in POSTGRES_ONLY and not postgres):
             continue
         rng = random.Random(f"shiftchange-chaos:{seed}:{kind}")
         at_s = every_s * rng.uniform(0.5, 1.5)
         while at_s < duration_s:
             target = rng.randrange(workers)
-            if kind in (KILL, ORCHESTRATOR_KILL):
+            skew_s = 0.0
+            if kind in (KILL, ORCHESTRATOR_KILL, SKEW):
                 hold_s = rng.uniform(*faults.restart_after_s)
             elif kind == PAUSE:
                 hold_s = lease_ttl_s * rng.uniform(*faults.pause_leases)
             else:
                 hold_s = 0.0
+            if kind == SKEW:
+                skew_s = faults.skew_s if rng.random() < 0.5 else -faults.skew_s
             if kind != PAUSE or at_s + hold_s < duration_s:  # a pause the drain would cut short never outlives the lease
-                planned.append(Fault(round(at_s, 3), kind, target, round(hold_s, 3)))
+                planned.append(Fault(round(at_s, 3), kind, target, round(hold_s, 3), skew_s))
             at_s += every_s * rng.uniform(0.5, 1.5)
     planned.sort(key=lambda fault: (fault.at_s, FAULT_KINDS.index(fault.kind)))
     return planned
@@ -292,11 +323,17 @@ def _die_with_parent() -> Callable[[], None] | None:
 class _Child:
     """One OS process of the run (the provider, the orchestrator, a worker): how to start it, its log, its state."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, preexec: Callable[[], None] | None) -> None:
+    def __init__(
+        self, name: str, argv: list[str], log_path: Path, preexec: Callable[[], None] | None, now: Callable[[], float] = time.time
+    ) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.preexec = preexec
+        self.now = now
+        """The harness's clock, for the start marks in the log."""
+        self.env: dict[str, str] = {}
+        """Set in this process's environment at every start (a skew fault's SHIFTCHANGE_CLOCK_SKEW_S), over the harness's own."""
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.paused_until: float | None = None
@@ -315,10 +352,13 @@ class _Child:
     def start(self) -> None:
         self.starts += 1
         with open(self.log_path, "ab") as log:
-            log.write(f"=== shiftchange chaos: start {self.starts} of {self.name} at {time.time():.3f}: {' '.join(self.argv)}\n".encode())
+            told = "".join(f"{name}={value} " for name, value in sorted(self.env.items()))
+            mark = f"=== shiftchange chaos: start {self.starts} of {self.name} at {self.now():.3f}: {told}{' '.join(self.argv)}\n"
+            log.write(mark.encode())
             log.flush()
             self.process = subprocess.Popen(
                 self.argv,
+                env={**os.environ, **self.env} if self.env else None,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -408,6 +448,12 @@ class _Run:
         drain_s: float,
         progress: Callable[[str], None] | None,
     ) -> None:
+        from shiftchange.runtime.clock import WallClock
+
+        self.wall = WallClock()
+        """The harness's own clock: its schedule, its restarts and pauses (this process is never skewed by its faults)."""
+        self.judged: Any = self.wall
+        """The store's clock once the store is open (`lease_clock`): what a delivered fault is stamped on, as the history is."""
         self.store_url = store_url
         self.kind = _kind_of(store_url)
         self.workers = workers
@@ -463,6 +509,7 @@ class _Run:
     def prepare(self) -> None:
         from shiftchange.core import CoreError
         from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
+        from shiftchange.runtime.clock import lease_clock
         from shiftchange.stores import open_store
 
         self.at_rest = TASK_TERMINAL | TASK_RESTING
@@ -476,6 +523,7 @@ class _Run:
             raise ChaosError(f"cannot write the run into {self.run_dir}: {error.strerror or error}") from None
         try:
             self.store = open_store(self.store_url)
+            self.judged = lease_clock(self.store)
         except CoreError as error:
             raise ChaosError(f"cannot open the store {_masked(self.store_url)}: {error}") from None
         if self.kind == "postgresql":
@@ -488,7 +536,6 @@ class _Run:
 
     def start_processes(self) -> None:
         from shiftchange.core import Orchestrator
-        from shiftchange.runtime.clock import WallClock
         from shiftchange.runtime.codehost import HttpProvider
 
         provider_argv = _python(
@@ -501,8 +548,8 @@ class _Run:
         self.provider_url = self._await_provider(provider)
         port = str(urlsplit(self.provider_url).port)
         provider.argv[provider.argv.index("--port") + 1] = port  # a restarted provider keeps its URL (and reloads its ledger)
-        self.provider = HttpProvider(self.provider_url)
-        self.orchestrator = Orchestrator(self.store, WallClock(), self.provider, self.config.core)
+        self.provider = HttpProvider(self.provider_url, clock=self.judged)
+        self.orchestrator = Orchestrator(self.store, self.judged, self.provider, self.config.core)
         common = ["--store", self.store_url, "--provider", self.provider_url, "--config", str(self.config_path)]
         self._child(_ORCHESTRATOR, _python("shiftchange", "orchestrator", *common, "--id", _ORCHESTRATOR)).start()
         for index in range(self.workers):
@@ -512,7 +559,7 @@ class _Run:
             child.start()
 
     def _child(self, name: str, argv: list[str]) -> _Child:
-        child = self.children[name] = _Child(name, argv, self.logs / f"{name}.log", self.preexec)
+        child = self.children[name] = _Child(name, argv, self.logs / f"{name}.log", self.preexec, self.wall.now)
         return child
 
     def _await_provider(self, provider: _Child) -> str:
@@ -534,7 +581,7 @@ class _Run:
         schedule = plan_faults(
             self.duration_s, self.faults, self.workers, self.seed, self.config.core.lease_ttl_s, self.kind == "postgresql"
         )
-        self.began = time.time()
+        self.began = self.wall.now()
         self._start_keeper()
         next_fault = 0
         next_progress = self.began + PROGRESS_EVERY_S
@@ -543,7 +590,7 @@ class _Run:
             f" {len(schedule)} faults planned; run dir {self.run_dir}"
         )
         while True:
-            now = time.time()
+            now = self.wall.now()
             elapsed_s = now - self.began
             if elapsed_s >= self.duration_s:
                 break
@@ -551,7 +598,7 @@ class _Run:
             with self.lock:
                 self._tend(now)
                 while next_fault < len(schedule) and schedule[next_fault].at_s <= elapsed_s:
-                    self._deliver(schedule[next_fault], time.time())
+                    self._deliver(schedule[next_fault], self.wall.now())
                     next_fault += 1
             due = min(math.floor(elapsed_s * self.rate_per_s) + 1, math.ceil(self.duration_s * self.rate_per_s))
             submitted_now = 0
@@ -563,11 +610,11 @@ class _Run:
                 self._say(self._progress_line(elapsed_s))
                 next_progress = now + PROGRESS_EVERY_S
             time.sleep(TICK_S)
-        self.load_ended = time.time()
+        self.load_ended = self.wall.now()
 
     def drain(self) -> None:
         """Faults off; everything running again; wait until every submitted task is at rest or the drain limit passes."""
-        now = time.time()
+        now = self.wall.now()
         with self.lock:
             for child in self.children.values():
                 if child.paused:
@@ -580,7 +627,7 @@ class _Run:
         deadline = now + self.drain_s
         next_check = 0.0
         while True:
-            now = time.time()
+            now = self.wall.now()
             self._check_keeper()
             with self.lock:
                 self._tend(now)
@@ -593,7 +640,7 @@ class _Run:
             if now >= deadline:
                 break
             time.sleep(TICK_S * 4)
-        self.drain_ended = time.time()
+        self.drain_ended = self.wall.now()
         self._say(
             f"chaos: drained in {self.drain_ended - self.load_ended:.1f} s"
             if self.drained
@@ -608,7 +655,7 @@ class _Run:
         counts = {kind: 0 for kind in FAULT_KINDS}
         for item in self.delivered:
             counts[item.kind] += 1
-        kinds = [kind for kind in FAULT_KINDS if kind != CONN_KILL or self.kind == "postgresql"]
+        kinds = [kind for kind in FAULT_KINDS if kind not in POSTGRES_ONLY or self.kind == "postgresql"]
         faults = ", ".join(f"{counts[kind]} {_FAULT_NOUNS[kind]}" for kind in kinds)
         at_rest = len(self.task_ids) - len(self.pending)
         return f"chaos: t={elapsed_s:.0f}/{self.duration_s:g} s, {len(self.task_ids)} submitted, {at_rest} at rest; {faults}"
@@ -663,7 +710,7 @@ class _Run:
         try:
             while not self.keeper_stop.wait(TICK_S):
                 with self.lock:
-                    self._continue_due(time.time())
+                    self._continue_due(self.wall.now())
         except Exception as error:  # said by the main thread, which stops the run
             self.keeper_error = f"{type(error).__name__}: {error}"
 
@@ -709,36 +756,45 @@ class _Run:
         return None
 
     def _deliver(self, fault: Fault, now: float) -> None:
+        """Deliver `fault` at `now` (the harness's clock); what was delivered is stamped on the store's clock, as the history is."""
         kind = fault.kind
+        at = self.judged.now()
         delivered: Delivered | None = None
         if kind == KILL:
             child = self._worker_for(fault.target, lambda c: c.running and not c.paused)
             if child is not None and child.kill():
                 child.restart_at = now + fault.hold_s
-                delivered = Delivered(now, kind, child.name, fault.hold_s, f"restart after {fault.hold_s:g} s")
+                delivered = Delivered(at, kind, child.name, fault.hold_s, f"restart after {fault.hold_s:g} s")
         elif kind == PAUSE:
             child = self._worker_for(fault.target, lambda c: c.running and not c.paused)
             if child is not None and child.signal(signal.SIGSTOP):
                 child.paused_until = now + fault.hold_s
-                delivered = Delivered(now, kind, child.name, fault.hold_s, f"SIGSTOP for {fault.hold_s:g} s")
+                delivered = Delivered(at, kind, child.name, fault.hold_s, f"SIGSTOP for {fault.hold_s:g} s")
         elif kind == ORCHESTRATOR_KILL:
             child = self.children[_ORCHESTRATOR]
             if child.kill():
                 child.restart_at = now + fault.hold_s
-                delivered = Delivered(now, kind, child.name, fault.hold_s, f"restart after {fault.hold_s:g} s")
+                delivered = Delivered(at, kind, child.name, fault.hold_s, f"restart after {fault.hold_s:g} s")
         elif kind == CONN_KILL:
             child = self._worker_for(fault.target, lambda c: c.running)
             if child is not None:
                 terminated = self._terminate_backends(child.name)
                 if terminated:
                     self.backends_terminated += terminated
-                    delivered = Delivered(now, kind, child.name, 0.0, f"{terminated} session(s) terminated")
+                    delivered = Delivered(at, kind, child.name, 0.0, f"{terminated} session(s) terminated")
         elif kind == DROP:
             try:
                 self.provider.set_faults(drop_responses=1)
-                delivered = Delivered(now, kind, _PROVIDER, 0.0, "the next response dropped")
+                delivered = Delivered(at, kind, _PROVIDER, 0.0, "the next response dropped")
             except Exception as error:
                 self._say(f"chaos: could not ask the provider to drop a response: {type(error).__name__}: {error}")
+        elif kind == SKEW:
+            child = self._worker_for(fault.target, lambda c: c.running and not c.paused)
+            if child is not None and child.kill():
+                child.env[SKEW_VARIABLE] = f"{fault.skew_s:+g}"
+                child.restart_at = now + fault.hold_s
+                detail = f"restart after {fault.hold_s:g} s with its clock {fault.skew_s:+g} s"
+                delivered = Delivered(at, kind, child.name, fault.hold_s, detail, fault.skew_s)
         if delivered is None:
             self.skipped[kind] += 1
         else:
@@ -857,7 +913,7 @@ class _Run:
                 claims.setdefault(event.worker_id or "", []).append(event)
         hits = []
         for item in self.delivered:
-            if item.kind not in (KILL, PAUSE):
+            if item.kind not in _STRIKES:
                 continue
             held = None
             for claim in claims.get(item.target, ()):
@@ -894,8 +950,8 @@ class _Run:
         counts = dict.fromkeys(FAULT_KINDS, 0)
         for item in self.delivered:
             counts[item.kind] += 1
-        span_s = max(1e-9, (self.drain_ended or time.time()) - self.began)
-        load_s = max(1e-9, (self.load_ended or time.time()) - self.began)
+        span_s = max(1e-9, (self.drain_ended or self.wall.now()) - self.began)
+        load_s = max(1e-9, (self.load_ended or self.wall.now()) - self.began)
         done = states.get("done", 0)
         retries = sum(getattr(event, "retries", 0) for event in events)
         fence_verdict = verdicts.get("fenced_writes")
@@ -918,6 +974,11 @@ class _Run:
             "backends_terminated": self.backends_terminated if postgres else None,
             "connection_kill_error": self.admin_error or None,
             "drops_asked": counts[DROP],
+            "clock_skews": counts[SKEW] if postgres else None,
+            "clock_skews_ahead": sum(1 for item in self.delivered if item.kind == SKEW and item.skew_s > 0) if postgres else None,
+            "clock_skews_behind": sum(1 for item in self.delivered if item.kind == SKEW and item.skew_s < 0) if postgres else None,
+            "clock_skews_note": None if postgres else "n/a on SQLite (one machine, one clock)",
+            "workers_skewed_at_end": sorted(child.name for child in self.workers_by_index if child.env.get(SKEW_VARIABLE)),
             "dropped_responses": self.provider_counters.get("dropped_responses"),
             "faults_skipped": {kind: n for kind, n in self.skipped.items() if n},
             **measures.summary(),
@@ -932,7 +993,7 @@ class _Run:
             "tasks_done_per_s": _round(done / span_s),
             "tasks_submitted_per_s": _round(len(tasks) / load_s),
             "load_s": _round(load_s),
-            "drain_s": _round((self.drain_ended or time.time()) - (self.load_ended or time.time())),
+            "drain_s": _round((self.drain_ended or self.wall.now()) - (self.load_ended or self.wall.now())),
             "drained": self.drained,
             "process_starts": {child.name: child.starts for child in self.children.values()},
             "unexpected_exits": self.unexpected[:50],
@@ -1087,6 +1148,11 @@ def _figure_rows(report: ChaosReport) -> list[str]:
         connections = faults(CONN_KILL, m["connection_kills"], f" ({m['backends_terminated']:,} sessions terminated)")
         if m["connection_kill_error"]:
             connections += f"; {m['connection_kill_error']}"
+    if m["clock_skews"] is None:
+        skews = m["clock_skews_note"]
+    else:
+        extra = f" ({m['clock_skews_ahead']:,} ahead, {m['clock_skews_behind']:,} behind, by {report.faults.skew_s:g} s;"
+        skews = faults(SKEW, m["clock_skews"], f"{extra} {len(m['workers_skewed_at_end'])} workers skewed at the end)")
     dropped = m["dropped_responses"]
     restarted = m["process_starts"].get(_PROVIDER, 1) > 1
     counted = (f", {dropped:,} dropped" + (" since the provider's last start" if restarted else "")) if dropped is not None else ""
@@ -1109,6 +1175,7 @@ def _figure_rows(report: ChaosReport) -> list[str]:
         ("orchestrator kills", faults(ORCHESTRATOR_KILL, m["orchestrator_kills"])),
         ("connection kills", connections),
         ("dropped responses", drops),
+        ("clock skews", skews),
         ("time to detect", _seconds(m, "detect", "no expiry seen")),
         ("time to recover", _seconds(m, "recover", "none reclaimed")),
         (

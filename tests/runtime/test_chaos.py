@@ -62,23 +62,35 @@ def _assert_every_invariant_holds(report: dict) -> None:
 
 
 def test_the_fault_schedule_is_a_function_of_the_seed_and_keeps_each_cadence():
-    """Goal: one seed, one schedule; each kind near its cadence on its own stream; a pause always outlasts the lease and ends in time."""
-    faults = ChaosFaults(kill_every_s=10, pause_every_s=20, orchestrator_kill_every_s=0, conn_kill_every_s=15, drop_every_s=5)
+    """Goal: one seed, one schedule; each kind near its cadence on its own stream; a pause always outlasts the lease and ends in time;
+    a skew sets a worker's clock `skew_s` ahead or behind, both directions drawn; connection kills and skews only on PostgreSQL."""
+    faults = ChaosFaults(
+        kill_every_s=10, pause_every_s=20, orchestrator_kill_every_s=0, conn_kill_every_s=15, drop_every_s=5, skew_every_s=12, skew_s=240
+    )
     first = plan_faults(600, faults, 8, seed=3, lease_ttl_s=4.0, postgres=True)
     assert first == plan_faults(600, faults, 8, seed=3, lease_ttl_s=4.0, postgres=True)
     assert first != plan_faults(600, faults, 8, seed=4, lease_ttl_s=4.0, postgres=True)
     counts = {kind: sum(1 for fault in first if fault.kind == kind) for kind in FAULT_KINDS}
     assert counts["orchestrator_kill"] == 0, "a cadence of 0 turns the kind off"
-    for kind, every_s in (("kill", 10), ("pause", 20), ("conn_kill", 15), ("drop", 5)):
+    for kind, every_s in (("kill", 10), ("pause", 20), ("conn_kill", 15), ("drop", 5), ("skew", 12)):
         assert 0.7 * 600 / every_s <= counts[kind] <= 1.3 * 600 / every_s, (kind, counts[kind])
     pauses = [fault for fault in first if fault.kind == "pause"]
     assert all(8.0 <= fault.hold_s <= 12.0 and fault.at_s + fault.hold_s < 600 for fault in pauses)
+    skews = [fault for fault in first if fault.kind == "skew"]
+    assert {fault.skew_s for fault in skews} == {240.0, -240.0}, "ahead and behind, by skew_s"
+    assert all(0.5 <= fault.hold_s <= 2.0 for fault in skews), "restarted after the restart delay, as a kill is"
+    assert all(fault.skew_s == 0.0 for fault in first if fault.kind != "skew")
     assert all(0 <= fault.target < 8 for fault in first)
     assert [f.at_s for f in first] == sorted(f.at_s for f in first)
-    only_kills = ChaosFaults(kill_every_s=10, pause_every_s=0, orchestrator_kill_every_s=0, conn_kill_every_s=0, drop_every_s=0)
+    only_kills = ChaosFaults(
+        kill_every_s=10, pause_every_s=0, orchestrator_kill_every_s=0, conn_kill_every_s=0, drop_every_s=0, skew_every_s=0
+    )
     kills_alone = plan_faults(600, only_kills, 8, seed=3, lease_ttl_s=4.0, postgres=True)
     assert kills_alone == [fault for fault in first if fault.kind == "kill"], "changing one cadence leaves the other kinds alone"
-    assert not any(f.kind == "conn_kill" for f in plan_faults(600, faults, 8, seed=3, lease_ttl_s=4.0, postgres=False))
+    on_sqlite = plan_faults(600, faults, 8, seed=3, lease_ttl_s=4.0, postgres=False)
+    assert on_sqlite == [fault for fault in first if fault.kind not in ("conn_kill", "skew")]
+    with pytest.raises(ValueError, match="skew_s"):
+        ChaosFaults(skew_s=0)
 
 
 @pytest.mark.heavy
@@ -179,11 +191,12 @@ def _schema_url(url: str, schema: str) -> str:
 
 @pytest.mark.heavy
 def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url, tmp_path):
-    """Goal: on PostgreSQL, with workers' sessions terminated too, every invariant holds and no task is lost (a fresh schema, dropped)."""
+    """Goal: on PostgreSQL, with workers' sessions terminated and workers restarted with their clocks 300 s ahead or behind too,
+    every invariant holds and no task is lost (a fresh schema, dropped); a skewed worker judged its leases on the server's clock."""
     import psycopg
 
     schema = f"chaos_{uuid.uuid4().hex[:8]}"
-    faults = ChaosFaults(kill_every_s=6, pause_every_s=8, orchestrator_kill_every_s=15, conn_kill_every_s=4, drop_every_s=2)
+    faults = ChaosFaults(kill_every_s=6, pause_every_s=8, orchestrator_kill_every_s=15, conn_kill_every_s=4, drop_every_s=2, skew_every_s=4)
     lines: list[str] = []
     try:
         report = run_chaos(
@@ -204,8 +217,14 @@ def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url
     assert metrics["connection_kills"] >= 1 and metrics["backends_terminated"] >= metrics["connection_kills"]
     assert metrics["worker_kills"] >= 1 and metrics["pauses"] >= 1 and metrics["orchestrator_kills"] >= 1
     assert metrics["dropped_responses"] >= 1 and metrics["recover_count"] >= 1
+    assert metrics["clock_skews"] >= 2 and metrics["clock_skews"] == metrics["clock_skews_ahead"] + metrics["clock_skews_behind"]
+    skewed = next(item for item in report.delivered if item.kind == "skew")
+    log = (tmp_path / "run" / "logs" / f"{skewed.target}.log").read_text()
+    assert f"SHIFTCHANGE_CLOCK_SKEW_S={skewed.skew_s:+g}" in log, "restarted with the skew in its environment"
+    assert "leases judged on ServerClock(" in log and f"not on this process's clock ({skewed.skew_s:+g} s)" in log
     text = render_text(report)
     assert "all 10 invariants hold" in text and "PASS: every invariant holds" in text and "sessions terminated" in text
+    assert "clock skews" in text and "behind, by 300 s" in text
     assert any(line.startswith("chaos: drained") for line in lines), lines
 
 
@@ -222,6 +241,10 @@ def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url
         (["--store", "sqlite:///x.db", "--rate", "0"], "--rate"),
         (["--store", "sqlite:///x.db", "--kill-every", "-1"], "--kill-every"),
         (["--store", "sqlite:///x.db", "--drop-every", "often"], "--drop-every"),
+        (["--store", "sqlite:///x.db", "--skew-every", "30"], "clock skew is a PostgreSQL fault"),
+        (["--store", "sqlite:///x.db", "--skew", "300"], "clock skew is a PostgreSQL fault"),
+        (["--store", "postgresql://u@127.0.0.1:9/db", "--skew", "0"], "--skew"),
+        (["--store", "postgresql://u@127.0.0.1:9/db", "--skew", "1e9"], "--skew"),
         (["--store", "sqlite:///x.db", "--run-dir", "a-file/run"], "cannot write"),
         (["--store", "sqlite:////no/such/folder/store.db"], "cannot open the store"),
         (["--store", "sqlite:///x.db", "--run-dir", "used"], "already holds a run"),
