@@ -17,10 +17,13 @@ needs a clock, a process or a socket lives here.
   every effect in a JSON-lines ledger on disk before it answers, with fault
   switches; and `HttpProvider`, the client adapter the processes use;
 - `chaos`: `shiftchange chaos`, all of them as OS processes under kills,
-  pauses, cut connections and dropped responses, judged by the checkers;
+  pauses, cut connections, dropped responses and skewed clocks, judged by
+  the checkers;
 - `config`, `clock`, `workload`, `arguments`: the settings every process
-  reads, the shared wall clock (and a stepping one for tests), the task
-  submitted, the commands' arguments.
+  reads, the clock leases are judged by (the store's own, PostgreSQL's
+  server clock, else this process's wall clock, which a skew can shift;
+  and a stepping one for tests), the task submitted, the commands'
+  arguments.
 
 Nothing here imports the simulator or the conformance kit: a real run is judged
 by `shiftchange.checkers.judge`.
