@@ -102,6 +102,7 @@ import math
 import multiprocessing
 import os
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -145,6 +146,8 @@ POOL_MIN = {"shiftchange": 200, "pgqueuer": 20_000}
 DRY_RETRIES = 2
 REFUSED_CLAIMS_MAX = 1_000
 """A worker whose claims are refused this many times stops the run: something other than load is wrong."""
+INTAKE_BATCH = 500
+"""Tasks per submit_many call when a worker prepares its tasks (untimed)."""
 START_DELAY_S = 0.3
 """From the parent's go to the workers' first call, so every process leaves its wait before any is counted."""
 JOIN_TIMEOUT_S = 600.0
@@ -233,6 +236,42 @@ def server_facts(url: str) -> dict[str, str]:
         raise BenchError(f"cannot reach PostgreSQL at {shown(url)}: {first}") from None
 
 
+FLOOR_SAMPLES = 400
+"""Round trips timed per kind by `server_floor`."""
+
+
+def server_floor(url: str) -> dict[str, float]:
+    """The server's own floor, p50 ms, on one connection with nothing else of ours running: a round trip that does nothing
+    (SELECT 1), one locking read (BEGIN, SELECT ... FOR NO KEY UPDATE, the clock), and a durable commit of one row's
+    update with one history row (what renew's second trip does, in plain SQL). A cycle at one process cannot be faster
+    than the sum of its trips' floors; what it spends beyond them is client and statement CPU."""
+    import psycopg
+
+    table = f"bench_floor_{os.getpid()}_{secrets.token_hex(3)}"
+    trips = {
+        "round trip": "SELECT 1",
+        "locking read": f"BEGIN; SELECT * FROM {table} WHERE id = 'a' FOR NO KEY UPDATE; SELECT clock_timestamp(); ROLLBACK",
+        "durable commit": f"BEGIN; UPDATE {table} SET v = v + 1 WHERE id = 'a'; INSERT INTO {table}_log (v) VALUES (1); COMMIT",
+    }
+    found: dict[str, float] = {}
+    with psycopg.connect(without_schema(url), connect_timeout=5, autocommit=True) as connection:
+        cursor = connection.cursor()
+        cursor.execute(f"CREATE TABLE public.{table} (id text PRIMARY KEY, v bigint); INSERT INTO public.{table} VALUES ('a', 0)")
+        cursor.execute(f"CREATE TABLE public.{table}_log (pos bigserial PRIMARY KEY, v bigint)")
+        try:
+            cursor.execute("SET search_path = public")
+            for name, text in trips.items():
+                spent = []
+                for _ in range(FLOOR_SAMPLES):
+                    began = time.perf_counter()
+                    cursor.execute(text)
+                    spent.append(time.perf_counter() - began)
+                found[name] = 1000 * statistics.median(spent)
+        finally:
+            cursor.execute(f"DROP TABLE IF EXISTS public.{table}, public.{table}_log")
+    return found
+
+
 def new_schema(side: str, processes: int) -> str:
     return f"bench_{side}_{processes}_{os.getpid()}_{secrets.token_hex(3)}"
 
@@ -319,7 +358,7 @@ def shiftchange_worker(url: str, index: int, tasks: int, barrier: Any, go: Any, 
 
 
 def _shiftchange_worker(url: str, index: int, tasks: int, barrier: Any, go: Any, times: Any, messages: Any) -> dict[str, Any]:
-    from shiftchange.core import Claim, Plan, StoreContention
+    from shiftchange.core import Claim, Plan, StoreContention, Submission
 
     store = open_store(url)
     try:
@@ -327,12 +366,12 @@ def _shiftchange_worker(url: str, index: int, tasks: int, barrier: Any, go: Any,
         barrier.wait(timeout=JOIN_TIMEOUT_S)
         began = time.perf_counter()
         task_ids = [f"w{index}-{number}" for number in range(tasks)]
-        for task_id in task_ids:
-            orchestrator.create_task(task_id, "benchmark the PostgreSQL store", WORKSPACE)
-            accepted = orchestrator.accept_task(task_id)
-            dispatched = orchestrator.dispatch(task_id, Plan("the store keeps up"))
-            if not (accepted.accepted and dispatched.accepted):
-                raise RuntimeError(f"preparing {task_id} was refused: {accepted} / {dispatched}")
+        for start in range(0, len(task_ids), INTAKE_BATCH):
+            chunk = task_ids[start : start + INTAKE_BATCH]
+            batch = [Submission(task_id, "benchmark the PostgreSQL store", WORKSPACE, Plan("the store keeps up")) for task_id in chunk]
+            for task_id, outcome in zip(task_ids[start:], orchestrator.submit_many(batch), strict=False):
+                if not outcome.accepted:
+                    raise RuntimeError(f"preparing {task_id} was refused: {outcome}")
         settings = {name: session_setting(store, name) for name in ("synchronous_commit", "fsync")}
         messages.put(("prepared", index, {"prepare_s": time.perf_counter() - began, "settings": settings}))
         if not go.wait(timeout=JOIN_TIMEOUT_S):
@@ -504,7 +543,7 @@ def shiftchange_measure(store_url: str, processes: int, tasks_total: int, second
     measurement = Measurement(processes, counted / seconds, counted, seconds, per_worker * processes, latencies)
     notes = measurement.notes
     notes.append(
-        f"{per_worker * processes:,} tasks; untimed setup: create+accept+dispatch {prepare_s:.1f} s in {processes_text(processes)},"
+        f"{per_worker * processes:,} tasks; untimed setup: submit_many {prepare_s:.1f} s in {processes_text(processes)},"
         f" admission {admit_s:.1f} s"
     )
     trips = [result["trips_per_cycle"] for result in done.values() if result.get("trips_per_cycle") is not None]
@@ -517,7 +556,7 @@ def shiftchange_measure(store_url: str, processes: int, tasks_total: int, second
     if fallbacks:
         notes.append(f"{fallbacks[0]}: each worker claimed its own tasks by id (claim_attempt), no queue pick")
     else:
-        notes.append("claim: Orchestrator.claim_next (the store's queue pick)")
+        notes.append("claim: Orchestrator.claim_next_and_start (the store's queue pick, and the start in the same transaction)")
     seen = {value for result in prepared.values() for value in result["settings"].values()}
     if seen != {None}:
         values = {name: sorted({str(result["settings"][name]) for result in prepared.values()}) for name in ("synchronous_commit", "fsync")}
@@ -869,6 +908,10 @@ def run(arguments: argparse.Namespace) -> int:
             if not directory.is_dir():
                 raise BenchError(f"{directory} is not a directory (sqlite:///DIRECTORY, one file per measurement)")
             print(f"development run on SQLiteStore files in {directory}: no server, pgqueuer skipped")
+        if scheme != "sqlite":
+            floor = server_floor(url)
+            arguments.floor = floor
+            print("server floor, p50 on one connection: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in floor.items()))
         print(
             f"window {arguments.seconds:g} s after {arguments.warmup:g} s warm-up; processes {', '.join(map(str, arguments.processes))};"
             f" shiftchange: {COMMITS_PER_CYCLE} commits per cycle (claim+start in one, renew, complete: 4 contracts)"
@@ -896,7 +939,7 @@ def run(arguments: argparse.Namespace) -> int:
                 measurement, result = measure_with_retries(measure_pgq, "pgqueuer", processes, window_s, previous_pgq[mode])
                 pgq[mode][processes] = previous_pgq[mode] = measurement
                 report_pgq(mode, measurement, result)
-        status = summary(sc, pgq, pgq_python is not None)
+        status = summary(sc, pgq, pgq_python is not None, getattr(arguments, "floor", None))
         if scheme == "sqlite":
             return status
         print()
@@ -990,7 +1033,9 @@ def report_pgq(mode: str, measurement: Measurement, result: dict) -> None:
         print("  latency: not measured (acknowledgements are written by a background task, after the job returns)", flush=True)
 
 
-def summary(sc: dict[int, Measurement], pgq: dict[str, dict[int, Measurement]], pgq_ran: bool) -> int:
+def summary(
+    sc: dict[int, Measurement], pgq: dict[str, dict[int, Measurement]], pgq_ran: bool, floor: dict[str, float] | None = None
+) -> int:
     print()
     modes = [mode for mode in pgq if pgq[mode]]
     header = "processes  shiftchange cycles/s" + "".join(f"  pgqueuer {mode} jobs/s  ratio" for mode in modes)
@@ -1054,6 +1099,22 @@ def summary(sc: dict[int, Measurement], pgq: dict[str, dict[int, Measurement]], 
         lat = sc[judged_at].latencies
         parts = ", ".join(f"{name} {1e3 * percentile(lat[name], 0.5):.2f} ms" for name in SC_CALLS)
         print(f"  hint: shiftchange p50 per call at {judged_at} processes: {parts}")
+    if floor and 1 in sc and sc[1].latencies.get("cycle"):
+        read_ms, commit_ms = floor["locking read"], floor["durable commit"]
+        ours_floor = COMMITS_PER_CYCLE * (read_ms + commit_ms)
+        cycle_ms = 1e3 * percentile(sc[1].latencies["cycle"], 0.5)
+        print(
+            f"where the time goes at 1 process: cycle p50 {cycle_ms:.2f} ms; its trips' floor on this server"
+            f" {COMMITS_PER_CYCLE} x ({read_ms:.2f} ms locking read + {commit_ms:.2f} ms durable commit) = {ours_floor:.2f} ms,"
+            f" the other {cycle_ms - ours_floor:.2f} ms client and statement CPU"
+        )
+        theirs = strict.get(1)
+        if theirs is not None and theirs.latencies.get("dequeue+ack"):
+            job_ms = 1e3 * percentile(theirs.latencies["dequeue+ack"], 0.5)
+            print(
+                f"  pgqueuer dequeue+ack p50 {job_ms:.2f} ms against a floor of 2 durable commits, {2 * commit_ms:.2f} ms: a cycle of"
+                f" {COMMITS_PER_CYCLE} commits with nothing but its floor would reach {job_ms / ours_floor:.2f} x pgqueuer's rate"
+            )
     return 0 if verdicts and all(verdicts) else 1
 
 
