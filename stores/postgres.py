@@ -1295,12 +1295,14 @@ class ServerClock:
     behind an earlier estimate is held at the estimate).
     """
 
-    __slots__ = ("_last", "_offset", "_store")
+    __slots__ = ("_last", "_lock", "_offset", "_store")
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._offset: float | None = None
         self._last = -math.inf
+        self._lock = threading.Lock()
+        """Threads of a process share a handle's clock (a worker's heartbeat paces itself on it): `_last` moves under it."""
 
     def now(self) -> float:
         tx = getattr(self._store._local, "tx", None)
@@ -1311,9 +1313,10 @@ class ServerClock:
                 with self._store.transaction() as fresh:
                     fresh.now()
             reading = time.monotonic() + self._offset  # type: ignore[operator]
-        if reading < self._last:
-            return self._last
-        self._last = reading
+        with self._lock:
+            if reading < self._last:
+                return self._last
+            self._last = reading
         return reading
 
     def heard(self, server_s: float, monotonic_s: float) -> None:
