@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from shiftchange import __version__
-from shiftchange.spec import SpecError, check_spec, load_spec
+from shiftchange.spec import SpecError, check_spec, editing_directory, load_spec, shown_directory
 from shiftchange.spec.diagram import FORMATS, INSTALL_GRAPHVIZ, RENDERERS, DiagramError, render
+from shiftchange.spec.loader import FILES
 from shiftchange.spec.review import write_review
 
 from .explore import add_parser as add_explore_parser
@@ -56,11 +57,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
 
+def _load_edited(args: argparse.Namespace) -> Any:
+    """The spec a spec command reads: --spec, else the checkout's spec/ beside the current directory, else the packaged one.
+
+    It says which files it read, first: a reviewer must know whether the
+    verdicts are those of the proposal in front of them.
+    """
+    directory = args.spec if args.spec is not None else editing_directory()
+    spec = load_spec(directory)
+    where = shown_directory(spec.directory)
+    print(f"read {where}: " + ", ".join(FILES.values()))
+    return spec
+
+
 def _spec_check(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
+    spec = _load_edited(args)
     results = check_spec(spec)
     counts = "; ".join(f"{m.name}: {len(m.states)} states, {len(m.rows)} rows" for m in spec.machines.values())
-    print(f"shiftchange spec check: {spec.directory} ({counts}; {len(spec.domains)} failure domains; {len(spec.invariants)} invariants)")
+    where = shown_directory(spec.directory)
+    print(f"shiftchange spec check: {where} ({counts}; {len(spec.domains)} failure domains; {len(spec.invariants)} invariants)")
     width = max(len(r.name) for r in results)
     for result in results:
         print(f"{'PASS' if result.ok else 'FAIL'}  {result.name:<{width}}  {result.summary}")
@@ -72,7 +87,7 @@ def _spec_check(args: argparse.Namespace) -> int:
 
 
 def _spec_diagram(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
+    spec = _load_edited(args)
     used = render(spec.machines[args.machine], args.format, args.output, args.renderer)
     drawn = {"text": "text, nothing to install", "graphviz": "drawn by Graphviz's dot", "matplotlib": "drawn by matplotlib"}[used]
     hint = f"; {INSTALL_GRAPHVIZ}" if used == "matplotlib" and args.renderer == "auto" else ""
@@ -83,7 +98,7 @@ def _spec_diagram(args: argparse.Namespace) -> int:
 def _spec_review(args: argparse.Namespace) -> int:
     from shiftchange.spec.coverage import CoverageError, read_coverage
 
-    spec = load_spec(args.spec)
+    spec = _load_edited(args)
     try:
         coverage = read_coverage(args.coverage) if args.coverage is not None else None
         if coverage is not None:
@@ -467,6 +482,9 @@ def _sim_antipatterns(_args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+SPEC_HELP = "a spec directory (default: ./spec when it holds the spec files, as in a checkout; else the packaged spec)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="shiftchange", description="Durable agent execution: the spec, its reference core, and its simulator.")
     parser.add_argument("--version", action="version", version=f"shiftchange {__version__}")
@@ -475,11 +493,11 @@ def build_parser() -> argparse.ArgumentParser:
     spec_commands = spec.add_subparsers(dest="spec_command", required=True, parser_class=_Parser)
 
     check = spec_commands.add_parser("check", help="validate the spec and check its structural properties")
-    check.add_argument("--spec", metavar="DIR", help="a spec directory (default: the packaged spec)")
+    check.add_argument("--spec", metavar="DIR", help=SPEC_HELP)
     check.set_defaults(handler=_spec_check)
 
     diagram = spec_commands.add_parser("diagram", help="draw one machine")
-    diagram.add_argument("--spec", metavar="DIR", help="a spec directory (default: the packaged spec)")
+    diagram.add_argument("--spec", metavar="DIR", help=SPEC_HELP)
     diagram.add_argument("--machine", choices=("attempt", "task"), required=True)
     diagram.add_argument("--format", choices=FORMATS, required=True)
     diagram.add_argument("-o", "--output", metavar="FILE", required=True)
@@ -489,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagram.set_defaults(handler=_spec_diagram)
 
     review = spec_commands.add_parser("review", help="write the design-review page with diagrams")
-    review.add_argument("--spec", metavar="DIR", help="a spec directory (default: the packaged spec)")
+    review.add_argument("--spec", metavar="DIR", help=SPEC_HELP)
     review.add_argument("-o", "--output", metavar="DIR", required=True)
     review.add_argument("--renderer", choices=RENDERERS, default="auto")
     review.add_argument(

@@ -8,7 +8,7 @@ malformed file raises.
 
 from .checker import Property, check_spec
 from .compiled import AmbiguousTransition, CompiledMachine
-from .loader import DEFAULT_DIRECTORY, SpecError, load_spec
+from .loader import DEFAULT_DIRECTORY, SpecError, editing_directory, load_spec, shown_directory
 from .model import ACTORS, RESPONSES, FailureDomain, Invariant, Machine, Row, Spec, State
 
 __all__ = [
@@ -26,5 +26,7 @@ __all__ = [
     "SpecError",
     "State",
     "check_spec",
+    "editing_directory",
     "load_spec",
+    "shown_directory",
 ]

@@ -111,6 +111,28 @@ class _Lines:
         return Where(self.file)
 
 
+CHECKOUT_FOLDER = "spec"
+"""The folder, beside the current directory, that the spec commands read when it holds every spec file (a checkout's)."""
+
+
+def editing_directory(cwd: str | Path | None = None) -> Path | None:
+    """`spec/` under `cwd` (default: the current directory) when it holds every spec file, the spec being edited; else None."""
+    folder = Path(CHECKOUT_FOLDER) if cwd is None else Path(cwd) / CHECKOUT_FOLDER  # relative: messages name spec/attempt.toml
+    return folder if all((folder / name).is_file() for name in FILES.values()) else None
+
+
+def shown_directory(directory: str | Path) -> str:
+    """A spec directory as a person reads it: relative to the current directory when under it, "the packaged spec" for the
+    installed one, else the path given (never an installed package's absolute path)."""
+    root = Path(directory)
+    try:
+        if root.resolve() == DEFAULT_DIRECTORY:
+            return "the packaged spec (shiftchange.spec)"
+        return str(root.resolve().relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(directory)
+
+
 def load_spec(directory: str | Path | None = None) -> Spec:
     """Load and validate every spec file in `directory` (default: the packaged spec)."""
     root = Path(directory) if directory is not None else DEFAULT_DIRECTORY

@@ -28,6 +28,7 @@ from xml.etree import ElementTree
 from .checker import check_spec
 from .coverage import Coverage
 from .diagram import DiagramError, render, to_mermaid
+from .loader import shown_directory
 from .model import Machine, Spec
 
 RECORDED_BY_SHOWN_MAX = 3
@@ -224,9 +225,10 @@ def _tables(spec: Spec) -> list[_Block]:
 
 
 def _opening(spec: Spec, coverage: Coverage | None) -> list[_Block]:
+    source = shown_directory(spec.directory)
     blocks: list[_Block] = [
         _Heading(1, "shiftchange spec review"),
-        _Paragraph((("", "Generated from "), ("code", spec.directory), ("", " by "), ("code", "shiftchange spec review"), ("", "."))),
+        _Paragraph((("", "Generated from "), ("code", source), ("", " by "), ("code", "shiftchange spec review"), ("", "."))),
     ]
     if coverage is None:
         return blocks
