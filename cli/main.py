@@ -27,6 +27,7 @@ from shiftchange.spec.loader import FILES
 from shiftchange.spec.review import write_review
 
 from .explore import add_parser as add_explore_parser
+from .operator import add_parsers as add_operator_parsers
 from .phase import add_parser as add_phase_parser
 from .spec_diff import add_parser as add_spec_diff_parser
 from .sweep import add_parser as add_sweep_parser
@@ -107,36 +108,6 @@ def _spec_review(args: argparse.Namespace) -> int:
     except CoverageError as error:
         raise BadInput(str(error)) from error
     print(f"wrote {page} and {page.with_name('review.html')}")
-    return EXIT_OK
-
-
-def _timeline(args: argparse.Namespace) -> int:
-    # Imported here, not at the top: the core compiles the packaged spec when it is imported, and
-    # `spec check` must still report a broken spec as one line rather than fail on import.
-    from shiftchange.core import CoreError
-    from shiftchange.core.timeline import build_timeline, render_timeline
-    from shiftchange.stores import open_store
-
-    target = args.store
-    if target.startswith(("postgresql://", "postgres://")):
-        opened = {"migrate": False}  # a command that only reads creates no schema
-    elif target == "memory:":
-        raise BadInput("memory: holds no history another process wrote: name a SQLite file or a PostgreSQL URL")
-    else:
-        path = Path(target.removeprefix("sqlite:///"))
-        # SQLite creates a database for a path that does not exist, and the store lays its schema into an
-        # empty file; a command that only reads must change neither, so both are refused before opening.
-        if not path.is_file():
-            raise BadInput(f"no store at {path}")
-        if path.stat().st_size == 0:
-            raise BadInput(f"{path} is empty, not a shiftchange store")
-        target, opened = f"sqlite:///{path}", {}
-    try:
-        with open_store(target, **opened) as store:
-            text = render_timeline(build_timeline(store, args.task_id))
-    except CoreError as error:
-        raise BadInput(str(error)) from error
-    print(text, end="")
     return EXIT_OK
 
 
@@ -516,10 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.set_defaults(handler=_spec_review)
     add_spec_diff_parser(spec_commands)
 
-    timeline = commands.add_parser("timeline", help="print a task's recovery timeline from a store (a SQLite file or a store URL)")
-    timeline.add_argument("--store", metavar="PATH", required=True, help="a SQLite store file; it is only read")
-    timeline.add_argument("task_id", metavar="TASK_ID")
-    timeline.set_defaults(handler=_timeline)
+    add_operator_parsers(commands)
 
     sim = commands.add_parser("sim", help="run the simulator against the reference core, under faults")
     sim_commands = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)

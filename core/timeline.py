@@ -27,6 +27,7 @@ lost a race is refused, but it is not late: it never had a lease.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from .errors import NotFound
 from .machine import ATTEMPT
@@ -34,7 +35,18 @@ from .policy import budget_exhausted, budget_use, repeated_signature
 from .records import Attempt, Event, Intent, Task
 from .store import Store
 
-__all__ = ["Action", "AttemptTimeline", "BudgetLine", "Evidence", "Receipt", "Timeline", "build_timeline", "render_timeline"]
+__all__ = [
+    "Action",
+    "AttemptTimeline",
+    "BudgetLine",
+    "Evidence",
+    "Receipt",
+    "Timeline",
+    "build_timeline",
+    "moment",
+    "offset",
+    "render_timeline",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +137,8 @@ class Timeline:
     task_id: str
     objective: str
     state: str
+    created_at: float
+    """When the Task was created, on the store's clock: the origin of every action's relative time."""
     decision: str | None
     decision_reason: str | None
     budget: tuple[BudgetLine, ...]
@@ -164,6 +178,7 @@ def _timeline(task: Task, attempts: list[Attempt], intents: dict[str, list[Inten
         task_id=task.task_id,
         objective=task.objective,
         state=task.state,
+        created_at=task.created_at,
         decision=task.decision,
         decision_reason=task.decision_reason,
         budget=_budget_lines(task, attempts),
@@ -242,16 +257,19 @@ def _action(event: Event) -> Action:
 
 def render_timeline(timeline: Timeline) -> str:
     """Plain text for an operator: a header with the Task and its budget, then one block per Attempt."""
-    lines = [f"Recovery timeline of task {timeline.task_id}", *_header(timeline)]
+    every = [*timeline.task_actions, *(action for attempt in timeline.attempts for action in attempt.actions)]
+    width = max((len(moment(action.at, timeline.created_at)) for action in every), default=0)
+    lines = [f"Recovery timeline of task {timeline.task_id}", *_header(timeline, width)]
     for attempt in timeline.attempts:
         lines.append("")
-        lines.extend(_attempt_block(attempt))
+        lines.extend(_attempt_block(attempt, timeline.created_at, width))
     return "\n".join(lines) + "\n"
 
 
-def _header(timeline: Timeline) -> list[str]:
+def _header(timeline: Timeline, width: int) -> list[str]:
     decision = "none yet" if timeline.decision is None else f"{timeline.decision}: {timeline.decision_reason}"
-    lines = [f"  objective   {timeline.objective}", f"  state       {timeline.state}", f"  decision    {decision}", "  budget"]
+    lines = [f"  objective   {timeline.objective}", f"  state       {timeline.state}", f"  created     {moment(timeline.created_at)}"]
+    lines += [f"  decision    {decision}", "  budget"]
     width = max(len(name) for name in (*(line.name for line in timeline.budget), "repeated signature"))
     for line in timeline.budget:
         used, limit, left = (_amount(value, line.unit) for value in (line.used, line.limit, line.left))
@@ -262,12 +280,12 @@ def _header(timeline: Timeline) -> list[str]:
     else:
         repeats = f"{timeline.repeating_signature!r} repeats beyond the {timeline.repeats_allowed} allowed"
     lines.append(f"    {'repeated signature':<{width}}  {repeats}")
-    lines.append("  task events")
-    lines.extend(_action_line(action) for action in timeline.task_actions)
+    lines.append("  task events (times after the task's creation)")
+    lines.extend(_action_line(action, timeline.created_at, width) for action in timeline.task_actions)
     return lines
 
 
-def _attempt_block(attempt: AttemptTimeline) -> list[str]:
+def _attempt_block(attempt: AttemptTimeline, origin: float, width: int) -> list[str]:
     recovery = (
         "first dispatch" if attempt.previous_attempt_id is None else f"after {attempt.previous_attempt_id}: {attempt.recovery_reason}"
     )
@@ -298,11 +316,11 @@ def _attempt_block(attempt: AttemptTimeline) -> list[str]:
     for receipt in evidence.receipts:
         lines.append(f"    receipt         {receipt.key} -> {receipt.receipt or 'none recorded'}")
     lines.append("  actions")
-    lines.extend(_action_line(action) for action in attempt.actions)
+    lines.extend(_action_line(action, origin, width) for action in attempt.actions)
     return lines
 
 
-def _action_line(action: Action) -> str:
+def _action_line(action: Action, origin: float, width: int) -> str:
     actor = action.worker_id or action.actor
     who = actor if action.generation is None else f"{actor} gen {action.generation}"
     if action.accepted:
@@ -310,7 +328,7 @@ def _action_line(action: Action) -> str:
     else:
         notes = [f"REFUSED ({action.reason})", action.detail]
     text = "  ".join(note for note in notes if note)
-    return f"    {_moment(action.at):>9}  {who:<18} {action.kind:<20} {text}".rstrip()
+    return f"    {moment(action.at, origin):>{width}}  {who:<18} {action.kind:<20} {text}".rstrip()
 
 
 def _movement(action: Action) -> str:
@@ -327,6 +345,26 @@ def _amount(value: float, unit: str) -> str:
     return f"{value:.0f}"
 
 
-def _moment(at: float) -> str:
-    """A time on the store's clock; only differences mean anything."""
-    return f"{at:.1f}s"
+EPOCH_PLAUSIBLE_S = 1e9
+"""Times from this many seconds on (2001-09-09) are read as Unix time (a real store's); below, as a simulated clock's."""
+
+
+def moment(at: float, origin: float | None = None) -> str:
+    """A time on the store's clock for a person: ISO 8601 in UTC when it is Unix time, the simulated clock's seconds when it is
+    not (a simulation starts at 0); with `origin`, also the offset after it (`+1m05.2s`)."""
+    if at >= EPOCH_PLAUSIBLE_S:
+        text = datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    else:
+        text = f"t={at:.1f}s"
+    return text if origin is None else f"{text} ({offset(at - origin)})"
+
+
+def offset(seconds: float) -> str:
+    """A signed duration, coarsest unit first: +4.2s, +3m07.0s, +2h05m, -1.5s."""
+    sign = "-" if seconds < 0 else "+"
+    left = abs(seconds)
+    if left < 60:
+        return f"{sign}{left:.1f}s"
+    if left < 3600:
+        return f"{sign}{int(left // 60)}m{left % 60:04.1f}s"
+    return f"{sign}{int(left // 3600)}h{int(left % 3600 // 60):02d}m"
