@@ -66,14 +66,29 @@ def _load_edited(args: argparse.Namespace) -> Any:
     """
     directory = args.spec if args.spec is not None else editing_directory()
     spec = load_spec(directory)
-    where = shown_directory(spec.directory)
-    print(f"read {where}: " + ", ".join(FILES.values()))
+    if not getattr(args, "json", False):
+        print(f"read {shown_directory(spec.directory)}: " + ", ".join(FILES.values()))
     return spec
 
 
 def _spec_check(args: argparse.Namespace) -> int:
     spec = _load_edited(args)
     results = check_spec(spec)
+    held = sum(r.ok for r in results)
+    if args.json:
+        machines = {m.name: {"states": len(m.states), "rows": len(m.rows)} for m in spec.machines.values()}
+        found = {
+            "spec": shown_directory(spec.directory),
+            "files": list(FILES.values()),
+            "machines": machines,
+            "failure_domains": len(spec.domains),
+            "invariants": len(spec.invariants),
+            "properties": [{"name": r.name, "ok": r.ok, "summary": r.summary, "witness": list(r.witness)} for r in results],
+            "held": held,
+            "ok": held == len(results),
+        }
+        print(json.dumps(found, indent=2))
+        return EXIT_OK if held == len(results) else EXIT_FAILED
     counts = "; ".join(f"{m.name}: {len(m.states)} states, {len(m.rows)} rows" for m in spec.machines.values())
     where = shown_directory(spec.directory)
     print(f"shiftchange spec check: {where} ({counts}; {len(spec.domains)} failure domains; {len(spec.invariants)} invariants)")
@@ -82,7 +97,6 @@ def _spec_check(args: argparse.Namespace) -> int:
         print(f"{'PASS' if result.ok else 'FAIL'}  {result.name:<{width}}  {result.summary}")
         for witness in result.witness:
             print(f"      witness: {witness}")
-    held = sum(r.ok for r in results)
     print(f"{held} of {len(results)} properties hold")
     return EXIT_OK if held == len(results) else EXIT_FAILED
 
@@ -465,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = spec_commands.add_parser("check", help="validate the spec and check its structural properties")
     check.add_argument("--spec", metavar="DIR", help=SPEC_HELP)
+    check.add_argument("--json", action="store_true", help="one JSON object: the files read, every property with its witness, ok")
     check.set_defaults(handler=_spec_check)
 
     diagram = spec_commands.add_parser("diagram", help="draw one machine")

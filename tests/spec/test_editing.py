@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -92,3 +93,14 @@ def test_shown_directory_never_prints_the_installed_path(tmp_path, monkeypatch):
     assert shown_directory(DEFAULT_DIRECTORY) == "the packaged spec (shiftchange.spec)"
     assert shown_directory(tmp_path / "spec") == "spec"
     assert shown_directory("/elsewhere/spec") == "/elsewhere/spec"
+
+
+def test_spec_check_json_names_the_spec_and_every_property(checkout, capsys):
+    unfence_start(checkout)
+    status = main(["spec", "check", "--json"])
+    found = json.loads(capsys.readouterr().out)  # nothing but the object on stdout
+    assert status == 1 and found["ok"] is False and found["spec"] == "spec"
+    failed = [prop for prop in found["properties"] if not prop["ok"]]
+    assert [prop["name"] for prop in failed] == ["attempt.fenced_worker_writes"]
+    assert failed[0]["witness"][0].startswith("unfenced worker write: start: claimed -> running")
+    assert found["held"] == len(found["properties"]) - 1 and set(found["machines"]) == {"attempt", "task"}
