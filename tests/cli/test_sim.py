@@ -312,7 +312,7 @@ def test_a_placed_fault_from_the_command_line_is_listed_with_its_index_and_repla
     """--fault adds to the seed's schedule; --list-faults shows it among the drawn ones; the replay command carries it."""
     placed = "outage model_provider at=100 for=60 mode=hang"
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--list-faults")
-    assert status == 0 and out.splitlines()[0] == "1 fault: 0 drawn from seed 1, 1 placed by the config"
+    assert status == 0 and out.splitlines()[0] == "1 fault: 0 drawn from seed 0, 1 placed by the config"
     assert "   0  t=   100.00 to    160.00  placed  outage model_provider mode=hang" in out
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--json")
     report = json.loads(out)
@@ -325,7 +325,7 @@ def test_a_placed_fault_from_the_command_line_is_listed_with_its_index_and_repla
 def test_the_header_says_how_many_settings_a_run_changed_from_its_scenario(capsys):
     """A run given --set (or a --config) is not the bare scenario, and its first line says so."""
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "10", "--set", "core.lease_ttl_s=90", "--no-shrink")
-    assert status == 0 and out.splitlines()[0].startswith("shiftchange sim run: scenario baseline with 1 setting changed, seed 1")
+    assert status == 0 and out.splitlines()[0].startswith("shiftchange sim run: scenario baseline with 1 setting changed, seed 0")
 
 
 @pytest.mark.heavy
