@@ -207,7 +207,7 @@ def _sim_run(args: argparse.Namespace) -> int:
 
     config, scenario, pattern = _sim_config(args)
     if args.dump_config:
-        print(to_toml(config if pattern is None else pattern.configure(config)), end="")
+        print(to_toml(config if pattern is None else pattern.configure(config), comments=True), end="")
         return EXIT_OK
     if args.list_faults:
         return _sim_list_faults(args, config, pattern)

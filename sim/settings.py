@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import json
 import re
 import tomllib
@@ -334,11 +335,75 @@ def _has_text_form(cls: Any) -> bool:
 # ------------------------------------------------------------------ TOML
 
 
-def to_toml(config: SimConfig) -> str:
-    """The whole config as TOML, every leaf named: `from_toml` (or `--config`) reads it back to an equal config."""
+def to_toml(config: SimConfig, *, comments: bool = False) -> str:
+    """The whole config as TOML, every leaf named: `from_toml` (or `--config`) reads it back to an equal config.
+
+    With `comments`, each setting that says what it means (the docstring under
+    its field) is preceded by that meaning's first sentence as a TOML comment,
+    which a reader of the file sees and `from_toml` ignores.
+    """
     document = _toml(config)
     document[_PLACED_TABLE] = document["nemesis"].pop("placed")
-    return tomli_w.dumps(document)
+    text = tomli_w.dumps(document)
+    return _commented(text, meanings(config)) if comments else text
+
+
+def meanings(config: Any) -> dict[str, str]:
+    """Dotted setting path -> the first sentence of its field's docstring, for every setting of `config` that has one."""
+    found: dict[str, str] = {}
+
+    def walk(value: Any, path: tuple[str, ...]) -> None:
+        if _is_instance(value):
+            documented = _field_docs(type(value))
+            for item in dataclasses.fields(value):
+                here = (*path, item.name)
+                if item.name in documented:
+                    found[".".join(here)] = documented[item.name]
+                walk(getattr(value, item.name), here)
+        elif isinstance(value, dict):
+            for key, entry in value.items():
+                walk(entry, (*path, str(key)))
+
+    walk(config, ())
+    return found
+
+
+@cache
+def _field_docs(cls: type) -> dict[str, str]:
+    """A dataclass's fields' docstrings (the string literal right under a field), each cut to its first sentence."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for before, after in itertools.pairwise(body):
+        named = isinstance(before, ast.AnnAssign) and isinstance(before.target, ast.Name)
+        if named and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            words = " ".join(after.value.value.split())
+            docs[before.target.id] = re.split(r"(?<=\.)\s", words, maxsplit=1)[0]
+    return docs
+
+
+def _commented(text: str, meaning: dict[str, str]) -> str:
+    """`text` (tomli_w's output) with `# meaning` above each key that has one, under its table's header."""
+    table: tuple[str, ...] = ()
+    lines = []
+    for line in text.splitlines():
+        header = re.fullmatch(r"\[\[?([^\]]+)\]\]?", line)
+        if header:
+            table = tuple(part.strip().strip('"') for part in header.group(1).split("."))
+        else:
+            key = re.match(r"([A-Za-z0-9_]+) = ", line)
+            said = meaning.get(".".join((*table, key.group(1)))) if key else None
+            if said:
+                lines.append(f"# {said}")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def from_toml(text: str, base: SimConfig | None = None) -> SimConfig:

@@ -18,6 +18,7 @@ from shiftchange.sim.settings import (
     from_toml,
     get,
     load,
+    meanings,
     parse_assignment,
     paths,
     read_overrides,
@@ -270,3 +271,18 @@ def test_a_missing_file_is_one_line_naming_it(tmp_path):
     """A file that cannot be read is named, with the reason."""
     with pytest.raises(SettingError, match=r"cannot read config file .*absent\.toml: No such file"):
         read_overrides(tmp_path / "absent.toml")
+
+
+def test_the_dumped_config_says_what_each_documented_setting_means_and_reads_back_the_same():
+    """--dump-config's TOML carries each field's first docstring sentence as a comment above it; from_toml ignores them."""
+    text = to_toml(RICH, comments=True)
+    assert from_toml(text) == RICH
+    lines = text.splitlines()
+    ttl = lines.index(f"lease_ttl_s = {RICH.core.lease_ttl_s!r}")
+    assert lines[ttl - 1] == "# How long a lease lasts without renewal."
+    found = meanings(DEFAULTS)
+    assert found["core.heartbeat_interval_s"] == "How often a worker should renew."
+    assert found["reliability.backoff.cap_s"] == "No wait exceeds this."
+    commented = [index for index, line in enumerate(lines) if line.startswith("# ")]
+    assert len(commented) >= 50  # most settings say what they mean
+    assert all(" = " in lines[index + 1] and not lines[index + 1].startswith("#") for index in commented)
