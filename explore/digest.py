@@ -3,8 +3,14 @@
 The text is the world's `digest_parts` (records, ledger, calls and
 duplicates in flight, the actors, the agenda, the faults left, the clock;
 never the history). With symmetry reduction the digest is the least text
-over every renaming of the workers, each collection and the workers' rows
+over the renamings of the workers that list their rows in order once every
+worker's name is masked in them, each collection and the workers' rows
 sorted after the renaming, so a state and its mirror image count once.
+That is as exact as the least text over every renaming (TLC's symmetry
+sets): the renamings it tries for a state's mirror image are the mirror
+image's of its own, so both reach the same least text. Only workers whose
+masked rows tie are tried both ways, so two workers doing different things
+cost one text, not two, and three cost one, not six.
 Tasks are not reduced: `claim_next` breaks ties between Attempts admitted at
 one instant by id and admission serves its queue in arrival order, so two
 tasks are not interchangeable to the core.
@@ -25,19 +31,40 @@ from .world import World
 DIGEST_BYTES = 16
 _PLACEHOLDERS = tuple(chr(0xE000 + index) for index in range(8))
 """Private-use characters no state's text holds: where a name stands while the others are renamed."""
+_MASK = chr(0xE00F)
+"""Where every worker's name stands in a masked row."""
 
 
 def digest(world: World, symmetry: bool) -> bytes:
-    """The state's identity: the least text over every renaming of the workers (with symmetry), hashed."""
+    """The state's identity: the least text over the renamings of the workers that order their masked rows (with symmetry), hashed."""
     ordered, bags, rows = world.digest_parts()
     names = tuple(worker_name(i) for i in range(len(rows)))
-    orders = itertools.permutations(names) if symmetry and len(rows) > 1 else [names]
+    orders = _renamings(rows, names) if symmetry and len(rows) > 1 else [names]
     best = None
     for order in orders:
         candidate = _text(ordered, bags, rows, names, order)
         if best is None or candidate < best:
             best = candidate
     return hashlib.blake2b(best.encode(), digest_size=DIGEST_BYTES).digest()
+
+
+def _renamings(rows: list[str], names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every renaming (worker `names[i]` becomes `order[i]`) that puts the masked rows in ascending order, ties both ways."""
+    masked = []
+    for row in rows:
+        for name in names:
+            row = row.replace(name, _MASK)
+        masked.append(row)
+    ranked = sorted(range(len(rows)), key=masked.__getitem__)
+    groups = [list(group) for _row, group in itertools.groupby(ranked, key=masked.__getitem__)]
+    orders = []
+    for arrangement in itertools.product(*(itertools.permutations(group) for group in groups)):
+        # Worker number `position` in the sorted order gets the `position`-th name.
+        order = [""] * len(names)
+        for position, worker in enumerate(itertools.chain.from_iterable(arrangement)):
+            order[worker] = names[position]
+        orders.append(tuple(order))
+    return orders
 
 
 def _text(ordered: str, bags: list[list[str]], rows: list[str], names: tuple[str, ...], order: tuple[str, ...]) -> str:

@@ -49,20 +49,17 @@ def ended(world: World, snapshots: Snapshots) -> bool:
 def replay(config: ExploreConfig, steps: tuple[str, ...] | list[str]) -> Replayed:
     """Play `steps` in a fresh world of `config`, judging each one as the search did; a step that does not fit is an ExploreError."""
     world = World(config, pattern_of(config))
-    snapshots = Snapshots(world.shared)
+    snapshots = Snapshots(world)
     timeline = ["setup     the tasks are created, accepted and dispatched", *_entries(world)]
-    try:
-        violation = judge(world, ended(world, snapshots))
-        for number, label in enumerate(steps, 1):
-            try:
-                world.apply(label)
-            except StepError as error:
-                raise ExploreError(f"step {number} of the replay does not fit: {error}") from None
-            timeline += [f"step {number:>3}  {label}", *_entries(world)]
-            if violation is None:
-                violation = judge(world, ended(world, snapshots))
-    finally:
-        snapshots.close()
+    violation = judge(world, ended(world, snapshots))
+    for number, label in enumerate(steps, 1):
+        try:
+            world.apply(label)
+        except StepError as error:
+            raise ExploreError(f"step {number} of the replay does not fit: {error}") from None
+        timeline += [f"step {number:>3}  {label}", *_entries(world)]
+        if violation is None:
+            violation = judge(world, ended(world, snapshots))
     return Replayed(tuple(steps), tuple(timeline), violation)
 
 

@@ -164,6 +164,8 @@ class _Search:
         self.progress, self.progress_every_s = progress, progress_every_s
         self.seen: dict[bytes, int] = {}
         """digest -> the least depth it was reached at (depth-first search expands a state again when it finds a shorter way in)."""
+        self.ended: set[bytes] = set()
+        """States where no step is enabled: a step into one that merges is judged as ending the run without asking again."""
         self.stuck: set[bytes] = set()
         """States whose every step leads back to them, judged once each (depth-first search may expand one again)."""
         self.pattern = pattern_of(result.config)
@@ -175,7 +177,7 @@ class _Search:
         result = self.result
         began = self.began = self.shown = time.perf_counter()
         root = World(result.config, self.pattern)
-        self.snapshots = Snapshots(root.shared)
+        self.snapshots = Snapshots(root)
         try:
             self._search(root)
             if result.cut:
@@ -191,7 +193,6 @@ class _Search:
             result.stopped_by = "interrupted"
         finally:
             result.elapsed_s = time.perf_counter() - began
-            self.snapshots.close()
         return result
 
     # ------------------------------------------------------------ frontier
@@ -214,6 +215,8 @@ class _Search:
         self.seen[key] = 0
         self.result.states = 1
         actions = root.actions()
+        if not actions:
+            self.ended.add(key)
         self._judge(root, (), not actions)
         self.result.quiescent += not actions
         return _Node(self.snapshots.dumps(root), shape, (), actions)
@@ -221,21 +224,27 @@ class _Search:
     def _expand(self, node: _Node, pending: deque[_Node]) -> None:
         """Take every step `node` may take; queue each new state; judge `node` as ended if no step moved it."""
         self.result.explored += 1
+        if not node.actions:
+            return
         moved = False
         for label in node.actions:
             child = self.snapshots.loads(node.world)
             child.apply(label, checked=False)
             self.result.transitions += 1
             self._tally(child)
-            actions = child.actions()
             path = (*node.path, label)
-            self._judge(child, path, not actions)
             key, shape = self._keys(child)
+            if self._merges(key, path):  # its steps are known already: only whether it has any is asked
+                actions, quiescent = None, key in self.ended
+            else:
+                actions = child.actions()
+                quiescent = not actions
+            self._judge(child, path, quiescent)
             moved = moved or shape != node.shape
-            if self._visit(key, path, actions):
+            if actions is not None and self._visit(key, path, actions):
                 world = self.snapshots.dumps(child) if actions else b""  # a state with no step is never loaded again
                 pending.append(_Node(world, shape, path, actions))
-        if node.actions and not moved and node.shape not in self.stuck:
+        if not moved and node.shape not in self.stuck:
             # Every step it may take leaves it as it is (a refusal asked again, a renewal at the same instant):
             # nothing can change any more, so it is judged as a state where the run has ended.
             self.stuck.add(node.shape)
@@ -255,6 +264,11 @@ class _Search:
         key = digest(world, self.result.symmetry)
         return key, key if self.result.symmetry else digest(world, True)
 
+    def _merges(self, key: bytes, path: tuple[str, ...]) -> bool:
+        """Whether the state reached by `path` is visited already and is not to be expanded again."""
+        known = self.seen.get(key)
+        return known is not None and (self.result.strategy == BFS or known <= len(path))
+
     def _visit(self, key: bytes, path: tuple[str, ...], actions: list[str]) -> bool:
         """Whether the state reached by `path` is to be expanded: new, or (depth-first) reached by a shorter way in."""
         result = self.result
@@ -266,6 +280,8 @@ class _Search:
                 raise _Bounded
             result.states += 1
             result.quiescent += not actions
+            if not actions:
+                self.ended.add(key)
         self.seen[key] = len(path)
         result.depth = max(result.depth, len(path))
         return True
