@@ -315,7 +315,7 @@ class _Table(Columns):
     def insert_rows(self, rows: list[str], guard_index: int) -> str:
         """One INSERT of several rows (each its literals, comma-separated), all of which the server checks went in (SCG01)."""
         added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES (" + "), (".join(rows) + ") ON CONFLICT DO NOTHING RETURNING 1"
-        return f"WITH added AS ({added}) SELECT shiftchange_guard(count(*) - {len(rows) - 1}, {guard_index}) FROM added"
+        return f"WITH added AS ({added}) SELECT shiftchange_guard((count(*) = {len(rows)})::int, {guard_index}) FROM added"
 
     def update_sql(self, names: tuple[str, ...], terminal_guard: bool, steps: int = 1) -> str:
         """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names.
@@ -510,6 +510,10 @@ def _prepared_on(connection: Any) -> set[str]:
             known = {name for (name,) in connection.execute("SELECT name FROM pg_prepared_statements")}
         _PREPARED[connection] = known
     return known
+
+
+_LITERAL_SCALARS = (bool, int, float)
+"""Besides str, None, lists and tuples, the exact types `_literal` takes."""
 
 
 def _literal(value: Any) -> str:
@@ -824,11 +828,17 @@ class _PostgresTransaction(Transaction):
         if self._failure is not None:
             raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
         for value in values:
-            if type(value) is str and not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError as error:
-                    raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+            kind = type(value)
+            if kind is str:
+                if not value.isascii():
+                    try:
+                        value.encode("utf-8")
+                    except UnicodeEncodeError as error:
+                        raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+            elif kind is list or kind is tuple:
+                self._check_text(value)
+            elif value is not None and kind not in _LITERAL_SCALARS:
+                _literal(value)  # raises the InputError it raises when made a literal
 
     def _write(self, query: str, parameters: Iterable[Any], guard: tuple | None) -> None:
         """Keep a write to send with the next round trip; `guard` says why it failed should the server's check refuse it."""
@@ -845,6 +855,7 @@ class _PostgresTransaction(Transaction):
             self._render_inserts()
         if self._unsent_updates:
             self._render_updates()
+        assert "" not in self._pending, "a kept write was never made a statement"
         batch = self._prepare
         batch.append(BEGIN) if not self._began else None
         batch += self._pending
@@ -896,15 +907,15 @@ class _PostgresTransaction(Transaction):
 
     def _render_inserts(self) -> None:
         """Put the kept inserts into the message as statements: one per record, or, when every kept write is an insert (a
-        bulk intake), one per table, in the order the tables were first written (a task before its Attempts)."""
+        bulk intake), one per table, parents first (tasks, Attempts, intents: the foreign keys are checked per statement)."""
         unsent, pending = list(self._unsent.values()), self._pending
         self._unsent.clear()
         if len(unsent) == len(pending) and len(unsent) > EVENTS_PREPARED_MAX:
-            by_table: dict[str, list] = {}
+            by_table: dict[str, list] = {table.name: [] for table in TABLES}
             for entry in unsent:
-                by_table.setdefault(entry[1].name, []).append(entry)
+                by_table[entry[1].name].append(entry)
             statements = []
-            for entries in by_table.values():
+            for entries in (entries for entries in by_table.values() if entries):
                 table = entries[0][1]
                 rows = [self._literals(table.to_row(entry[3]) if entry[5] is None else entry[5]) for entry in entries]
                 keys = [getattr(entry[3], table.key) for entry in entries]
@@ -917,11 +928,16 @@ class _PostgresTransaction(Transaction):
 
     def _render_updates(self) -> None:
         """Put the kept updates into the message, each record's merged changes as one UPDATE."""
-        pending = self._pending
-        for (_, identity), (index, table, version, changes, terminal_guard, steps, guard_index) in self._unsent_updates.items():
-            query = table.update_sql(tuple(changes), terminal_guard, steps)
-            pending[index] = self._sql(query, (*changes.values(), identity, version, guard_index))
+        for key, kept in self._unsent_updates.items():
+            self._render_update(key, kept, forget=False)
         self._unsent_updates.clear()
+
+    def _render_update(self, key: tuple[str, str], kept: list, *, forget: bool = True) -> None:
+        index, table, version, changes, terminal_guard, steps, guard_index = kept
+        query = table.update_sql(tuple(changes), terminal_guard, steps)
+        self._pending[index] = self._sql(query, (*changes.values(), key[1], version, guard_index))
+        if forget:
+            del self._unsent_updates[key]
 
     def _read(self, query: str, parameters: Iterable[Any], *, clock: bool = True) -> list[tuple]:
         """One statement's rows (with the kept writes before it), and the server's time after it."""
@@ -937,7 +953,9 @@ class _PostgresTransaction(Transaction):
         """The core's error for what the server said; for a guarded write, why it matched no row."""
         if getattr(error, "sqlstate", None) != GUARD_SQLSTATE:
             return _mapped(error, self._where, broken=self._connection.broken, committing=committing)
-        match = re.search(r"shiftchange guard (\d+) matched (\d+)", str(error))
+        match = re.search(r"shiftchange guard (\d+) matched (-?\d+)", str(error))
+        if match is None or int(match[1]) >= len(self._guards):
+            return _mapped(error, self._where, broken=self._connection.broken, committing=committing)
         kind, table, identity, version, detail = self._guards[int(match[1])]
         with contextlib.suppress(psycopg.Error):
             self._connection.execute(ROLLBACK)  # the guard aborted it; the reads below are plain, outside it
@@ -1225,10 +1243,12 @@ class _PostgresTransaction(Transaction):
         """Keep the INSERT, made into a statement only when sent (so updates of the record until then ride in it)."""
         row = table.to_row(record)
         self._check_text(row)
+        key = (table.name, getattr(record, table.key))
+        if key in self._unsent:  # the server would refuse the second; unsent, the first would be lost instead
+            raise StoreConflict(f"{what} already exists")
         guard_index = len(self._guards)
         self._guards.append(("insert", table, None, None, what))
         self._pending.append("")
-        key = (table.name, getattr(record, table.key))
         self._cache[key] = record
         self._unsent[key] = [len(self._pending) - 1, table, query, record, guard_index, row]
 
@@ -1236,9 +1256,12 @@ class _PostgresTransaction(Transaction):
         """Write `changes` only if the row still has `record.version` (and is not terminal); then mirror them on `record`."""
         check_changes(table, changes)
         identity = getattr(record, table.key)
+        if terminal_guard and record.state in ATTEMPT_TERMINAL:
+            # Terminal is final: no other transaction can have changed that, so it is no race to run again.
+            raise StoreConflict(f"{table.record_type.__name__.lower()} {identity!r} is terminal ({record.state}) and immutable")
         encoded = [table.encode(name, value) for name, value in changes.items()]
         unsent = self._unsent.get((table.name, identity))
-        if unsent is not None and unsent[3].version == record.version and not (terminal_guard and record.state in ATTEMPT_TERMINAL):
+        if unsent is not None and unsent[3].version == record.version:
             # Inserted by this transaction and not yet sent: the INSERT will carry the changed record instead (checked
             # as an UPDATE's parameters would be), so an intake's create, accept and dispatch are one statement.
             self._check_text(encoded)
@@ -1246,14 +1269,16 @@ class _PostgresTransaction(Transaction):
         else:
             key = (table.name, identity)
             kept = self._unsent_updates.get(key)
-            if kept is not None and kept[2] + kept[5] == record.version and not (terminal_guard and record.state in ATTEMPT_TERMINAL):
+            if kept is not None and kept[2] + kept[5] == record.version:
                 # Updated earlier in this transaction and not yet sent (a claim and its start): one UPDATE carries both,
-                # guarded by the version first read. Not past a terminal state, whose second write must fail as it would.
+                # guarded by the version first read (a write after a terminal state was refused above).
                 self._check_text(encoded)
                 kept[3].update(zip(changes, encoded, strict=True))
                 kept[5] += 1
             else:
                 self._check_text(encoded)
+                if kept is not None:  # a second write it cannot merge with (a copy read at another version): send both
+                    self._render_update(key, kept)
                 guard_index = len(self._guards)
                 self._guards.append(("update", table, identity, record.version, ""))
                 self._pending.append("")
