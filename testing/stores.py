@@ -613,11 +613,30 @@ def updates_of_one_record_in_one_transaction_all_land_and_a_terminal_one_is_fina
         expect_equal(got, ("running", "worker-2", 4, 12.5, 13.0, 3), "the Attempt after three updates in one transaction")
         for terminal in TERMINAL_STATES:
             after = f"a write after the Attempt was made {terminal} in the same transaction"
-            with expect_raises(StoreConflict, after), store.transaction() as tx:
-                tx.update_attempt(tx.attempt("attempt-1"), state=terminal)
-                tx.update_attempt(tx.attempt("attempt-1"), state="running", result="rewritten")
+            try:
+                with store.transaction() as tx:
+                    tx.update_attempt(tx.attempt("attempt-1"), state=terminal)
+                    tx.update_attempt(tx.attempt("attempt-1"), state="running", result="rewritten")
+            except StoreRetryable as error:
+                raise Violation(f"{after}: raised StoreRetryable ({error}); a terminal Attempt is no race to run again") from error
+            except StoreConflict:
+                pass
+            else:
+                raise Violation(f"{after}: expected StoreConflict, but nothing was raised")
             stored = store.get_attempt("attempt-1")
             expect_equal((stored.state, stored.version), ("running", 3), f"the Attempt after the refused transaction ({terminal})")
+        stale = store.get_task("task-1")
+        before = (stale.objective, stale.priority, stale.version)
+        copied = "a write from a copy read before another write of the same transaction"
+        with expect_raises(StoreConflict, copied), store.transaction() as tx:
+            tx.update_task(tx.task("task-1"), objective="written first")
+            tx.update_task(stale, priority=5)
+        stored = store.get_task("task-1")
+        expect_equal((stored.objective, stored.priority, stored.version), before, "the task after the refused transaction: neither write")
+        with expect_raises(StoreConflict, "one task id inserted twice in one transaction"), store.transaction() as tx:
+            tx.insert_task(make_task("twice"))
+            tx.insert_task(make_task("twice", objective="the second"))
+        expect(store.get_task("twice") is None, "a task inserted twice in a refused transaction is kept nowhere")
 
 
 @_check
@@ -885,9 +904,9 @@ def records_inserted_and_changed_in_one_transaction_are_stored_as_last_changed(m
 def a_duplicate_among_many_inserts_conflicts_and_writes_none_of_them(make_store: StoreFactory) -> None:
     """One id that exists, among many tasks inserted in one transaction, is a StoreConflict; none of them, no event is kept."""
     with fresh(make_store) as store:
-        seed(store, make_task("many-5", objective="the first"))
+        seed(store, make_task("many-5", objective="the first"), make_task("many-8", objective="the first"))
         before = len(store.events())
-        with expect_raises(StoreConflict, "a stored task id among twelve inserted together"), store.transaction() as tx:
+        with expect_raises(StoreConflict, "two stored task ids among twelve inserted together"), store.transaction() as tx:
             for index in range(12):
                 tx.insert_task(make_task(f"many-{index}"))
                 tx.insert_attempt(minimal_attempt(f"many-{index}#1", f"many-{index}"))
