@@ -2,7 +2,7 @@
 
 Exit status: 0 when the search completed with no violation, 1 on a violation
 (with its shortest counterexample and the command that replays it), 2 on bad
-arguments, 3 when a depth or state bound stopped the search before it
+arguments, 3 when a depth, state or time bound stopped the search before it
 completed (no violation among the states it visited, which proves nothing
 about the rest), 130 when interrupted. `--replay STEPS` plays one path and
 exits 1 if it violates an invariant, 0 if not.
@@ -63,6 +63,13 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
 
 
+def _limit(text: str) -> float:
+    value = _seconds(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a time limit must be a positive number of seconds, not {text!r}")
+    return value
+
+
 _TIMINGS = (
     ("gateway-retries", "gateway_retries_max", _whole, "N", "asks again for one call before the Attempt fails (0-3, default 1)"),
     ("lease-ttl", "lease_ttl_s", _seconds, "S", "the lease's time to live (default 3)"),
@@ -72,7 +79,7 @@ _TIMINGS = (
     ("backoff-base", "backoff_base_s", _seconds, "S", "the first backoff (Attempts, a call's retries), doubling (default 1)"),
     ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
 )
-_SEARCH_ONLY = ("depth", "states", "dfs", "no_symmetry", "coverage")
+_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "dfs", "no_symmetry", "coverage")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -97,7 +104,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     explore.add_argument("--antipatterns", action="store_true", help="list which anti-patterns exploration exposes, and which not and why")
     explore.add_argument("--depth", metavar="N", type=_bound, help="do not expand states at this depth (needed with --dfs)")
-    explore.add_argument("--states", metavar="N", type=_bound, help="stop after this many distinct states")
+    explore.add_argument("--max-states", "--states", dest="states", metavar="N", type=_bound, help="stop after this many distinct states")
+    explore.add_argument("--time-limit", metavar="S", type=_limit, help="stop after this many seconds (the summary says so)")
+    explore.add_argument(
+        "--processes", metavar="N", type=_bound, default=None, help="spread a breadth-first search over N local processes (default 1)"
+    )
     explore.add_argument("--dfs", action="store_true", help="depth-first (with --depth): less memory, no shortest counterexample")
     explore.add_argument("--no-symmetry", action="store_true", help="count a state and its image under renamed workers apart")
     explore.add_argument("--replay", metavar="STEPS", help="play one path (comma-separated steps, as a counterexample prints them)")
@@ -155,25 +166,26 @@ def _search(args: argparse.Namespace, config: Any) -> int:
     from shiftchange.explore import BFS, DFS, explore
     from shiftchange.explore.report import as_json, coverage_lines, summary_lines, verdict_lines
 
-    from .main import _cleared, _Progress
-
-    progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    bar = _bar(args) if sys.stderr.isatty() and not args.json else None
 
     def shown(result: Any) -> None:
-        progress.show(
-            f"{result.states:,} distinct states, {result.transitions:,} transitions, depth {result.depth},"
-            f" {result.states_per_s:,.0f} states/s"
-        )
+        bar.update(result.states - bar.n)
+        bar.set_postfix_str(f"{result.transitions:,} transitions, depth {result.depth}", refresh=False)
 
-    with _cleared(progress):
+    try:
         result = explore(
             config,
             DFS if args.dfs else BFS,
             depth_max=args.depth,
             states_max=args.states,
             symmetry=not args.no_symmetry,
-            progress=shown if progress is not None else None,
+            progress=shown if bar is not None else None,
+            processes=args.processes or 1,
+            time_limit_s=args.time_limit,
         )
+    finally:
+        if bar is not None:
+            bar.close()
     covered = _write_coverage(args.coverage, result)
     if result.stopped_by == "interrupted":
         print("shiftchange: interrupted; the summary of what was searched follows", file=sys.stderr)
@@ -192,6 +204,13 @@ def _search(args: argparse.Namespace, config: Any) -> int:
     if not result.ok:
         return EXIT_FAILED
     return EXIT_OK if result.complete else EXIT_INCOMPLETE
+
+
+def _bar(args: argparse.Namespace) -> Any:
+    """A progress bar on stderr: distinct states so far (against the state bound, if any), their rate, and the depth."""
+    from tqdm import tqdm
+
+    return tqdm(total=args.states, unit=" states", unit_scale=True, file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
 def _write_coverage(path: str | None, result: Any) -> str | None:

@@ -18,14 +18,19 @@ def summary_lines(result: Exploration) -> list[str]:
     """The honest summary: what was searched, how far, how fast, and whether it completed."""
     how = "breadth-first" if result.strategy == BFS else f"depth-first to depth {result.depth_bound}"
     reduction = "workers interchangeable" if result.symmetry else "no symmetry reduction"
+    processes = f" over {result.processes} processes" if result.processes > 1 else ""
     lines = [
         f"explore {steps_flags(result.config)}",
-        f"  {how}, {reduction}"
+        f"  {how}{processes}, {reduction}"
         + (f", depth bound {result.depth_bound}" if result.depth_bound is not None and result.strategy == BFS else "")
-        + (f", state bound {result.states_bound:,}" if result.states_bound is not None else ""),
+        + (f", state bound {result.states_bound:,}" if result.states_bound is not None else "")
+        + (f", time limit {result.time_bound_s:g} s" if result.time_bound_s is not None else ""),
         f"  {result.states:,} distinct states, {result.explored:,} explored, {result.transitions:,} transitions,"
         f" maximum depth {result.depth}, {result.quiescent:,} quiescent",
-        f"  {result.elapsed_s:.1f} s, {result.states_per_s:,.0f} distinct states per second",
+        f"  {result.elapsed_s:.1f} s, {result.states_per_s:,.0f} distinct states per second"
+        + (f", {result.spilled:,} states waited on disk" if result.spilled else ""),
+        f"  states kept as {result.fingerprint_bits}-bit fingerprints: the chance two of them collided is at most"
+        f" {result.collision_probability:.1e}",
     ]
     return [*lines, _ending(result)]
 
@@ -39,6 +44,8 @@ def _ending(result: Exploration) -> str:
         return f"  INCOMPLETE: the depth bound left {result.cut:,} states unexpanded"
     if result.stopped_by == "states":
         return f"  INCOMPLETE: the state bound of {result.states_bound:,} was reached"
+    if result.stopped_by == "time":
+        return f"  INCOMPLETE: the time limit of {result.time_bound_s:g} s was reached"
     return "  INCOMPLETE: interrupted"
 
 
@@ -103,6 +110,8 @@ def as_json(result: Exploration) -> dict[str, Any]:
         "symmetry": result.symmetry,
         "depth_bound": result.depth_bound,
         "states_bound": result.states_bound,
+        "time_bound_s": result.time_bound_s,
+        "processes": result.processes,
         "states": result.states,
         "explored": result.explored,
         "transitions": result.transitions,
@@ -112,6 +121,9 @@ def as_json(result: Exploration) -> dict[str, Any]:
         "stopped_by": result.stopped_by,
         "elapsed_s": round(result.elapsed_s, 3),
         "states_per_s": round(result.states_per_s, 1),
+        "spilled": result.spilled,
+        "fingerprint_bits": result.fingerprint_bits,
+        "collision_probability": result.collision_probability,
         "counterexample": _counterexample_json(result),
         "invariants": {
             name: {"ok": {OK: True, VIOLATED: False}.get(v.status), "violations": v.violations, "example": list(v.example)}

@@ -8,9 +8,11 @@ idle) it takes every step any actor may take, copies the world for each, and
 goes on from every world it has not seen before. The loop is four concerns:
 
 - **the frontier**: the worlds still to expand, as bytes (`snapshots.py`),
-  each with the steps that built it and the steps it may take;
-- **deduplication**: a visited state is known by its digest (`digest.py`),
-  with symmetry reduction the least over every renaming of the workers;
+  each with the steps that built it and the steps it may take, a level at a
+  time, spilled to disk past a memory bound (`frontier.py`, `levels.py`);
+- **deduplication**: a visited state is known by its 64-bit fingerprint
+  (`digest.py`), with symmetry reduction the least text over the renamings
+  of the workers; the report prints the chance that two states collided;
 - **judging**: each step's entries are folded into the very checkers the
   simulator uses, carried along each path, then a final read of every
   record is judged (`judge.py`). A history is judged on the path that
@@ -21,16 +23,19 @@ goes on from every world it has not seen before. The loop is four concerns:
   path is played again in a fresh world for its timeline (`replay.py`).
 
 Breadth-first by default, so the first violation found is at the least
-depth any violation has: a shortest counterexample. Depth-first with a bound
-reaches deeper into larger configurations with less memory. A search
-completes when no unvisited state is left; a depth or state bound that cut
-it short is said so, and the exit status says it too.
+depth any violation has: a shortest counterexample. The level where it
+shows is expanded to its end and its least-ranked violation is the one
+reported (`levels.py`), so the result is the same over one process or
+several (`parallel.py`, `processes`). Depth-first with a bound reaches
+deeper into larger configurations with less memory, in one process. A
+search completes when no unvisited state is left; a depth, state or time
+bound that cut it short is said so, and the exit status says it too.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -39,11 +44,14 @@ from shiftchange.core import Event
 from shiftchange.core.machine import SPEC
 from shiftchange.spec.coverage import Coverage, Tally
 
+from . import parallel
 from .config import ExploreConfig, ExploreError
-from .digest import digest
+from .digest import FINGERPRINT_BITS, collision_probability, fingerprint
 from .exposures import pattern_of
 from .flags import steps_flags
+from .frontier import MEMORY_MAX_BYTES
 from .judge import Finding, judge
+from .levels import Bounded, Counts, Partition
 from .replay import replay
 from .snapshots import Snapshots
 from .world import World
@@ -72,6 +80,8 @@ class Exploration:
     symmetry: bool
     depth_bound: int | None
     states_bound: int | None
+    time_bound_s: float | None = None
+    processes: int = 1
     states: int = 0
     """Distinct states (after symmetry reduction)."""
     explored: int = 0
@@ -84,8 +94,10 @@ class Exploration:
     """Distinct states where nothing can happen any more (each judged for lost tasks)."""
     cut: int = 0
     """States the depth bound left unexpanded."""
+    spilled: int = 0
+    """States whose worlds waited on disk, not in memory, for their level (the frontier's memory bound)."""
     stopped_by: str | None = None
-    """None when the search completed; else "violation", "depth", "states" or "interrupted"."""
+    """None when the search completed; else "violation", "depth", "states", "time" or "interrupted"."""
     counterexample: Counterexample | None = None
     elapsed_s: float = 0.0
     tally: Tally = field(default_factory=lambda: Tally(SPEC))
@@ -102,8 +114,175 @@ class Exploration:
     def states_per_s(self) -> float:
         return self.states / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
+    @property
+    def collision_probability(self) -> float:
+        """At most this chance that two distinct states shared a fingerprint (and one was never expanded)."""
+        return collision_probability(self.states, self.transitions)
+
+    @property
+    def fingerprint_bits(self) -> int:
+        return FINGERPRINT_BITS
+
     def coverage(self) -> Coverage:
         return self.tally.coverage((f"shiftchange explore {steps_flags(self.config)}",))
+
+
+Progress = Callable[[Exploration], None]
+
+
+def explore(
+    config: ExploreConfig,
+    strategy: str = BFS,
+    depth_max: int | None = None,
+    states_max: int | None = None,
+    symmetry: bool = True,
+    progress: Progress | None = None,
+    progress_every_s: float = 1.0,
+    *,
+    processes: int = 1,
+    time_limit_s: float | None = None,
+    memory_max_bytes: int = MEMORY_MAX_BYTES,
+) -> Exploration:
+    """Enumerate every interleaving of `config` (to the bounds given); stop at the first violation.
+
+    `processes` > 1 spreads a breadth-first search over that many local processes, with the same result;
+    `memory_max_bytes` bounds the worlds a level keeps in memory (per process), the rest wait on disk.
+    """
+    if strategy not in (BFS, DFS):
+        raise ExploreError(f"strategy must be {BFS} or {DFS}, not {strategy!r}")
+    if strategy == DFS and depth_max is None:
+        raise ExploreError("a depth-first search needs a depth bound (--depth N)")
+    for name, bound in (("depth_max", depth_max), ("states_max", states_max), ("processes", processes)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
+            raise ExploreError(f"{name} must be a whole number of at least 1, not {bound!r}")
+    if processes > parallel.PROCESSES_MAX:
+        raise ExploreError(f"processes must be at most {parallel.PROCESSES_MAX}, not {processes}")
+    if strategy == DFS and processes > 1:
+        raise ExploreError("a depth-first search runs in one process: drop --processes, or search breadth-first")
+    if time_limit_s is not None and (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float) or not time_limit_s > 0):
+        raise ExploreError(f"time_limit_s must be a positive number of seconds, not {time_limit_s!r}")
+    if processes > 1 and not hasattr(os, "fork"):
+        raise ExploreError("--processes needs a system that forks processes (Linux, macOS); search in one process here")
+    result = Exploration(config, strategy, symmetry, depth_max, states_max, time_limit_s, processes)
+    if strategy == DFS:
+        return _DepthFirst(result, progress, progress_every_s).run()
+    return _BreadthFirst(result, progress, progress_every_s, memory_max_bytes).run()
+
+
+class _OutOfTime(Exception):
+    """The time limit passed."""
+
+
+class _BreadthFirst:
+    """A breadth-first search, level by level, over one partition here or several in their own processes."""
+
+    def __init__(self, result: Exploration, progress: Progress | None, progress_every_s: float, memory_max_bytes: int) -> None:
+        self.result = result
+        self.progress, self.progress_every_s = progress, progress_every_s
+        self.memory_max_bytes = memory_max_bytes
+        self.began = self.shown = 0.0
+
+    def run(self) -> Exploration:
+        result = self.result
+        self.began = self.shown = time.perf_counter()
+        deadline = None if result.time_bound_s is None else time.monotonic() + result.time_bound_s
+        root = World(result.config, pattern_of(result.config))
+        snapshots = Snapshots(root)
+        count = result.processes
+        partitions = [Partition(snapshots, result.symmetry, index, count, self.memory_max_bytes) for index in range(count)]
+        partitions[0].tally = result.tally
+        found = None
+        for partition in partitions:
+            found = partition.add_root(root) or found
+        try:
+            if found is not None:
+                self._finish(Counts(states=1, findings=[(b"", (), found)]), None)
+            elif count == 1:
+                self._here(partitions[0], deadline)
+            else:
+                self._spread(partitions, deadline)
+        finally:
+            result.elapsed_s = time.perf_counter() - self.began
+        return result
+
+    def _here(self, partition: Partition, deadline: float | None) -> None:
+        partition.states_max = self.result.states_bound
+
+        def after_each() -> None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _OutOfTime
+            self._show(partition.counts)
+
+        stopped_by = None
+        try:
+            while len(partition.current):
+                partition.expand_level(self.result.depth_bound, after_each)
+                if partition.counts.findings:
+                    break
+                partition.next_level()
+        except Bounded:
+            stopped_by = "states"
+        except _OutOfTime:
+            stopped_by = "time"
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
+        finally:
+            partition.current.close()
+            partition.next.close()
+        self._finish(partition.counts, stopped_by)
+
+    def _spread(self, partitions: list[Partition], deadline: float | None) -> None:
+        result = self.result
+        outcome = parallel.run(partitions, result.depth_bound, result.states_bound, deadline, self._show, self.progress_every_s)
+        if outcome.tallies:  # the first process's tally holds the setup's events too: it was forked with them
+            result.tally = Tally(SPEC)
+            for counts in outcome.tallies:
+                _add_counts(result.tally, counts)
+        self._finish(outcome.counts, outcome.stopped_by if outcome.stopped_by != "violation" else None)
+
+    def _finish(self, counts: Counts, stopped_by: str | None) -> None:
+        """Copy the counts in; the least-ranked finding, if any, is the counterexample, played again for its timeline."""
+        result = self.result
+        for name in ("states", "explored", "transitions", "depth", "quiescent", "cut", "spilled"):
+            setattr(result, name, getattr(counts, name))
+        result.stopped_by = stopped_by
+        if counts.findings:
+            _rank, steps, finding = min(counts.findings, key=lambda found: found[0])
+            played = replay(result.config, steps)  # the very steps that built the violating world: its history is theirs
+            result.counterexample = Counterexample(finding.invariant, finding.example, steps, played.timeline, finding.status)
+            result.depth = max(result.depth, len(steps))
+            result.stopped_by = "violation"
+        elif stopped_by is None and result.cut:
+            result.stopped_by = "depth"
+
+    def _show(self, counts: Counts) -> None:
+        if self.progress is not None and time.perf_counter() - self.shown >= self.progress_every_s:
+            self.shown = time.perf_counter()
+            result = self.result
+            for name in ("states", "explored", "transitions", "depth", "quiescent", "spilled"):
+                setattr(result, name, getattr(counts, name))
+            result.elapsed_s = self.shown - self.began
+            self.progress(result)
+
+
+def _add_counts(tally: Tally, counts: dict) -> None:
+    """Add another process's `Tally.counts` into `tally` (the same rows: the processes were forked from one spec)."""
+    tally.events += counts["events"]
+    for machine, fired in counts["fired"].items():
+        mine = tally._fired[machine]
+        for index, count in enumerate(fired):
+            mine[index] += count
+    for machine, refused in counts["refused"].items():
+        for kind, count in refused.items():
+            tally._refused[machine][kind] = tally._refused[machine].get(kind, 0) + count
+    for machine, kind, source, dest, count, example in counts["unmatched"]:
+        entry = tally._unmatched.setdefault((machine, kind, source, dest), [0, example])
+        entry[0] += count
+    for kind, count in counts["other"].items():
+        tally._other[kind] = tally._other.get(kind, 0) + count
+
+
+# ------------------------------------------------------------------ depth-first
 
 
 @dataclass(slots=True)
@@ -111,8 +290,8 @@ class _Node:
     """A state waiting to be expanded: its world as bytes (none when it may take no step), the steps that built it, and its steps."""
 
     world: bytes
-    shape: bytes
-    """The state's digest with workers interchangeable: what "a step changed nothing" is judged by."""
+    shape: int
+    """The state's fingerprint with workers interchangeable: what "a step changed nothing" is judged by."""
     path: tuple[str, ...]
     actions: list[str]
 
@@ -129,80 +308,52 @@ class _Found(Exception):
         self.steps, self.finding = steps, finding
 
 
-class _Bounded(Exception):
-    """The state bound was reached."""
-
-
-Progress = Callable[[Exploration], None]
-
-
-def explore(
-    config: ExploreConfig,
-    strategy: str = BFS,
-    depth_max: int | None = None,
-    states_max: int | None = None,
-    symmetry: bool = True,
-    progress: Progress | None = None,
-    progress_every_s: float = 1.0,
-) -> Exploration:
-    """Enumerate every interleaving of `config` (to the bounds given); stop at the first violation."""
-    if strategy not in (BFS, DFS):
-        raise ExploreError(f"strategy must be {BFS} or {DFS}, not {strategy!r}")
-    if strategy == DFS and depth_max is None:
-        raise ExploreError("a depth-first search needs a depth bound (--depth N)")
-    for name, bound in (("depth_max", depth_max), ("states_max", states_max)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
-            raise ExploreError(f"{name} must be a whole number of at least 1, not {bound!r}")
-    return _Search(Exploration(config, strategy, symmetry, depth_max, states_max), progress, progress_every_s).run()
-
-
-class _Search:
-    """One search's frontier, visited states and result."""
+class _DepthFirst:
+    """A depth-first search to a depth bound: its stack, visited states and result."""
 
     def __init__(self, result: Exploration, progress: Progress | None, progress_every_s: float) -> None:
         self.result = result
         self.progress, self.progress_every_s = progress, progress_every_s
-        self.seen: dict[bytes, int] = {}
-        """digest -> the least depth it was reached at (depth-first search expands a state again when it finds a shorter way in)."""
-        self.ended: set[bytes] = set()
+        self.seen: dict[int, int] = {}
+        """fingerprint -> the least depth it was reached at (a state is expanded again when a shorter way in is found)."""
+        self.ended: set[int] = set()
         """States where no step is enabled: a step into one that merges is judged as ending the run without asking again."""
-        self.stuck: set[bytes] = set()
-        """States whose every step leads back to them, judged once each (depth-first search may expand one again)."""
-        self.pattern = pattern_of(result.config)
+        self.stuck: set[int] = set()
+        """States whose every step leads back to them, judged once each (a state may be expanded again)."""
         self.snapshots: Snapshots | None = None
         self.began = self.shown = 0.0
-        """When the search began, and when it last reported its progress (`time.perf_counter`)."""
+        self.deadline: float | None = None
 
     def run(self) -> Exploration:
         result = self.result
         began = self.began = self.shown = time.perf_counter()
-        root = World(result.config, self.pattern)
+        self.deadline = None if result.time_bound_s is None else time.monotonic() + result.time_bound_s
+        root = World(result.config, pattern_of(result.config))
         self.snapshots = Snapshots(root)
         try:
             self._search(root)
             if result.cut:
                 result.stopped_by = "depth"
         except _Found as found:
-            played = replay(result.config, found.steps)  # the very steps that built the violating world: its history is theirs
+            played = replay(result.config, found.steps)
             finding = found.finding
             result.counterexample = Counterexample(finding.invariant, finding.example, found.steps, played.timeline, finding.status)
             result.stopped_by = "violation"
-        except _Bounded:
+        except Bounded:
             result.stopped_by = "states"
+        except _OutOfTime:
+            result.stopped_by = "time"
         except KeyboardInterrupt:
             result.stopped_by = "interrupted"
         finally:
             result.elapsed_s = time.perf_counter() - began
         return result
 
-    # ------------------------------------------------------------ frontier
-
     def _search(self, root: World) -> None:
-        pending = deque([self._root(root)])
-        take = pending.popleft if self.result.strategy == BFS else pending.pop
+        pending = [self._root(root)]
         depth_max = self.result.depth_bound
         while pending:
-            node = take()
+            node = pending.pop()
             if depth_max is not None and node.depth >= depth_max:
                 self.result.cut += 1 if node.actions else 0
                 continue
@@ -221,8 +372,8 @@ class _Search:
         self.result.quiescent += not actions
         return _Node(self.snapshots.dumps(root), shape, (), actions)
 
-    def _expand(self, node: _Node, pending: deque[_Node]) -> None:
-        """Take every step `node` may take; queue each new state; judge `node` as ended if no step moved it."""
+    def _expand(self, node: _Node, pending: list[_Node]) -> None:
+        """Take every step `node` may take; push each new state; judge `node` as ended if no step moved it."""
         self.result.explored += 1
         if not node.actions:
             return
@@ -252,32 +403,33 @@ class _Search:
             self._judge(self.snapshots.loads(node.world), node.path, True)
 
     def _report_progress(self) -> None:
-        if self.progress is not None and time.perf_counter() - self.shown >= self.progress_every_s:
-            self.shown = time.perf_counter()
-            self.result.elapsed_s = self.shown - self.began
+        now = time.perf_counter()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _OutOfTime
+        if self.progress is not None and now - self.shown >= self.progress_every_s:
+            self.shown = now
+            self.result.elapsed_s = now - self.began
             self.progress(self.result)
 
-    # ------------------------------------------------------- deduplication
+    def _keys(self, world: World) -> tuple[int, int]:
+        """The state's fingerprint under this search's symmetry, and with workers interchangeable (its shape)."""
+        key = fingerprint(world, self.result.symmetry)
+        return key, key if self.result.symmetry else fingerprint(world, True)
 
-    def _keys(self, world: World) -> tuple[bytes, bytes]:
-        """The state's digest under this search's symmetry, and with workers interchangeable (its shape)."""
-        key = digest(world, self.result.symmetry)
-        return key, key if self.result.symmetry else digest(world, True)
-
-    def _merges(self, key: bytes, path: tuple[str, ...]) -> bool:
-        """Whether the state reached by `path` is visited already and is not to be expanded again."""
+    def _merges(self, key: int, path: tuple[str, ...]) -> bool:
+        """Whether the state reached by `path` is visited already, by a way in no longer than this one."""
         known = self.seen.get(key)
-        return known is not None and (self.result.strategy == BFS or known <= len(path))
+        return known is not None and known <= len(path)
 
-    def _visit(self, key: bytes, path: tuple[str, ...], actions: list[str]) -> bool:
-        """Whether the state reached by `path` is to be expanded: new, or (depth-first) reached by a shorter way in."""
+    def _visit(self, key: int, path: tuple[str, ...], actions: list[str]) -> bool:
+        """Whether the state reached by `path` is to be expanded: new, or reached by a shorter way in."""
         result = self.result
         known = self.seen.get(key)
-        if known is not None and (result.strategy == BFS or known <= len(path)):
+        if known is not None and known <= len(path):
             return False
         if known is None:
             if result.states_bound is not None and result.states >= result.states_bound:
-                raise _Bounded
+                raise Bounded
             result.states += 1
             result.quiescent += not actions
             if not actions:
@@ -285,8 +437,6 @@ class _Search:
         self.seen[key] = len(path)
         result.depth = max(result.depth, len(path))
         return True
-
-    # ------------------------------------------------------------- judging
 
     def _judge(self, world: World, path: tuple[str, ...], quiescent: bool) -> None:
         finding = judge(world, quiescent)
