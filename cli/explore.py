@@ -79,7 +79,7 @@ _TIMINGS = (
     ("backoff-base", "backoff_base_s", _seconds, "S", "the first backoff (Attempts, a call's retries), doubling (default 1)"),
     ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
 )
-_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "dfs", "no_symmetry", "coverage")
+_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "por", "dfs", "no_symmetry", "coverage")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -111,6 +111,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     explore.add_argument("--dfs", action="store_true", help="depth-first (with --depth): less memory, no shortest counterexample")
     explore.add_argument("--no-symmetry", action="store_true", help="count a state and its image under renamed workers apart")
+    explore.add_argument(
+        "--por",
+        action="store_true",
+        help="partial-order reduction: skip the second order of independent steps (sleep sets; the same states and verdicts)",
+    )
     explore.add_argument("--replay", metavar="STEPS", help="play one path (comma-separated steps, as a counterexample prints them)")
     explore.add_argument("--coverage", metavar="FILE", help="write which transition rows the search fired (for spec review --coverage)")
     explore.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
@@ -181,6 +186,7 @@ def _search(args: argparse.Namespace, config: Any) -> int:
             symmetry=not args.no_symmetry,
             progress=shown if bar is not None else None,
             processes=args.processes or 1,
+            por=args.por,
             time_limit_s=args.time_limit,
         )
     finally:

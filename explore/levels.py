@@ -39,14 +39,17 @@ from shiftchange.spec.coverage import Tally
 
 from .digest import fingerprint
 from .frontier import MEMORY_MAX_BYTES, Frontier, Spilled
+from .independence import footprint, independent
 from .judge import Finding, judge
 from .snapshots import Snapshots
 from .world import World
 
 ENDED_RANK = b"\xff\xff"
 """A state judged as ended ranks after every step taken from it: one more step index, greater than any."""
-Record = tuple[bytes, int, int, bytes, tuple[str, ...], tuple[str, ...]]
-"""A state waiting to be expanded: its world (none when it may take no step), key, shape, rank, path, and steps."""
+Record = tuple[bytes, int, int, bytes, tuple[str, ...], tuple[str, ...] | None, frozenset[str]]
+"""A state waiting to be expanded: its world (none when it may take no step), key, shape, rank, path, steps (None: an
+arrival that only brings its sleep set), and the steps asleep in it (partial-order reduction, `independence.py`)."""
+AWAKE: frozenset[str] = frozenset()
 
 
 class Bounded(Exception):
@@ -64,6 +67,7 @@ class Counts:
     quiescent: int = 0
     cut: int = 0
     spilled: int = 0
+    pruned: int = 0
     findings: list[tuple[bytes, tuple[str, ...], Finding]] = field(default_factory=list)
 
     def add(self, other: Counts) -> None:
@@ -74,6 +78,7 @@ class Counts:
         self.quiescent += other.quiescent
         self.cut += other.cut
         self.spilled += other.spilled
+        self.pruned += other.pruned
         self.findings += other.findings
 
 
@@ -88,8 +93,9 @@ class Partition:
         partitions: int = 1,
         memory_max_bytes: int = MEMORY_MAX_BYTES,
         directory: str | None = None,
+        por: bool = False,
     ) -> None:
-        self.snapshots, self.symmetry = snapshots, symmetry
+        self.snapshots, self.symmetry, self.por = snapshots, symmetry, por
         self.index, self.partitions = index, partitions
         self.memory_max_bytes, self.directory = memory_max_bytes, directory
         self.seen: set[int] = set()
@@ -106,6 +112,9 @@ class Partition:
         """Fingerprints sent at earlier levels: their owners have them as visited already."""
         self.sent_now: dict[int, bytes] = {}
         """Fingerprints sent at this level, with the least rank sent."""
+        self.sleep_now: dict[int, frozenset[str]] = {}
+        self.sleep_next: dict[int, frozenset[str]] = {}
+        """One partition: the sleep set of each state of this level and the next, the intersection of its arrivals'."""
         self.counts = Counts()
         self.tally = Tally(SPEC)
         self.states_max: int | None = None
@@ -133,7 +142,7 @@ class Partition:
             if not actions:
                 self.ended.add(key)
                 self.counts.quiescent += 1
-            self.current.append((self.snapshots.dumps(world), key, shape, b"", (), actions))
+            self.current.append((self.snapshots.dumps(world), key, shape, b"", (), actions, AWAKE))
         return finding
 
     # --------------------------------------------------------------- expanding
@@ -147,22 +156,39 @@ class Partition:
         self.sent_now = {}
 
     def _expand(self, record: Record, depth_max: int | None) -> None:
-        data, _key, shape, rank, path, actions = record
+        data, key, shape, rank, path, actions, sleep = record
         counts = self.counts
+        if self.partitions == 1:
+            sleep = self.sleep_now.pop(key, sleep)
         if depth_max is not None and len(path) >= depth_max:
             counts.cut += 1 if actions else 0
             return
         counts.explored += 1
         if not actions:
             return
+        asleep = sleep.intersection(actions)
+        footprints: dict[str, frozenset[str]] = {}
+        taken: list[str] = []
         moved = False
         for index, label in enumerate(actions):
+            if label in asleep:  # its other order was taken: the state it leads to is reached that way
+                counts.pruned += 1
+                continue
             child = self.snapshots.loads(data)
+            child_sleep = AWAKE
+            if self.por:
+                if not footprints:  # read from the state itself, before any step is taken on the copy
+                    footprints = {name: footprint(child, name) for name in actions}
+                mine = footprints[label]
+                child_sleep = frozenset(other for other in (*asleep, *taken) if independent(footprints[other], mine))
+                taken.append(label)
             child.apply(label, checked=False)
             counts.transitions += 1
             self._tally(child)
-            child_shape = self._step(child, rank + index.to_bytes(2, "big"), (*path, label))
+            child_shape = self._step(child, rank + index.to_bytes(2, "big"), (*path, label), child_sleep)
             moved = moved or child_shape != shape
+        if not moved and asleep:
+            moved = self._any_moves(data, shape, asleep)
         if not moved and shape not in self.stuck:
             # Every step it may take leaves it as it is (a refusal asked again, a renewal at the same instant):
             # nothing can change any more, so it is judged as a state where the run has ended.
@@ -172,13 +198,25 @@ class Partition:
             if finding is not None:
                 counts.findings.append((rank + ENDED_RANK, path, finding))
 
-    def _step(self, child: World, rank: bytes, path: tuple[str, ...]) -> int:
+    def _any_moves(self, data: bytes, shape: int, asleep: frozenset[str]) -> bool:
+        """Whether one of the steps asleep in a state whose every step taken leads back to it leads elsewhere."""
+        for label in sorted(asleep):
+            child = self.snapshots.loads(data)
+            child.apply(label, checked=False)
+            child.step_entries.clear()
+            if fingerprint(child, True) != shape:
+                return True
+        return False
+
+    def _step(self, child: World, rank: bytes, path: tuple[str, ...], sleep: frozenset[str]) -> int:
         """Judge the world one step made, and keep it if it is new; its shape."""
         key = fingerprint(child, self.symmetry)
         shape = key if self.symmetry else fingerprint(child, True)
         mine = self.owns(shape)
         if mine and key in self.seen:  # its steps are known already: only whether it has any is asked
             actions, quiescent = None, key in self.ended
+            if key in self.sleep_next:  # another arrival at the next level's least depth: only what both let sleep stays asleep
+                self.sleep_next[key] &= sleep
         else:
             actions = tuple(child.actions())
             quiescent = not actions
@@ -186,21 +224,28 @@ class Partition:
         if finding is not None:
             self.counts.findings.append((rank, path, finding))
         elif actions is not None:
-            self._keep(child, key, shape, rank, path, actions)
+            self._keep(child, key, shape, rank, path, actions, sleep)
         return shape
 
-    def _keep(self, child: World, key: int, shape: int, rank: bytes, path: tuple[str, ...], actions: tuple[str, ...]) -> None:
+    def _keep(
+        self, child: World, key: int, shape: int, rank: bytes, path: tuple[str, ...], actions: tuple[str, ...], sleep: frozenset[str]
+    ) -> None:
         if self.partitions == 1:
             self._visit(key, len(path), actions)
-            self.next.append((self.snapshots.dumps(child) if actions else b"", key, shape, rank, path, actions))
+            if self.por:
+                self.sleep_next[key] = sleep
+            self.next.append((self.snapshots.dumps(child) if actions else b"", key, shape, rank, path, actions, sleep))
             return
         if key in self.sent_before:
-            return
+            return  # its owner had it at an earlier level: this longer way in changes nothing
+        outgoing = self.outgoing[shape % self.partitions]
         least = self.sent_now.get(key)
         if least is not None and least <= rank:
+            if self.por:
+                outgoing.append((b"", key, shape, rank, path, None, sleep))  # only its sleep set: the world went already
             return
         self.sent_now[key] = rank
-        self.outgoing[shape % self.partitions].append((self.snapshots.dumps(child) if actions else b"", key, shape, rank, path, actions))
+        outgoing.append((self.snapshots.dumps(child) if actions else b"", key, shape, rank, path, actions, sleep))
 
     def _visit(self, key: int, depth: int, actions: tuple[str, ...]) -> None:
         counts = self.counts
@@ -227,6 +272,7 @@ class Partition:
         """One partition: the states reached become the level to expand."""
         self.counts.spilled += self.next.spilled
         self.current, self.next = self.next, self._frontier()
+        self.sleep_now, self.sleep_next = self.sleep_next, {}
 
     def begin_level(self, level: int) -> None:
         """Several partitions: this level's states for each owner go to a file of their own in the shared directory."""
@@ -247,15 +293,19 @@ class Partition:
     def merge(self, incoming: list[Spilled]) -> None:
         """Several partitions: the states sent here this level, each kept once, from its least-ranked arrival."""
         least: dict[int, bytes] = {}
+        sleeps: dict[int, frozenset[str]] = {}
         for frontier in incoming:
-            for _data, key, _shape, rank, _path, _actions in frontier.records():
-                if key not in self.seen and (key not in least or rank < least[key]):
+            for _data, key, _shape, rank, _path, actions, sleep in frontier.records():
+                if key in self.seen:
+                    continue
+                sleeps[key] = sleeps[key] & sleep if key in sleeps else sleep
+                if actions is not None and (key not in least or rank < least[key]):
                     least[key] = rank
         for frontier in incoming:
             for record in frontier.drain():
                 key, rank = record[1], record[3]
-                if least.get(key) == rank:
+                if record[5] is not None and least.get(key) == rank:
                     del least[key]  # the first of equal ranks (one partition sends a state at most once per rank)
                     self._visit(key, len(record[4]), record[5])
-                    self.current.append(record)
+                    self.current.append((*record[:6], sleeps[key]))
         self.counts.spilled += self.current.spilled

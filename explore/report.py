@@ -19,6 +19,7 @@ def summary_lines(result: Exploration) -> list[str]:
     how = "breadth-first" if result.strategy == BFS else f"depth-first to depth {result.depth_bound}"
     reduction = "workers interchangeable" if result.symmetry else "no symmetry reduction"
     processes = f" over {result.processes} processes" if result.processes > 1 else ""
+    processes += ", partial-order reduction" if result.por else ""
     lines = [
         f"explore {steps_flags(result.config)}",
         f"  {how}{processes}, {reduction}"
@@ -26,7 +27,8 @@ def summary_lines(result: Exploration) -> list[str]:
         + (f", state bound {result.states_bound:,}" if result.states_bound is not None else "")
         + (f", time limit {result.time_bound_s:g} s" if result.time_bound_s is not None else ""),
         f"  {result.states:,} distinct states, {result.explored:,} explored, {result.transitions:,} transitions,"
-        f" maximum depth {result.depth}, {result.quiescent:,} quiescent",
+        f" maximum depth {result.depth}, {result.quiescent:,} quiescent"
+        + (f", {result.pruned:,} steps skipped (their other order was taken)" if result.por else ""),
         f"  {result.elapsed_s:.1f} s, {result.states_per_s:,.0f} distinct states per second"
         + (f", {result.spilled:,} states waited on disk" if result.spilled else ""),
         f"  states kept as {result.fingerprint_bits}-bit fingerprints: the chance two of them collided is at most"
@@ -112,6 +114,8 @@ def as_json(result: Exploration) -> dict[str, Any]:
         "states_bound": result.states_bound,
         "time_bound_s": result.time_bound_s,
         "processes": result.processes,
+        "por": result.por,
+        "pruned": result.pruned,
         "states": result.states,
         "explored": result.explored,
         "transitions": result.transitions,

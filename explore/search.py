@@ -82,6 +82,8 @@ class Exploration:
     states_bound: int | None
     time_bound_s: float | None = None
     processes: int = 1
+    por: bool = False
+    """Whether partial-order reduction (sleep sets, `independence.py`) skipped the second order of independent steps."""
     states: int = 0
     """Distinct states (after symmetry reduction)."""
     explored: int = 0
@@ -94,6 +96,8 @@ class Exploration:
     """Distinct states where nothing can happen any more (each judged for lost tasks)."""
     cut: int = 0
     """States the depth bound left unexpanded."""
+    pruned: int = 0
+    """Steps partial-order reduction did not take: their other order was taken (the full search takes both)."""
     spilled: int = 0
     """States whose worlds waited on disk, not in memory, for their level (the frontier's memory bound)."""
     stopped_by: str | None = None
@@ -142,11 +146,13 @@ def explore(
     processes: int = 1,
     time_limit_s: float | None = None,
     memory_max_bytes: int = MEMORY_MAX_BYTES,
+    por: bool = False,
 ) -> Exploration:
     """Enumerate every interleaving of `config` (to the bounds given); stop at the first violation.
 
     `processes` > 1 spreads a breadth-first search over that many local processes, with the same result;
-    `memory_max_bytes` bounds the worlds a level keeps in memory (per process), the rest wait on disk.
+    `memory_max_bytes` bounds the worlds a level keeps in memory (per process), the rest wait on disk;
+    `por` skips the second order of independent steps (breadth-first only), visiting the same states.
     """
     if strategy not in (BFS, DFS):
         raise ExploreError(f"strategy must be {BFS} or {DFS}, not {strategy!r}")
@@ -157,13 +163,15 @@ def explore(
             raise ExploreError(f"{name} must be a whole number of at least 1, not {bound!r}")
     if processes > parallel.PROCESSES_MAX:
         raise ExploreError(f"processes must be at most {parallel.PROCESSES_MAX}, not {processes}")
+    if strategy == DFS and por:
+        raise ExploreError("partial-order reduction is for a breadth-first search: drop --por, or --dfs")
     if strategy == DFS and processes > 1:
         raise ExploreError("a depth-first search runs in one process: drop --processes, or search breadth-first")
     if time_limit_s is not None and (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float) or not time_limit_s > 0):
         raise ExploreError(f"time_limit_s must be a positive number of seconds, not {time_limit_s!r}")
     if processes > 1 and not hasattr(os, "fork"):
         raise ExploreError("--processes needs a system that forks processes (Linux, macOS); search in one process here")
-    result = Exploration(config, strategy, symmetry, depth_max, states_max, time_limit_s, processes)
+    result = Exploration(config, strategy, symmetry, depth_max, states_max, time_limit_s, processes, por)
     if strategy == DFS:
         return _DepthFirst(result, progress, progress_every_s).run()
     return _BreadthFirst(result, progress, progress_every_s, memory_max_bytes).run()
@@ -189,7 +197,7 @@ class _BreadthFirst:
         root = World(result.config, pattern_of(result.config))
         snapshots = Snapshots(root)
         count = result.processes
-        partitions = [Partition(snapshots, result.symmetry, index, count, self.memory_max_bytes) for index in range(count)]
+        partitions = [Partition(snapshots, result.symmetry, index, count, self.memory_max_bytes, por=result.por) for index in range(count)]
         partitions[0].tally = result.tally
         found = None
         for partition in partitions:
@@ -243,7 +251,7 @@ class _BreadthFirst:
     def _finish(self, counts: Counts, stopped_by: str | None) -> None:
         """Copy the counts in; the least-ranked finding, if any, is the counterexample, played again for its timeline."""
         result = self.result
-        for name in ("states", "explored", "transitions", "depth", "quiescent", "cut", "spilled"):
+        for name in ("states", "explored", "transitions", "depth", "quiescent", "cut", "spilled", "pruned"):
             setattr(result, name, getattr(counts, name))
         result.stopped_by = stopped_by
         if counts.findings:
