@@ -1,76 +1,158 @@
-"""Exhaustive exploration: distinct states per second, the time to complete the benchmark configuration, and how the
-state count grows with workers, with and without symmetry reduction.
+"""Exhaustive exploration at useful sizes: distinct states per second per process, the reduction factors of symmetry and
+of partial-order reduction apart, the speed-up with processes, and peak memory, against the targets of issue 25.
 
-    python benchmarks/explore.py [--repeat N] [--workers-max N]
+    python benchmarks/explore.py [--repeat N] [--target-limit S] [--three-worker-limit S]
 
-The benchmark configuration is `shiftchange explore --workers 2 --tasks 1
---crashes 1 --pauses 1 --lost-responses 1`: it is searched breadth-first to
-completion `--repeat` times (default 3) and the median time is reported with
-its distinct states, transitions and depth. Then the same faults with 1 to
-`--workers-max` workers (default 3), each searched once with workers
-interchangeable (the default) and once without; the reduction factor is the
-state count without symmetry over the count with it.
+Each search runs in a fresh child process (so its peak memory is its own:
+the child's and, over several processes, its forked workers').
 
-Targets: the benchmark configuration completes with no violation; symmetry
-reduction never counts more states than the full search, and reduces them
-once there are two workers or more. Exit status 0 when every target passes,
-1 otherwise. There is no speed target: the figures are printed for the note.
+- **The benchmark configuration** (`--workers 2 --tasks 1 --crashes 1
+  --pauses 1 --lost-responses 1`), searched `--repeat` times (default 2)
+  in one process and in two: its distinct states per second per process,
+  and the speed-up of two processes (the median times' ratio).
+- **Reduction factors**, on it: symmetry (states without over states with
+  workers interchangeable) and partial-order reduction (sleep sets: steps
+  taken without over with; the states are the same by construction, so
+  their factor is 1).
+- **The target configuration** (`--tasks 2` with the same faults), over two
+  processes with partial-order reduction, stopped at `--target-limit`
+  seconds (default 60): it passes if it completes within them.
+- **Three workers, two tasks, a crash and a pause**, over two processes with
+  partial-order reduction, stopped at `--three-worker-limit` seconds
+  (default 600): it passes if it completes.
+
+Targets: at least 3,000 distinct states per second per process; the target
+configuration complete in at most 60 s on two processes and under 1 GiB;
+the three-worker configuration complete; a speed-up of at least 1.6x on two
+processes; every completed search clean. Exit status 0 when every target
+passes, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
+import subprocess
 import sys
 
 from common import positive, verdict
 
-from shiftchange.explore import ExploreConfig, explore
-
 FAULTS = {"crashes": 1, "pauses": 1, "lost_responses": 1}
+BENCHMARK = {"workers": 2, "tasks": 1, **FAULTS}
+TARGET = {"workers": 2, "tasks": 2, **FAULTS}
+THREE_WORKERS = {"workers": 3, "tasks": 2, "crashes": 1, "pauses": 1}
+STATES_PER_S_MIN, SPEED_UP_MIN, TARGET_S_MAX, MEMORY_MAX_MIB = 3000, 1.6, 60.0, 1024
 
 
-def _search(workers: int, symmetry: bool) -> object:
-    return explore(ExploreConfig(workers=workers, tasks=1, **FAULTS), symmetry=symmetry)
+def _child(spec: dict) -> None:
+    """In the child process: one search, printed as one JSON line with this process's and its workers' peak memory."""
+    from shiftchange.explore import ExploreConfig, explore
+
+    result = explore(ExploreConfig(**spec["config"]), **spec["options"])
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    processes = spec["options"].get("processes", 1)
+    print(
+        json.dumps(
+            {
+                "states": result.states,
+                "transitions": result.transitions,
+                "pruned": result.pruned,
+                "depth": result.depth,
+                "quiescent": result.quiescent,
+                "elapsed_s": result.elapsed_s,
+                "complete": result.complete,
+                "ok": result.ok,
+                "stopped_by": result.stopped_by,
+                "collision_probability": result.collision_probability,
+                "memory_mib": own + (workers * processes if processes > 1 else 0),
+            }
+        )
+    )
+
+
+def _search(config: dict, **options: object) -> dict:
+    spec = json.dumps({"config": config, "options": options})
+    done = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"a search failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _flags(config: dict) -> str:
+    return " ".join(f"--{name.replace('_', '-')} {value}" for name, value in config.items())
+
+
+def _line(name: str, run: dict) -> str:
+    ending = "complete" if run["complete"] else f"stopped by {run['stopped_by']}"
+    return (
+        f"  {name:<34} {run['states']:>9,} states {run['transitions']:>10,} steps {run['elapsed_s']:>7.1f} s"
+        f" {run['states'] / run['elapsed_s']:>7,.0f} states/s {run['memory_mib']:>6,.0f} MiB  {ending}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=positive, default=3, help="searches of the benchmark configuration (default 3)")
-    parser.add_argument("--workers-max", type=positive, default=3, help="the largest worker count of the growth table (default 3)")
+    parser.add_argument("--repeat", type=positive, default=2, help="searches of the benchmark configuration per process count (default 2)")
+    parser.add_argument("--target-limit", type=positive, default=int(TARGET_S_MAX), help="seconds for the target configuration (60)")
+    parser.add_argument("--three-worker-limit", type=positive, default=600, help="seconds for the three-worker configuration (600)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child is not None:
+        _child(json.loads(args.child))
+        return 0
+    checks: list[tuple[bool, str]] = []
 
-    print("benchmark configuration: shiftchange explore --workers 2 --tasks 1 --crashes 1 --pauses 1 --lost-responses 1")
-    runs = [_search(2, True) for _ in range(args.repeat)]
-    times = [run.elapsed_s for run in runs]
-    first = runs[0]
-    median_s = statistics.median(times)
-    clean = all(run.ok and run.complete for run in runs)
-    same = len({(run.states, run.transitions, run.depth) for run in runs}) == 1
-    print(f"  {first.states:,} distinct states, {first.transitions:,} transitions, maximum depth {first.depth}")
-    print(f"  time to complete: median {median_s:.2f} s of {args.repeat} (" + ", ".join(f"{t:.2f}" for t in times) + ")")
-    print(f"  {first.states / median_s:,.0f} distinct states per second, {first.transitions / median_s:,.0f} transitions per second")
-    print(f"  {verdict(clean)}  completes with no violation" + ("" if same else " (the searches disagreed on their counts!)"))
+    print(f"benchmark configuration: shiftchange explore {_flags(BENCHMARK)}")
+    alone = [_search(BENCHMARK) for _ in range(args.repeat)]
+    spread = [_search(BENCHMARK, processes=2) for _ in range(args.repeat)]
+    for run in alone:
+        print(_line("one process", run))
+    for run in spread:
+        print(_line("two processes", run))
+    alone_s = statistics.median(run["elapsed_s"] for run in alone)
+    spread_s = statistics.median(run["elapsed_s"] for run in spread)
+    rate = alone[0]["states"] / alone_s
+    speed_up = alone_s / spread_s
+    same = len({(run["states"], run["transitions"], run["depth"], run["quiescent"]) for run in alone + spread}) == 1
+    clean = all(run["ok"] and run["complete"] for run in alone + spread)
+    checks.append((rate >= STATES_PER_S_MIN, f"{rate:,.0f} distinct states per second per process (target {STATES_PER_S_MIN:,})"))
+    checks.append((speed_up >= SPEED_UP_MIN, f"speed-up on two processes {speed_up:.2f}x (target {SPEED_UP_MIN}x)"))
+    checks.append((same and clean, "one and two processes find the same states, steps, depth and quiescent states, clean"))
 
-    print()
-    print(f"growth with workers (the same faults), symmetry reduction on and off, up to {args.workers_max} workers:")
-    print(f"  {'workers':>7}  {'reduced':>9}  {'full':>9}  {'factor':>6}  {'reduced s':>9}  {'full s':>7}")
-    growth_ok = True
-    for workers in range(1, args.workers_max + 1):
-        reduced, full = _search(workers, True), _search(workers, False)
-        factor = full.states / reduced.states
-        fits = reduced.states <= full.states and (workers == 1 or reduced.states < full.states)
-        fits = fits and reduced.ok and full.ok and reduced.complete and full.complete
-        growth_ok = growth_ok and fits
-        print(
-            f"  {workers:>7}  {reduced.states:>9,}  {full.states:>9,}  {factor:>5.2f}x  {reduced.elapsed_s:>9.2f}  {full.elapsed_s:>7.2f}"
-            + ("" if fits else "  <- unexpected")
-        )
-    print(f"  {verdict(growth_ok)}  symmetry reduction never adds states, and removes some from two workers on (every search clean)")
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak resident memory of this process: {peak_mib:,.0f} MiB")
-    return 0 if clean and same and growth_ok else 1
+    print("\nreduction factors on the benchmark configuration:")
+    full = _search(BENCHMARK, symmetry=False)
+    reduced = _search(BENCHMARK, por=True)
+    print(_line("no symmetry reduction", full))
+    print(_line("symmetry (the default)", alone[0]))
+    print(_line("symmetry and partial-order reduction", reduced))
+    symmetry = full["states"] / alone[0]["states"]
+    por_steps = alone[0]["transitions"] / reduced["transitions"]
+    print(f"  symmetry: {symmetry:.2f}x fewer states, {full['transitions'] / alone[0]['transitions']:.2f}x fewer steps")
+    print(
+        f"  partial-order reduction: {alone[0]['states'] / reduced['states']:.2f}x fewer states (sleep sets visit them all),"
+        f" {por_steps:.2f}x fewer steps ({reduced['pruned']:,} skipped), {alone[0]['elapsed_s'] / reduced['elapsed_s']:.2f}x the speed"
+    )
+    checks.append((reduced["states"] == alone[0]["states"] and reduced["ok"], "partial-order reduction visits the same states, clean"))
+
+    print(f"\ntarget configuration: shiftchange explore {_flags(TARGET)} --processes 2 --por --time-limit {args.target_limit}")
+    target = _search(TARGET, processes=2, por=True, time_limit_s=float(args.target_limit))
+    print(_line("two processes, reduced", target))
+    fits = target["complete"] and target["ok"] and target["elapsed_s"] <= TARGET_S_MAX and target["memory_mib"] < MEMORY_MAX_MIB
+    checks.append((fits, f"the target configuration completes in <= {TARGET_S_MAX:g} s and < {MEMORY_MAX_MIB} MiB, clean"))
+
+    print(f"\nthree workers: shiftchange explore {_flags(THREE_WORKERS)} --processes 2 --por --time-limit {args.three_worker_limit}")
+    three = _search(THREE_WORKERS, processes=2, por=True, time_limit_s=float(args.three_worker_limit))
+    print(_line("two processes, reduced", three))
+    checks.append((three["complete"] and three["ok"], "the three-worker configuration completes, clean"))
+
+    print(f"\nfingerprint collisions: at most {max(run['collision_probability'] for run in (target, three)):.1e} in any search above")
+    print("\ntargets:")
+    for ok, text in checks:
+        print(f"  {verdict(ok)}  {text}")
+    return 0 if all(ok for ok, _text in checks) else 1
 
 
 if __name__ == "__main__":

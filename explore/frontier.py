@@ -17,8 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-MEMORY_MAX_BYTES = 256 * 1024 * 1024
-"""The default: a quarter of a gigabyte of worlds in memory per frontier, the rest on disk."""
+MEMORY_MAX_BYTES = 64 * 1024 * 1024
+"""The default: 64 MiB of worlds in memory per frontier (about ten thousand states), the rest on disk."""
 
 
 class Frontier:

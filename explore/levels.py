@@ -41,6 +41,7 @@ from .digest import fingerprint
 from .frontier import MEMORY_MAX_BYTES, Frontier, Spilled
 from .independence import footprint, independent
 from .judge import Finding, judge
+from .seen import SharedSeen
 from .snapshots import Snapshots
 from .world import World
 
@@ -115,6 +116,8 @@ class Partition:
         self.sleep_now: dict[int, frozenset[str]] = {}
         self.sleep_next: dict[int, frozenset[str]] = {}
         """One partition: the sleep set of each state of this level and the next, the intersection of its arrivals'."""
+        self.shared: SharedSeen | None = None
+        """Several partitions: every owner's visited fingerprints, readable here (`seen.py`)."""
         self.counts = Counts()
         self.tally = Tally(SPEC)
         self.states_max: int | None = None
@@ -138,6 +141,8 @@ class Partition:
         finding = judge(world, not actions)
         if self.owns(shape):
             self.seen.add(key)
+            if self.shared is not None:
+                self.shared.add(self.index, key, not actions)
             self.counts.states += 1
             if not actions:
                 self.ended.add(key)
@@ -182,10 +187,12 @@ class Partition:
                 mine = footprints[label]
                 child_sleep = frozenset(other for other in (*asleep, *taken) if independent(footprints[other], mine))
                 taken.append(label)
+            now = child.clock.now()
             child.apply(label, checked=False)
             counts.transitions += 1
+            unchanged = not child.step_entries and child.clock.now() == now
             self._tally(child)
-            child_shape = self._step(child, rank + index.to_bytes(2, "big"), (*path, label), child_sleep)
+            child_shape = self._step(child, rank + index.to_bytes(2, "big"), (*path, label), child_sleep, unchanged)
             moved = moved or child_shape != shape
         if not moved and asleep:
             moved = self._any_moves(data, shape, asleep)
@@ -208,8 +215,13 @@ class Partition:
                 return True
         return False
 
-    def _step(self, child: World, rank: bytes, path: tuple[str, ...], sleep: frozenset[str]) -> int:
-        """Judge the world one step made, and keep it if it is new; its shape."""
+    def _step(self, child: World, rank: bytes, path: tuple[str, ...], sleep: frozenset[str], unchanged: bool) -> int:
+        """Judge the world one step made, and keep it if it is new; its shape.
+
+        `unchanged`: the step entered nothing into the history and did not move the clock, so the checkers and the
+        records (written only by contracts, each of which enters an event) are the state's own, which was judged clean
+        when it was reached (only a clean state is kept): the verdict is the same unless the run ends here.
+        """
         key = fingerprint(child, self.symmetry)
         shape = key if self.symmetry else fingerprint(child, True)
         mine = self.owns(shape)
@@ -217,10 +229,12 @@ class Partition:
             actions, quiescent = None, key in self.ended
             if key in self.sleep_next:  # another arrival at the next level's least depth: only what both let sleep stays asleep
                 self.sleep_next[key] &= sleep
+        elif not mine and self.shared is not None and (ended := self.shared.get(shape % self.partitions, key)) is not None:
+            actions, quiescent = None, ended  # its owner visited it at an earlier level: a merge, as in one process
         else:
             actions = tuple(child.actions())
             quiescent = not actions
-        finding = judge(child, quiescent)
+        finding = None if unchanged and not quiescent else judge(child, quiescent)
         if finding is not None:
             self.counts.findings.append((rank, path, finding))
         elif actions is not None:
@@ -307,5 +321,7 @@ class Partition:
                 if record[5] is not None and least.get(key) == rank:
                     del least[key]  # the first of equal ranks (one partition sends a state at most once per rank)
                     self._visit(key, len(record[4]), record[5])
+                    if self.shared is not None:
+                        self.shared.add(self.index, key, not record[5])
                     self.current.append((*record[:6], sleeps[key]))
         self.counts.spilled += self.current.spilled

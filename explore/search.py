@@ -53,6 +53,7 @@ from .frontier import MEMORY_MAX_BYTES
 from .judge import Finding, judge
 from .levels import Bounded, Counts, Partition
 from .replay import replay
+from .seen import SharedSeen
 from .snapshots import Snapshots
 from .world import World
 
@@ -199,6 +200,9 @@ class _BreadthFirst:
         count = result.processes
         partitions = [Partition(snapshots, result.symmetry, index, count, self.memory_max_bytes, por=result.por) for index in range(count)]
         partitions[0].tally = result.tally
+        shared = SharedSeen(count) if count > 1 else None
+        for partition in partitions:
+            partition.shared = shared
         found = None
         for partition in partitions:
             found = partition.add_root(root) or found
@@ -211,6 +215,8 @@ class _BreadthFirst:
                 self._spread(partitions, deadline)
         finally:
             result.elapsed_s = time.perf_counter() - self.began
+            if shared is not None:
+                shared.close()
         return result
 
     def _here(self, partition: Partition, deadline: float | None) -> None:
