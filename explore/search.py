@@ -26,10 +26,21 @@ Breadth-first by default, so the first violation found is at the least
 depth any violation has: a shortest counterexample. The level where it
 shows is expanded to its end and its least-ranked violation is the one
 reported (`levels.py`), so the result is the same over one process or
-several (`parallel.py`, `processes`). Depth-first with a bound reaches
-deeper into larger configurations with less memory, in one process. A
-search completes when no unvisited state is left; a depth, state or time
-bound that cut it short is said so, and the exit status says it too.
+several (`parallel.py`, `processes`; `seen.py` lets each process know
+what the others visited). With `por`, partial-order reduction skips the
+second order of independent steps (sleep sets, `independence.py`): the
+same states, fewer steps. Depth-first with a bound reaches deeper into
+larger configurations with less memory, in one process. A search completes
+when no unvisited state is left; a depth, state or time bound that cut it
+short is said so, and the exit status says it too.
+
+Where the time goes, per step (CPU, one process, the benchmark
+configuration): loading the world about 300 µs, its digest about 150, the
+step itself (the real core and agent) about 100, judging about 100, and
+listing the next steps about 40; storing a new state about 150. What would
+buy the next factor is a copy of the world that shares what a step leaves
+alone (a store and checkers with structural sharing), which the core and
+the checkers would have to offer: see issue 25.
 """
 
 from __future__ import annotations
