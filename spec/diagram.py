@@ -39,11 +39,17 @@ ACTOR_COLOURS = {
     "worker": "#2e7d32",
     "reaper": "#c62828",
     "operator": "#6a1b9a",
-    "provider": "#ef6c00",
+    "provider": "#b34700",
 }
+"""Each colour is also a label's text colour: at least 4.5:1 against white and against every MARK_FILLS colour."""
 assert set(ACTOR_COLOURS) == set(ACTORS), "every actor needs a colour"
-MARK_COLOURS = {"added": "#a5d6a7", "changed": "#ffd54f", "removed": "#9e9e9e"}
-GHOST = "#9e9e9e"
+MARK_COLOURS = {"added": "#00796b", "changed": "#b07d00", "removed": "#757575"}
+"""The highlight of a row a change added, changed or removed: a line drawn round the edge (and its label), so at least 3:1
+against the white page. A light highlight read as a mark on screen but vanished on a projector or in grey print."""
+MARK_FILLS = {"added": "#e8f5e9", "changed": "#fff8e1"}
+"""The light fill behind a highlighted label: light enough that its text, in its actor's colour, keeps 4.5:1."""
+GHOST = MARK_COLOURS["removed"]
+"""A removed row's or state's line and text: dashed, and still readable text (4.6:1 on white)."""
 FONT = "DejaVu Sans"
 """The font matplotlib ships with, so a picture is the same on every machine."""
 STATE_PT = 10.0
@@ -220,13 +226,14 @@ def to_dot(machine: Machine, marks: Marks | None = None) -> str:
     ]
     for state in view.states:
         ghost = state.name in view.ghost_states
+        found = f"id={q(state_id(state.name))}"
         if state.terminal:
             style = '"filled,dashed"' if ghost else "filled"
-            lines.append(f'  {q(state.name)} [shape=doublecircle, style={style}, fillcolor="#eeeeee"];')
+            lines.append(f'  {q(state.name)} [shape=doublecircle, style={style}, fillcolor="#eeeeee", {found}];')
         elif ghost:
-            lines.append(f'  {q(state.name)} [style="rounded,dashed", color={q(GHOST)}, fontcolor={q(GHOST)}];')
+            lines.append(f'  {q(state.name)} [style="rounded,dashed", color={q(GHOST)}, fontcolor={q(GHOST)}, {found}];')
         else:
-            lines.append(f"  {q(state.name)};")
+            lines.append(f"  {q(state.name)} [{found}];")
     for edge in _all_edges(view):
         # Rows sharing ends, actor and fencing share one edge with a label per line: stacked loops are unreadable.
         attributes = [
@@ -243,20 +250,34 @@ def to_dot(machine: Machine, marks: Marks | None = None) -> str:
             attributes[2] = f"color={q(MARK_COLOURS[edge.mark] + ':' + edge.colour + ':' + MARK_COLOURS[edge.mark])}"
             attributes += [f'class="{edge.mark}"']
         lines.append(f"  {q(edge.source)} -> {q(edge.dest)} [{', '.join(attributes)}];")
-    lines.append('  subgraph "cluster_legend" {')
-    lines.append('    label="legend"; fontsize=10; style=dashed;')
-    for actor, colour in ACTOR_COLOURS.items():
-        lines.append(f"    {q('legend_' + actor)} [label={q(actor)}, shape=plaintext, fontcolor={q(colour)}];")
-    lines.append('    "legend_fenced" [label="thick edge: fenced write", shape=plaintext];')
-    lines.append('    "legend_rows" [label="trigger #N: row N of the review table", shape=plaintext];')
-    lines.append('    "legend_renderer" [label="laid out by Graphviz\'s dot", shape=plaintext, fontsize=9];')
-    lines.append('    "legend_terminal" [label="terminal", shape=doublecircle, style=filled, fillcolor="#eeeeee", fontsize=9];')
-    if marks is not None:
-        for mark, colour in MARK_COLOURS.items():
-            lines.append(f"    {q('legend_' + mark)} [label={q(mark + ' row')}, shape=plaintext, fontcolor={q(colour)}];")
-    lines.append("  }")
+    lines.append(f'  "legend" [shape=plaintext, fontsize=10, label=<{_dot_legend(marks is not None)}>];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_legend(with_marks: bool) -> str:
+    """The legend as one Graphviz HTML-like table, two entries a line.
+
+    One node, not a cluster of one node per entry: dot lines a cluster's nodes up in one rank, 1,200 pt wide, which
+    made the task machine 1,808 pt wide (a third of its size at a review page's width) for a legend.
+    """
+    cells = [f'<FONT COLOR="{colour}">{actor}</FONT>' for actor, colour in ACTOR_COLOURS.items()]
+    cells += ["<B>thick edge: fenced write</B>", "trigger #N: row N of the review table", "double border: terminal state"]
+    cells += ["laid out by Graphviz's dot"]
+    cells = [f'<TD ALIGN="LEFT">{cell}</TD>' for cell in cells]
+    marked = []
+    for mark, colour in MARK_COLOURS.items() if with_marks else ():
+        fill = MARK_FILLS.get(mark, "white")
+        style = ' STYLE="dashed"' if mark == "removed" else ""
+        marked.append(f'<TD ALIGN="LEFT" BORDER="3" COLOR="{colour}" BGCOLOR="{fill}"{style}>{mark} row</TD>')
+    lines = ["".join(cells[i : i + 2]) for i in range(0, len(cells), 2)] + ["".join(marked[i : i + 2]) for i in range(0, len(marked), 2)]
+    rows = "".join(f"<TR>{line}</TR>" for line in lines)
+    return f'<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="4" COLOR="#757575"><TR><TD COLSPAN="2">legend</TD></TR>{rows}</TABLE>'
+
+
+def state_id(name: str) -> str:
+    """The id of a state's box in every SVG drawing, whatever drew it, so a page (and a test) can find each box."""
+    return f"state-{name}"
 
 
 # ------------------------------------------------------------------ rendering
@@ -448,14 +469,12 @@ def _draw_edge(axes: Any, placed: _Placed, edge: _Edge) -> None:
     segments = _shifted(placed, placed.layout.paths[key])
     width = 2.8 if edge.fenced else 1.1
     if edge.mark in ("added", "changed"):
+        # A cased line: the highlight outside, a white band, then the actor's line, so neither colour hides the other.
         _arrow(axes, segments, MARK_COLOURS[edge.mark], width + 6, gid=f"{edge.mark}-{key}", arrowstyle="-")
+        _arrow(axes, segments, "white", width + 2, gid=f"{edge.mark}-casing-{key}", arrowstyle="-")
     _arrow(axes, segments, edge.colour, width, gid=key, linestyle="--" if edge.mark == "removed" else "-")
     x, y = placed.layout.labels[key]
-    background = (
-        {"boxstyle": "square,pad=0.1", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"}
-        if edge.mark in ("added", "changed")
-        else None
-    )
+    background = _highlight(edge, 0.1)
     _text(
         axes,
         x + MARGIN_PT + 5.0,
@@ -471,6 +490,13 @@ def _draw_edge(axes: Any, placed: _Placed, edge: _Edge) -> None:
     )
 
 
+def _highlight(edge: _Edge, pad: float) -> dict[str, Any] | None:
+    """The box behind an added or changed row's label: a light fill under its text, outlined in the highlight's colour."""
+    if edge.mark not in MARK_FILLS:
+        return None
+    return {"boxstyle": f"square,pad={pad}", "facecolor": MARK_FILLS[edge.mark], "edgecolor": MARK_COLOURS[edge.mark], "linewidth": 1.5}
+
+
 def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
@@ -484,7 +510,7 @@ def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
         axes.add_patch(ring)
     fill = "#eeeeee" if state.terminal else "white"
     box = FancyBboxPatch(
-        (x0, y0), width, height, boxstyle="round,pad=0,rounding_size=6", facecolor=fill, linewidth=1.3, gid=f"state-{state.name}", **line
+        (x0, y0), width, height, boxstyle="round,pad=0,rounding_size=6", facecolor=fill, linewidth=1.3, gid=state_id(state.name), **line
     )
     axes.add_patch(box)
     _text(
@@ -517,11 +543,7 @@ def _draw_state(axes: Any, placed: _Placed, state: State) -> None:
     heights = [_measure("\u21bb " + text, LABEL_PT, edge.fenced)[1] for edge, text in lines]
     y = middle - sum(heights) / 2
     for line_number, ((edge, text), line_height) in enumerate(zip(lines, heights, strict=True)):
-        background = (
-            {"boxstyle": "square,pad=0.05", "facecolor": MARK_COLOURS[edge.mark], "edgecolor": "none"}
-            if edge.mark in ("added", "changed")
-            else None
-        )
+        background = _highlight(edge, 0.05)
         _text(
             axes,
             right + LOOP_GAP_PT,

@@ -14,7 +14,7 @@ import pytest
 
 from shiftchange.cli.main import main
 from shiftchange.spec import load_spec
-from shiftchange.spec.diagram import Marks, draw, place, render, to_dot, to_mermaid
+from shiftchange.spec.diagram import MARK_COLOURS, Marks, draw, place, render, to_dot, to_mermaid
 
 SPEC = load_spec()
 DOT_STATEMENT = re.compile(
@@ -251,7 +251,7 @@ def test_marks_highlight_changed_rows_and_draw_removed_ones_as_ghosts(tmp_path):
     assert f'id="changed-attempt-row-{changed.index + 1}-from-{changed.sources[0]}' in svg
     assert f'id="attempt-old-row-{removed.index + 1}-from-{removed.sources[0]}' in svg
     dot = to_dot(SPEC.attempt, MARKED)
-    assert f'id="attempt-row-{changed.index + 1}-from-{changed.sources[0]}", color="#ffd54f:' in dot
+    assert f'id="attempt-row-{changed.index + 1}-from-{changed.sources[0]}", color="{MARK_COLOURS["changed"]}:' in dot
     assert f"{removed.trigger} (old #{removed.index + 1})" in dot and 'class="removed"' in dot
     assert "(changed)" in to_mermaid(SPEC.attempt, MARKED)
     # Readable: a highlighted label's text is not its background's colour, and a removed row's ghost label has none.
