@@ -9,16 +9,29 @@ gains a "fired" column and each machine a short list of the rows no run fired.
 
 Both pages are rendered from one list of blocks (headings, paragraphs, tables,
 figures), so they cannot say different things. review.html is one file that
-needs nothing else: inline CSS, no script, every SVG inlined with its XML
-prolog, DOCTYPE, comments and metadata dropped, every name space declaration
-dropped (an HTML parser needs none), and every id prefixed with its machine's
-name so two drawings in one page never share one. It can be mailed, attached
-to a ticket or opened offline and shows exactly what review.md shows.
+needs nothing else: inline CSS, every SVG inlined with its XML prolog,
+DOCTYPE, comments and metadata dropped, every name space declaration dropped
+(an HTML parser needs none), and every id prefixed with its machine's name so
+two drawings in one page never share one. It can be mailed, attached to a
+ticket or opened offline and shows exactly what review.md shows; it names no
+absolute path (a witness names its file within the spec folder, an outside
+folder is named by its name), since where the author kept the spec means
+nothing to its reader.
+
+Each diagram fits the column: its SVG scales by its viewBox to the column's
+width (CSS alone, never wider than its own size), so every state is on screen
+at first, and one small inline script adds zoom buttons, a "N% of full size"
+readout and drag-to-pan, because fitting the attempt machine to a 1,280 px
+window draws its labels at about three quarters of their size. The
+alternative, a drawing at its own size in a scrolling box (what the page did),
+put the initial state off screen at 1,280 px; a pan-zoom library would be the
+page's only dependency and is far more than a few buttons need.
 """
 
 from __future__ import annotations
 
 import html
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,6 +110,8 @@ class _Figure:
     mermaid: str
     drawn_by: str
     """The renderer that drew the SVG: "graphviz" or "matplotlib"."""
+    width_px: float
+    """The drawing's own width in CSS pixels: the page shows it narrower to fit the column, never wider."""
 
 
 _DRAWN_BY = {
@@ -113,7 +128,9 @@ _Block = _Heading | _Paragraph | _Bullets | _Table | _Figure
 def _properties(spec: Spec) -> list[_Block]:
     results = check_spec(spec)
     rows = tuple((_code(r.name), _plain("PASS") if r.ok else _strong("FAIL"), _plain(r.summary)) for r in results)
-    witnesses = tuple((*_code(r.name), ("", f" witness: {witness}")) for r in results for witness in r.witness)
+    # A witness names its file by the path it was read from; the page names the folder once, so a file is its name in it.
+    folder = str(Path(spec.directory)) + os.sep
+    witnesses = tuple((*_code(r.name), ("", f" witness: {witness.replace(folder, '')}")) for r in results for witness in r.witness)
     blocks: list[_Block] = [_Heading(2, "Structural properties"), _Table("properties", ("property", "verdict", "what it means"), rows)]
     return [*blocks, _Bullets(witnesses)] if witnesses else blocks
 
@@ -224,8 +241,18 @@ def _tables(spec: Spec) -> list[_Block]:
     ]
 
 
+def _shown_source(directory: str) -> str:
+    """The spec folder as the page names it: never an absolute path.
+
+    The page is mailed and attached to tickets; `/home/someone/...` says nothing to its reader that the folder's name
+    does not, and tells them about the author's machine.
+    """
+    shown = shown_directory(directory)
+    return Path(shown).name + "/" if Path(shown).is_absolute() else shown
+
+
 def _opening(spec: Spec, coverage: Coverage | None) -> list[_Block]:
-    source = shown_directory(spec.directory)
+    source = _shown_source(spec.directory)
     blocks: list[_Block] = [
         _Heading(1, "shiftchange spec review"),
         _Paragraph((("", "Generated from "), ("code", source), ("", " by "), ("code", "shiftchange spec review"), ("", "."))),
@@ -287,13 +314,19 @@ def _markdown(blocks: list[_Block]) -> str:
 # ------------------------------------------------------------------ HTML
 
 _CSS = """
-body { font-family: system-ui, sans-serif; line-height: 1.45; margin: 2rem auto; max-width: 80rem; padding: 0 1rem; color: #1b1b1b; }
+body { font-family: system-ui, sans-serif; line-height: 1.45; margin: 2rem auto; max-width: 80rem; padding: 0 1rem; }
+body { color: #1b1b1b; background: #ffffff; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #c8c8c8; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; }
 code { font-family: ui-monospace, monospace; font-size: 0.9em; background: #f5f5f5; padding: 0 0.2em; }
-figure { margin: 1rem 0; overflow-x: auto; }
-figure svg { max-width: none; height: auto; }
+figure { margin: 1rem 0; }
+figure.diagram .viewport { overflow: auto; border: 1px solid #c8c8c8; }
+figure.diagram svg { display: block; width: 100%; max-width: var(--full-width); height: auto; }
+figure.diagram.zoomed svg { max-width: none; }
+figure.diagram.zoomed .viewport { cursor: grab; }
+.zoom:not([hidden]) { display: flex; gap: 0.4rem; align-items: center; margin-bottom: 0.3rem; font-size: 0.9rem; }
+.zoom button { font: inherit; min-width: 2rem; padding: 0.1rem 0.5rem; }
 tr.never td { background: #fdecea; }
 td.fired { text-align: right; }
 td.fired.never { color: #a61b1b; font-weight: bold; }
@@ -326,6 +359,87 @@ def _html_table(table: _Table) -> Iterator[str]:
     yield "</tbody></table>"
 
 
+def _html_figure(figure: _Figure, caption: str) -> str:
+    """A diagram fitted to the column (CSS alone, so it fits without the script too), with zoom buttons the script shows."""
+    name = html.escape(figure.machine)
+    bar = (
+        f'<div class="zoom" role="toolbar" aria-label="zoom the {name} diagram" hidden>'
+        '<button type="button" data-zoom="out" aria-label="zoom out">\u2212</button>'
+        '<button type="button" data-zoom="fit">fit width</button>'
+        '<button type="button" data-zoom="in" aria-label="zoom in">+</button>'
+        '<button type="button" data-zoom="full">full size</button>'
+        "<output></output></div>"
+    )
+    width = f"{figure.width_px:.0f}"
+    return (
+        f'<figure class="diagram" data-machine="{name}" data-width-px="{width}" style="--full-width: {width}px">'
+        f'{bar}<div class="viewport">{figure.svg}</div><figcaption>{caption}</figcaption></figure>'
+    )
+
+
+_ZOOM_SCRIPT = """
+(() => {
+  "use strict";
+  const STEP = 1.25; // one click of + or -
+  const SCALE_MAX = 4; // of the drawing's own size
+  for (const figure of document.querySelectorAll("figure.diagram")) {
+    const viewport = figure.querySelector(".viewport");
+    const svg = viewport.querySelector("svg");
+    const bar = figure.querySelector(".zoom");
+    const said = bar.querySelector("output");
+    const full = Number(figure.dataset.widthPx);
+    let scale = null; // null: fit to the column, whatever its width
+    const fit = () => Math.min(1, viewport.clientWidth / full);
+    const current = () => (scale === null ? fit() : scale);
+    const show = () => { said.value = Math.round(100 * current()) + "% of full size"; };
+    const zoom = (next) => {
+      const before = current();
+      const centre = [viewport.scrollLeft + viewport.clientWidth / 2, viewport.scrollTop + viewport.clientHeight / 2];
+      if (next <= fit() + 1e-9) {
+        scale = null;
+        figure.classList.remove("zoomed");
+        svg.style.width = viewport.style.height = "";
+      } else {
+        // The window keeps the fitted drawing's height, so zooming pans inside it instead of pushing the page down.
+        if (scale === null) viewport.style.height = svg.getBoundingClientRect().height + "px";
+        scale = Math.min(next, SCALE_MAX);
+        figure.classList.add("zoomed");
+        svg.style.width = full * scale + "px";
+        viewport.scrollLeft = centre[0] * (scale / before) - viewport.clientWidth / 2;
+        viewport.scrollTop = centre[1] * (scale / before) - viewport.clientHeight / 2;
+      }
+      show();
+    };
+    bar.addEventListener("click", (event) => {
+      const action = event.target.closest("button")?.dataset.zoom;
+      const targets = {in: current() * STEP, out: current() / STEP, full: 1, fit: 0};
+      if (action in targets) zoom(targets[action]);
+    });
+    // Drag to pan with a mouse; touch and pens pan the scrolling window natively.
+    viewport.addEventListener("pointerdown", (event) => {
+      if (scale === null || event.button !== 0 || event.pointerType !== "mouse") return;
+      const start = [event.clientX, event.clientY, viewport.scrollLeft, viewport.scrollTop];
+      const move = (moved) => {
+        viewport.scrollLeft = start[2] - (moved.clientX - start[0]);
+        viewport.scrollTop = start[3] - (moved.clientY - start[1]);
+      };
+      const stop = () => {
+        window.removeEventListener("pointermove", move);
+        window.removeEventListener("pointerup", stop);
+      };
+      window.addEventListener("pointermove", move);
+      window.addEventListener("pointerup", stop);
+      event.preventDefault();
+    });
+    window.addEventListener("resize", show);
+    bar.hidden = false;
+    show();
+  }
+})();
+"""
+"""The page's one script: zoom buttons and drag-to-pan over each diagram, a few lines and nothing fetched."""
+
+
 def _html(blocks: list[_Block]) -> str:
     body: list[str] = []
     opened = False
@@ -348,10 +462,11 @@ def _html(blocks: list[_Block]) -> str:
         else:
             name = html.escape(block.machine)
             caption = f"The {name} machine, drawn by {html.escape(_DRAWN_BY[block.drawn_by])}"
-            body.append(f'<figure class="diagram" data-machine="{name}">{block.svg}<figcaption>{caption}</figcaption></figure>')
+            body.append(_html_figure(block, caption))
             body.append(f"<details><summary>Mermaid source</summary><pre><code>{html.escape(block.mermaid)}</code></pre></details>")
     if opened:
         body.append("</section>")
+    body.append(f"<script>{_ZOOM_SCRIPT}</script>")
     head = '<meta charset="utf-8">\n<title>shiftchange spec review</title>\n<style>' + _CSS + "</style>"
     return '<!DOCTYPE html>\n<html lang="en">\n<head>\n' + head + "\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
 
@@ -360,7 +475,7 @@ _XLINK = "{http://www.w3.org/1999/xlink}"
 _XML = "{http://www.w3.org/XML/1998/namespace}"
 _SVG = "{http://www.w3.org/2000/svg}"
 _DROPPED = frozenset({"metadata", "script", "foreignObject"})
-"""SVG elements left out of the page: metadata names external vocabularies, and a review page runs nothing."""
+"""SVG elements left out of the page: metadata names external vocabularies, and a drawing runs nothing (only the page's zoom does)."""
 _REFERENCE = re.compile(r"url\(#([^)]+)\)")
 
 
@@ -376,6 +491,21 @@ def inline_svg(path: str | Path, prefix: str) -> str:
     if root.tag not in (f"{_SVG}svg", "svg"):
         raise DiagramError(f"cannot inline {path}: its root element is {root.tag}, not svg")
     return "".join(_svg_text(root, f"{prefix}-"))
+
+
+def svg_width_px(path: str | Path) -> float:
+    """The width an SVG file asks for, in CSS pixels (1 pt is 4/3 px); its viewBox's width when it names none."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError) as error:
+        raise DiagramError(f"cannot read {path}: {error}") from None
+    found = re.fullmatch(r"\s*([0-9.]+)\s*(pt|px)?\s*", root.get("width", ""))
+    if found:
+        return float(found.group(1)) * (4 / 3 if found.group(2) == "pt" else 1.0)
+    box = root.get("viewBox", "").replace(",", " ").split()
+    if len(box) != 4:
+        raise DiagramError(f"cannot tell how wide {path} is: no width in pt or px and no viewBox")
+    return float(box[2])
 
 
 def _svg_text(element: ElementTree.Element, prefix: str) -> Iterator[str]:
@@ -425,7 +555,8 @@ def write_review(spec: Spec, directory: str | Path, renderer: str = "auto", cove
     for machine in spec.machines.values():
         image = f"{machine.name}.svg"
         drawn_by = render(machine, "svg", root / image, renderer)
-        figure = _Figure(machine.name, image, inline_svg(root / image, machine.name), to_mermaid(machine), drawn_by)
+        svg = inline_svg(root / image, machine.name)
+        figure = _Figure(machine.name, image, svg, to_mermaid(machine), drawn_by, svg_width_px(root / image))
         blocks += _machine_section(machine, figure, coverage)
     blocks += _tables(spec)
     page = root / "review.md"
