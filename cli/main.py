@@ -211,21 +211,25 @@ def _sim_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.list_faults:
         return _sim_list_faults(args, config, pattern)
-    _writable(args.series, args.plot, args.artifacts)
+    _writable(args.series, args.plot, args.artifacts, args.report)
     counted = _coverage_sink(args.coverage)
+    timelines = _timeline_sink(args, counted)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     began = time.perf_counter()
     try:
         with _cleared(progress):
-            outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, counted)
+            outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, counted if timelines is None else timelines)
     except Interrupted as interrupted:
         return _sim_interrupted(args, interrupted, time.perf_counter() - began)
     _write_series(args, outcome)
     covered = _write_coverage(args.coverage, counted, outcome)
+    _write_report(args, outcome, elapsed_s, timelines)
     if not args.json:
         print(render_text(outcome, replay_command(outcome), elapsed_s), end="", flush=True)
         if covered is not None:
             print(covered)
+        if args.report is not None:
+            print(f"report: {args.report}")
     shrinking = not outcome.ok and not args.no_shrink
     minimal = None
     if shrinking:
@@ -319,13 +323,21 @@ def _sim_play(
         raise BadInput(str(error)) from error
 
 
-def _writable(series: str | None, plot: str | None, artifacts: str | None) -> None:
+def _writable(series: str | None, plot: str | None, artifacts: str | None, report: str | None = None) -> None:
     """Every output the run was asked for can be written: checked before the run, so a typo costs nothing.
 
-    A file goes into a folder that exists; the artifacts folder is created, under a folder that exists and can be written.
+    A file goes into a folder that exists; the artifacts folder is created, under a folder that exists and can be written;
+    the report page is an .html file.
     """
     from shiftchange.core import InputError
+    from shiftchange.sim.html_report import check_report_path
     from shiftchange.sim.plot import check_figure_path
+
+    if report is not None:
+        try:
+            check_report_path(report)
+        except InputError as error:
+            raise BadInput(str(error)) from error
 
     if series is not None and (Path(series).is_dir() or not Path(series).parent.is_dir() or not os.access(Path(series).parent, os.W_OK)):
         raise BadInput(f"cannot write {series}: it must be a file in a writable folder that exists")
@@ -339,6 +351,33 @@ def _writable(series: str | None, plot: str | None, artifacts: str | None) -> No
         existing = next(parent for parent in (path, *path.parents) if parent.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK):
             raise BadInput(f"cannot write run artifacts into {path}: {existing} is not a writable folder")
+
+
+def _timeline_sink(args: argparse.Namespace, counted: Any) -> Any:
+    """With `--report` (and no `--artifacts`, whose folder keeps its own), a history sink keeping task timelines for the page."""
+    from shiftchange.sim.html_report import TimelineSink
+
+    if args.report is None or args.artifacts is not None:
+        return None
+    return TimelineSink(then=counted)
+
+
+def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, timelines: Any) -> None:
+    """Write `--report`: the artifacts folder's report.html when there is one (the same page, not drawn twice), else drawn here."""
+    import shutil
+
+    from shiftchange.core import InputError
+    from shiftchange.sim.artifacts import write_report_page
+
+    if args.report is None:
+        return
+    try:
+        if args.artifacts is not None:
+            shutil.copyfile(Path(args.artifacts) / "report.html", args.report)
+        else:
+            write_report_page(outcome, elapsed_s, args.report, timelines)
+    except (OSError, InputError) as error:
+        raise BadInput(f"cannot write the report to {args.report}: {error}") from error
 
 
 def _coverage_sink(path: str | None) -> Any:
@@ -539,7 +578,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dump-config", action="store_true", help="print the run's whole config as TOML, and exit without running")
     run.add_argument("--series", metavar="FILE.csv", help="write the time series, one row per window of series.window_s")
     run.add_argument("--plot", metavar="FILE.png", help="draw the series' main panels (throughput, providers, queue, leases)")
-    run.add_argument("--artifacts", metavar="DIR", help="write report.json, config.toml, series.csv, series.png and history.jsonl here")
+    run.add_argument(
+        "--artifacts", metavar="DIR", help="write report.json, config.toml, series.csv, series.png, history.jsonl and report.html here"
+    )
+    run.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="write one self-contained HTML page: verdicts with evidence, metrics, series with faults shaded, schedule, task timelines",
+    )
     run.add_argument("--coverage", metavar="FILE.json", help="write the run's transition coverage: accepted events per row")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     run.add_argument("--no-shrink", action="store_true", help="on a failure, do not search for the shortest counterexample")

@@ -5,9 +5,12 @@
     series.csv      the recorder's rows, one per window
     series.png      the four panels of `plot.plot_series`
     history.jsonl   every history entry, one JSON object a line, in order, streamed as the run goes
+    report.html     the page a person looks at (`html_report`): report.json's verdicts and metrics, the series
+                    with the faults shaded, the schedule, and the timelines of up to `TIMELINE_TASKS_MAX` tasks
 
-The history is written as it happens (a sink on the history), never held in
-memory, so a long run's folder costs disk, not RAM. Entries carry a `type`
+report.html is rendered from the very dict written as report.json, so the two
+never disagree. The history is written as it happens (a sink on the history),
+never held in memory, so a long run's folder costs disk, not RAM. Entries carry a `type`
 (event, landed, fault, retired) and their fields; a lease token's digest is
 replaced by "issued", as in the history digest, because tokens are secrets.
 `schema_version` (the `--json` report's) changes whenever a field changes meaning.
@@ -26,11 +29,12 @@ from shiftchange.checkers.history import Fault, Landed, Retired
 from shiftchange.core import Event, InputError
 
 from .config import SimConfig
+from .html_report import TimelineSink, sim_page, write_page
 from .plot import plot_series, write_series
 from .report import faults_played, to_json
 from .world import Outcome, play
 
-FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl")
+FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl", "report.html")
 _TYPES = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
 
 
@@ -60,29 +64,40 @@ def play_with_artifacts(
 ) -> Outcome:
     """Play one run, streaming its history into `directory`, then write the rest of its artifacts there.
 
-    `history_sink`, if given, receives every history entry too, after the file (a coverage count).
+    `history_sink`, if given, receives every history entry too, after the file and the timelines (a coverage count).
     """
     folder = prepare(directory)
     began = time.perf_counter()
+    timelines = TimelineSink(then=history_sink)
     with (folder / "history.jsonl").open("w", encoding="utf-8") as history:
-        sink = _writer(history, history_sink)
+        sink = _writer(history, timelines)
         outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=sink)
-    write_run(outcome, folder, time.perf_counter() - began)
+    write_run(outcome, folder, time.perf_counter() - began, timelines)
     return outcome
 
 
-def write_run(outcome: Outcome, directory: str | Path, elapsed_s: float) -> Path:
-    """Write report.json, config.toml, series.csv and series.png of a played run (history.jsonl is written while it plays)."""
+def write_run(outcome: Outcome, directory: str | Path, elapsed_s: float, timelines: TimelineSink | None = None) -> Path:
+    """Write report.json, config.toml, series.csv, series.png and report.html of a played run (history.jsonl is written while it plays).
+
+    `timelines` is the sink that watched the run's history; without it the page shows no task's timeline.
+    """
     from .settings import to_toml
 
     folder = prepare(directory)
-    (folder / "report.json").write_text(json.dumps(report(outcome, elapsed_s), indent=2) + "\n", encoding="utf-8")
+    found = report(outcome, elapsed_s)
+    (folder / "report.json").write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
     (folder / "config.toml").write_text(to_toml(outcome.config), encoding="utf-8")
     write_series(outcome.series, folder / "series.csv")
     played = outcome.schedule if outcome.faults_kept is None else [outcome.schedule[i] for i in sorted(set(outcome.faults_kept))]
     title = f"{outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks"
     plot_series(outcome.series, folder / "series.png", title, played)
+    write_page(sim_page(found, outcome.series, timelines), folder / "report.html")
     return folder
+
+
+def write_report_page(outcome: Outcome, elapsed_s: float, path: str | Path, timelines: TimelineSink | None) -> Path:
+    """Write the run's report page alone to `path` (`sim run --report`): the report.html an artifacts folder would hold."""
+    return write_page(sim_page(report(outcome, elapsed_s), outcome.series, timelines), path)
 
 
 def report(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
