@@ -93,6 +93,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"how far a skewed worker's clock is off, either way (default {defaults.skew_s:g} s)",
     )
     chaos.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    chaos.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="write one self-contained HTML page: verdicts with evidence, figures, the history per window with faults shaded,"
+        " the faults delivered, task timelines",
+    )
     chaos.set_defaults(handler=run_chaos_command)
     return chaos
 
@@ -185,6 +191,7 @@ def run_chaos_command(args: argparse.Namespace) -> int:
         existing = next(parent for parent in (directory.absolute(), *directory.absolute().parents) if parent.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK):
             raise BadInput(f"cannot write the run into {directory}: {existing} is not a writable folder")
+    _check_report(args.report)
     try:
         postgres = _kind_of(args.store) == "postgresql"
         faults = ChaosFaults(
@@ -218,7 +225,40 @@ def run_chaos_command(args: argparse.Namespace) -> int:
     except (ValueError, ChaosError) as error:
         raise BadInput(str(error)) from None
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(report.to_json(), indent=2), flush=True)
     else:
         print(render_text(report), end="", flush=True)
+    if args.report is not None:
+        # After the report is printed: a page that cannot be written (exit 2) must not cost the run's verdicts.
+        _write_report(args.report, report, args.store)
+        if not args.json:
+            print(f"report: {args.report}")
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _check_report(path: str | None) -> None:
+    """`--report` names an .html file in a writable folder: checked before any process starts, so a typo costs no run."""
+    from shiftchange.cli.main import BadInput
+    from shiftchange.core import InputError
+    from shiftchange.sim.html_report import check_report_path
+
+    if path is None:
+        return
+    try:
+        check_report_path(path)
+    except InputError as error:
+        raise BadInput(str(error)) from None
+
+
+def _write_report(path: str, report: Any, store_url: str) -> None:
+    """Write the run's page, reading its timelines from the store it ran on (opened again: the harness closed its own)."""
+    from shiftchange.cli.main import BadInput
+    from shiftchange.core import CoreError
+    from shiftchange.sim.html_report import chaos_page, write_page
+    from shiftchange.stores import open_store
+
+    try:
+        with open_store(store_url) as store:
+            write_page(chaos_page(report, store), path)
+    except (CoreError, OSError) as error:
+        raise BadInput(f"cannot write the report to {path}: {error}") from None
