@@ -348,7 +348,7 @@ def chaos_page(report: Any, store: Any, tasks_max: int = TIMELINE_TASKS_MAX) -> 
         tuple(_chaos_fault_row(item, origin) for item in found["delivered"]),
         "the faults delivered (a fault with no process to take it is skipped, and counted in the metrics)",
     )
-    rows, window_s = chaos_series(events, origin)
+    rows, window_s = _chaos_series(events, origin)
     by_task: dict[str, list[Event]] = {}
     for event in events:
         by_task.setdefault(event.task_id, []).append(event)
@@ -396,7 +396,7 @@ def _optional_seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.1f} s"
 
 
-def chaos_series(events: Iterable[Event], origin: float) -> tuple[tuple[dict[str, Any], ...], float]:
+def _chaos_series(events: Iterable[Event], origin: float) -> tuple[tuple[dict[str, Any], ...], float]:
     """The chaos run's history counted per window: accepted events by kind, refused and late ones; with the window's seconds.
 
     The window is whole seconds, chosen so the run spans at most `CHAOS_WINDOWS_MAX` of them.
