@@ -70,7 +70,7 @@ def execute(name: str, scale: str, out: Path) -> Path:
             parameters={"SCALE": scale},
             kernel_name="python3",
             cwd=str(HERE),
-            progress_bar=False,
+            progress_bar=sys.stderr.isatty(),  # tqdm over the cells, on a terminal only: a log gets one line a notebook
             execution_timeout=CELL_TIMEOUT_S,
         )
     executed = nbformat.read(target, as_version=4)
@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name in args.names or notebooks():
         began = time.perf_counter()
+        if not sys.stderr.isatty():  # no bar off a terminal (it would be a wall of carriage returns): say what runs instead
+            print(f"{name}: running at scale {args.scale} ...", file=sys.stderr, flush=True)
         try:
             target = execute(name, args.scale, args.out)
         except Exception as error:  # papermill's PapermillExecutionError names the cell and the exception

@@ -49,3 +49,21 @@ def test_notebook_runs_and_its_claims_hold(name: str, tmp_path: Path) -> None:
     executed = nbformat.read(target, as_version=4)
     assert "papermill" not in executed.metadata
     assert _cells(executed) == _cells(runner.source(name))
+
+
+def test_off_a_terminal_the_runner_says_which_notebook_runs(monkeypatch, capsys, tmp_path: Path) -> None:
+    """A CI log is not a terminal: no progress bar there, but one line on stderr as each notebook starts, stdout unchanged."""
+    ran = []
+
+    def execute(name: str, scale: str, out: Path) -> Path:
+        ran.append(name)
+        return out / f"{name}.ipynb"
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(runner.sys.stderr, "isatty", lambda: False, raising=False)
+    names = runner.notebooks()[:2]
+    assert runner.main([*names, "--scale", "ci", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert ran == names
+    assert captured.err.splitlines() == [f"{name}: running at scale ci ..." for name in names]
+    assert [line.split(":")[0] for line in captured.out.splitlines()] == names
