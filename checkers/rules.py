@@ -604,8 +604,8 @@ class BudgetsHold(_Fold):
 class _Cancellation:
     requested: dict[str, Event] = field(default_factory=dict)
     """The first accepted cancellation request of each Attempt."""
-    canceled: Event | None = None
-    """The task-level cancel that made the task canceled."""
+    cancelled: Event | None = None
+    """The task-level cancel that made the task cancelled."""
     reconciled: set[str] = field(default_factory=set)
 
 
@@ -615,8 +615,8 @@ class CancelIsFinal(_Fold):
     After an accepted Attempt-level cancel: no accepted claim, start or
     grant_tool for that Attempt, and it never again enters a working state
     (queued, admitted, claimed, running, verifying). After the task is
-    canceled: no accepted append, claim or grant_tool for any of its
-    Attempts, and the task never leaves canceled. An Attempt that ends
+    cancelled: no accepted append, claim or grant_tool for any of its
+    Attempts, and the task never leaves cancelled. An Attempt that ends
     cancelled passed reconciling first.
     """
 
@@ -628,18 +628,18 @@ class CancelIsFinal(_Fold):
     def _on_event(self, state: _Cancellation, event: Event) -> None:
         if _attempt_level(event):
             self._attempt_event(state, event)
-        elif event.from_state == "canceled" and event.to_state != "canceled":
-            shown = [describe(state.canceled)] if state.canceled is not None else []
-            self._violation(f"canceled {event.task_id} was reopened by {event.kind}", *shown, describe(event))
-        elif event.kind == "cancel" and event.to_state == "canceled":
-            state.canceled = event
+        elif event.from_state == "cancelled" and event.to_state != "cancelled":
+            shown = [describe(state.cancelled)] if state.cancelled is not None else []
+            self._violation(f"cancelled {event.task_id} was reopened by {event.kind}", *shown, describe(event))
+        elif event.kind == "cancel" and event.to_state == "cancelled":
+            state.cancelled = event
 
     def _attempt_event(self, state: _Cancellation, event: Event) -> None:
         attempt_id = event.attempt_id
         requested = state.requested.get(attempt_id)
-        if state.canceled is not None and event.kind in ("append", "claim", "grant_tool"):
+        if state.cancelled is not None and event.kind in ("append", "claim", "grant_tool"):
             self._violation(
-                f"{event.kind} accepted for {attempt_id} after {event.task_id} was canceled", describe(state.canceled), describe(event)
+                f"{event.kind} accepted for {attempt_id} after {event.task_id} was cancelled", describe(state.cancelled), describe(event)
             )
         elif requested is not None and event.kind in ("claim", "start", "grant_tool"):
             self._violation(f"{event.kind} accepted for {attempt_id} after its cancellation", describe(requested), describe(event))

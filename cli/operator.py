@@ -136,6 +136,17 @@ def _timeline(args: argparse.Namespace, store: Any) -> int:
     return EXIT_OK
 
 
+def _did_you_mean(word: str, known: tuple[str, ...]) -> str:
+    """A hint naming the closest known state (", did you mean 'cancelled'"), or "" when none is close.
+
+    A near miss (the retired spelling `canceled`, a typo) is refused with the right name: that costs one retry, where
+    accepting an alias would keep a second spelling of one word alive in scripts and logs."""
+    import difflib
+
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.8)
+    return f", did you mean {close[0]!r}" if close else ""
+
+
 def _task_list(store: Any, states: list[str] | None, limit: int) -> str:
     from shiftchange.core.machine import SPEC
     from shiftchange.core.timeline import moment
@@ -145,7 +156,7 @@ def _task_list(store: Any, states: list[str] | None, limit: int) -> str:
     known = tuple(SPEC.task.states)
     for state in states or ():
         if state not in known:
-            raise UsageError(f"timeline: --state {state!r} is no task state; one of {', '.join(known)}")
+            raise UsageError(f"timeline: --state {state!r} is no task state{_did_you_mean(state, known)}; one of {', '.join(known)}")
     with store.transaction() as tx:
         tasks = tx.tasks_in(states or known)
         attempts = {task.task_id: tx.attempts_of(task.task_id) for task in tasks}

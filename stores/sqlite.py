@@ -50,7 +50,7 @@ __all__ = ["BUSY_TIMEOUT_S", "MIGRATIONS", "SCHEMA_VERSION", "SYNCHRONOUS_LEVELS
 BUSY_TIMEOUT_S = 30.0
 """How long a transaction waits for another process to release the write lock before it gives up."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Kept in `PRAGMA user_version`. A file of an older version listed in MIGRATIONS is migrated on open, under the write lock;
 any other version is refused rather than guessed at."""
 
@@ -198,7 +198,21 @@ MIGRATE_3_TO_4 = (
     CREATE_LEADERS,
     "PRAGMA user_version = 4",
 )
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: MIGRATE_2_TO_3, 3: MIGRATE_3_TO_4}
+MIGRATE_4_TO_5 = (
+    "UPDATE tasks SET state = 'cancelled' WHERE state = 'canceled'",
+    "UPDATE events SET from_state = 'cancelled' WHERE from_state = 'canceled'",
+    "UPDATE events SET to_state = 'cancelled' WHERE to_state = 'canceled'",
+    "PRAGMA user_version = 5",
+)
+"""Version 4 -> 5: the Task state `canceled` is spelled `cancelled`, as the Attempt state always was (one word, one spelling).
+
+Tasks in the old state are rewritten. So are the history's `from_state` and `to_state`, rather than every reader accepting
+both spellings: the checkers (cancel_is_final), the timeline and spec coverage match those fields against the spec's names,
+and a reader that forgot the old one would pass a reopened cancelled task in silence. The rewrite changes no meaning, since
+no Attempt state was ever spelled `canceled`, so only Task states match. An event's `reason` and `detail` are what was said
+at the time and are kept word for word. The task's `version` is left alone: the task is the same record, and since no row
+leaves a terminal state, no write holding the old version could follow."""
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: MIGRATE_2_TO_3, 3: MIGRATE_3_TO_4, 4: MIGRATE_4_TO_5}
 """From each older schema version, the statements that bring a file to the next one."""
 
 READ_SCHEMA_VERSION = "PRAGMA user_version"

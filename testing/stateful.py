@@ -139,7 +139,7 @@ class OrchestratorMachine(RuleBasedStateMachine):
         self.tokens: set[str] = set()
         self.cancelled: set[str] = set()
         self.cancel_deadlines: dict[str, float] = {}
-        self.canceled_tasks: set[str] = set()
+        self.cancelled_tasks: set[str] = set()
         self.completed: set[str] = set()
         self.frozen: dict[str, Attempt] = {}
         self.probes: dict[str, tuple[float, bool]] = {}
@@ -464,7 +464,7 @@ class OrchestratorMachine(RuleBasedStateMachine):
         probe = self.probes.get(worker)
         fit = probe is None or (probe[1] and now - probe[0] <= self.reliability.health_probe_max_age_s)
         eligible = record.eligible_at is None or now >= record.eligible_at
-        allowed = workspace == WORKSPACE and before == "admitted" and fit and eligible and task not in self.canceled_tasks
+        allowed = workspace == WORKSPACE and before == "admitted" and fit and eligible and task not in self.cancelled_tasks
         if not result.accepted:
             expect(not allowed, f"a claim of admitted {latest} by healthy {worker} in its workspace was refused: {result}")
             return
@@ -514,7 +514,7 @@ class OrchestratorMachine(RuleBasedStateMachine):
             return f"generation {generation} is not the task's current {self.generations.get(task)}"
         if self.clock.now() >= held.expires_at:
             return f"its lease expired at t={held.expires_at:g} and it is now t={self.clock.now():g} (reaped or not)"
-        if trigger in ("start", "grant_tool") and (attempt_id in self.cancelled or task in self.canceled_tasks):
+        if trigger in ("start", "grant_tool") and (attempt_id in self.cancelled or task in self.cancelled_tasks):
             return "it was cancelled: no new start or tool grant after cancellation"
         if before not in SOURCES[trigger]:
             return f"the table has no {trigger} row from {before}"
@@ -571,7 +571,7 @@ class OrchestratorMachine(RuleBasedStateMachine):
         latest = self.attempt_ids[task][-1]
         result = self.orchestrator.cancel_task(task, "operator cancelled the task")
         if result.accepted:
-            self.canceled_tasks.add(task)
+            self.cancelled_tasks.add(task)
             if self.states[latest] not in TERMINAL:
                 self._cancelled(latest)
 

@@ -497,7 +497,7 @@ def retry_after_elapsed_budget(s: Story, plant: bool) -> Story:
 def grant_after_cancellation(s: Story, plant: bool) -> Story:
     """The cancelled worker is granted a tool call after the task and its Attempt were cancelled (near miss: the grant refused)."""
     s.created().dispatched().running(1, 1)
-    s.at(5).event("cancel", to_state="canceled", actor="operator")
+    s.at(5).event("cancel", to_state="cancelled", actor="operator")
     s.event("cancel", 1, "cancelling", actor="operator")
     s.at(6).granted(1, 1, "create-pr:task-1:sha-1", accepted=plant)
     s.at(7).fenced("cancel_acknowledged", 1, 1, "reconciling")
@@ -520,7 +520,7 @@ def cancel_as_a_flag(s: Story, plant: bool) -> Story:
 def cancelled_without_reconciling(s: Story, plant: bool) -> Story:
     """The cancellation timed out and the Attempt ended cancelled without reconciling (near miss: through reconciling)."""
     s.created().dispatched().running(1, 1)
-    s.at(5).event("cancel", to_state="canceled", actor="operator").event("cancel", 1, "cancelling", actor="operator")
+    s.at(5).event("cancel", to_state="cancelled", actor="operator").event("cancel", 1, "cancelling", actor="operator")
     s.at(40).event("cancel_timed_out", 1, "cancelled" if plant else "reconciling", actor="reaper")
     if not plant:
         s.event("effects_absent", 1, "cancelled")
@@ -617,10 +617,10 @@ def predecessor_misnamed(s: Story, plant: bool) -> Story:
     return s.at(25).succeeded(2, 2).retire()
 
 
-def claim_after_task_canceled(s: Story, plant: bool) -> Story:
-    """A worker claims the admitted Attempt after its task was canceled, before the Attempt's own cancel (near miss: refused)."""
+def claim_after_task_cancelled(s: Story, plant: bool) -> Story:
+    """A worker claims the admitted Attempt after its task was cancelled, before the Attempt's own cancel (near miss: refused)."""
     s.created().dispatched().event("admit", 1, "admitted")
-    s.at(5).event("cancel", to_state="canceled", actor="operator")
+    s.at(5).event("cancel", to_state="cancelled", actor="operator")
     s.attempts[1].worker_id = "worker-a"
     s.event("claim", 1, "claimed", accepted=plant, generation=1, actor="worker", worker_id="worker-a")
     s.event("cancel", 1, "cancelling", actor="operator")
@@ -724,8 +724,8 @@ PLANTED = {
         (task_cost_over_budget, "cost $6.00, budget $5.00"),
     ),
     "cancel_is_final": (
-        (grant_after_cancellation, "grant_tool accepted for task-1#1 after task-1 was canceled"),
-        (claim_after_task_canceled, "claim accepted for task-1#1 after task-1 was canceled"),
+        (grant_after_cancellation, "grant_tool accepted for task-1#1 after task-1 was cancelled"),
+        (claim_after_task_cancelled, "claim accepted for task-1#1 after task-1 was cancelled"),
         (cancel_as_a_flag, "left task-1#1 verifying after its cancellation"),
         (cancelled_without_reconciling, "ended cancelled without reconciling"),
     ),

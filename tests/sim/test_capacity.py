@@ -43,14 +43,14 @@ def _hand_written() -> Metrics:
     metrics.event(_event(4.0, "admit", "a", "a#1", "queued", "admitted"))
     _arrive(metrics, 10.0, "b")
     _arrive(metrics, 20.0, "c")
-    metrics.event(_event(30.0, "cancel", "c", None, "in_progress", "canceled"))
+    metrics.event(_event(30.0, "cancel", "c", None, "in_progress", "cancelled"))
     metrics.event(_event(30.0, "cancel", "c", "c#1", "queued", "cancelling"))
     _arrive(metrics, 40.0, "d")
     metrics.event(_event(130.0, "shed", "d", "d#1", "queued", "failed"))
     metrics.event(_event(150.0, "admit", "b", "b#1", "queued", "admitted"))
     _retire(metrics, "a", "done", 2, 100.0)
     _retire(metrics, "b", "done", 2, 110.0)
-    _retire(metrics, "c", "canceled", 0, 120.0)
+    _retire(metrics, "c", "cancelled", 0, 120.0)
     _retire(metrics, "d", "escalated", 0, 140.0)
     return metrics
 

@@ -182,8 +182,8 @@ def test_state_without_exit_to_terminal_fails_terminal_reachable(spec_copy, caps
     spec_copy.replace("task.toml", *BROKEN["task_state_with_no_way_out"][1])
     spec_copy.replace(
         "task.toml",
-        '"review", "blocked", "escalated", "quarantined"]\ndest = "canceled"',
-        '"review", "blocked", "quarantined"]\ndest = "canceled"',
+        '"review", "blocked", "escalated", "quarantined"]\ndest = "cancelled"',
+        '"review", "blocked", "quarantined"]\ndest = "cancelled"',
     )
     status, failed, out = failing(capsys, spec_copy.root)
     assert status == 1

@@ -19,7 +19,7 @@ def test_packaged_spec_loads_with_both_machines():
     assert spec.attempt.initial == "queued"
     assert spec.task.initial == "inbox"
     assert {"suspect", "reconciling", "verifying", "cancelling", "blocked", "quarantined"} <= set(spec.attempt.states)
-    assert {"ready", "in_progress", "review", "done", "canceled", "escalated"} <= set(spec.task.states)
+    assert {"ready", "in_progress", "review", "done", "cancelled", "escalated"} <= set(spec.task.states)
     assert {s for s, st in spec.task.states.items() if st.dispatchable} == {"ready", "in_progress"}
 
 

@@ -156,7 +156,13 @@ def test_a_fresh_schema_is_migrated_and_recorded_and_migrating_again_does_nothin
     assert migrate(make_postgres_store.url, store.schema) == []
     assert make_postgres_store(schema=store.schema).migrated == []
     recorded = relations(make_postgres_store.url, store.schema)["schema_migrations"]
-    assert recorded == [(1, "schema"), (2, "claim_order"), (3, "ordered_text_escape"), (4, "history_numbered_after_commit")]
+    assert recorded == [
+        (1, "schema"),
+        (2, "claim_order"),
+        (3, "ordered_text_escape"),
+        (4, "history_numbered_after_commit"),
+        (5, "cancelled_spelling"),
+    ]
 
 
 def _open_or_migrate(url: str, schema: str, how: str, barrier, results) -> None:
@@ -196,6 +202,7 @@ def test_processes_opening_one_new_schema_at_once_migrate_it_once(make_postgres_
         (2, "claim_order"),
         (3, "ordered_text_escape"),
         (4, "history_numbered_after_commit"),
+        (5, "cancelled_spelling"),
     ]
 
 
