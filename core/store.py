@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import heapq
 import inspect
 import operator
 from abc import ABC, abstractmethod
@@ -100,10 +101,15 @@ class Transaction(ABC):
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InputError(f"limit must be an integer >= 0, not {limit!r}")
-        found = sorted(self.attempts_in(states), key=lambda a: (a.created_at, a.attempt_id))
+        found = self._unordered_in(states)
         if workspace is not None:
             found = [attempt for attempt in found if getattr(self.task(attempt.task_id), "workspace", None) == workspace]
-        return found[:limit]
+        # sorted(...)[:limit] without sorting the whole queue: a claim (limit 1) is one pass, not n log n.
+        return heapq.nsmallest(limit, found, key=lambda a: (a.created_at, a.attempt_id))
+
+    def _unordered_in(self, states: Iterable[str]) -> list[Attempt]:
+        """`attempts_in(states)` in any order: what `claimable` orders itself. A store may skip the id sort here."""
+        return self.attempts_in(states)
 
     def claim_candidate(self, states: Iterable[str], workspace: str | None = None) -> tuple[Attempt, Task | None, list[Attempt]] | None:
         """The claim queue's oldest Attempt (`claimable(states, 1, workspace)`), its task and the task's Attempts, or None.
@@ -269,10 +275,13 @@ class MemoryTransaction(Transaction):
         return list(self._store._by_task.get(task_id, ()))
 
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        return sorted(self._unordered_in(states), key=lambda a: a.attempt_id)
+
+    def _unordered_in(self, states: Iterable[str]) -> list[Attempt]:
         found = []
         for state in set(states):
             found.extend(self._store._by_state.get(state, {}).values())
-        return sorted(found, key=lambda a: a.attempt_id)
+        return found
 
     def intent(self, key: str) -> Intent | None:
         return self._store._intents.get(key)
