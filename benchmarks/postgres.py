@@ -13,13 +13,13 @@ two sides alternate per N, so drift in the machine's load hits both):
   wall clock, `now()` = `time.time()`; `CoreConfig` defaults but
   `admitted_max`, admission limits out of the way: bulkheads, queue depth
   and age are not what this measures), repeat one cycle as fast as they
-  can: `claim_next` (the store's claim queue: the oldest admitted Attempt,
-  FOR NO KEY UPDATE SKIP LOCKED on PostgreSQL), then `start_attempt`,
-  `renew_lease`, `complete_attempt`. Each contract is one store
-  transaction, so a cycle is 4 commits. `start_attempt` is not one of the
-  claim-renew-complete contracts but the protocol needs it (complete needs
-  a running Attempt), so it is inside the timed cycle and its latency is
-  reported too. The tasks are created, accepted and dispatched by the
+  can: `claim_next_and_start` (the store's claim queue: the oldest admitted
+  Attempt, FOR NO KEY UPDATE SKIP LOCKED on PostgreSQL, claimed and started
+  in one transaction, two contracts), then `renew_lease`,
+  `complete_attempt`, each one transaction: 3 commits a cycle.
+  `start_attempt` is not one of the claim-renew-complete contracts but the
+  protocol needs it (complete needs a running Attempt), so it is inside the
+  timed cycle. The tasks are created, accepted and dispatched by the
   workers, then admitted by one orchestrator's `run_admission`, all before
   the window and untimed. When `claim_next` does not exist or the store
   cannot serve it, each worker claims its own tasks by id with
