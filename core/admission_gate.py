@@ -14,9 +14,8 @@ from __future__ import annotations
 import heapq
 from functools import partial
 
-from .admission import ADMIT, SHED, AdmissionController, AdmissionDecision
+from .admission import ADMIT, AdmissionController, AdmissionDecision
 from .context import Context
-from .machine import ACTIVE
 from .policy import budget_exhausted
 from .rate_limit import TokenBucket
 from .records import Attempt, Task
@@ -38,7 +37,7 @@ class AdmissionGate:
         self._sleeping: list[tuple[float, float, str]] = []
         self._asleep: set[str] = set()
         """The ids in `_sleeping` still asleep; one that left queued (cancelled) is dropped here and skipped on waking."""
-        self._terminal = context.attempt_machine.terminal
+        self._terminal = context.table.attempt_terminal
         context.moved = self._moved
         self._rebuild()
 
@@ -58,7 +57,7 @@ class AdmissionGate:
     def _rebuild(self) -> None:
         """Derived state: rebuilt from the store's active Attempts (after a restart too)."""
         with self._context.store.transaction() as tx:
-            for attempt in sorted(tx.attempts_in(ACTIVE), key=lambda a: (a.created_at, a.attempt_id)):
+            for attempt in sorted(tx.attempts_in(self._context.table.active), key=lambda a: (a.created_at, a.attempt_id)):
                 task = tx.task(attempt.task_id)
                 if attempt.state != "queued":
                     self.controller.restore(attempt.attempt_id, task.workspace)
@@ -126,26 +125,15 @@ class AdmissionGate:
 
     def _apply(self, tx: Transaction, attempt: Attempt, task: Task, decision: AdmissionDecision, now: float) -> Refused | Accepted:
         context = self._context
-        budget_left = budget_exhausted(task, tx.attempts_of(task.task_id)[:-1]) is None
-        holds = {**decision.guards, "budget_left": budget_left}
+        attempts = tx.attempts_of(task.task_id)
+        budget_left = budget_exhausted(task, attempts[: attempt.number - 1]) is None
+        given = {"admission": decision, "attempts": attempts, "domain": "capacity", "signature": "capacity:shed"}
         if decision.trigger == ADMIT and not budget_left:
             # Denial of wallet: a budget ran out while it waited; it fails (classified) rather than wait forever.
             context.after_commit(partial(self._release, attempt.attempt_id))
-            return context.fire(
-                tx,
-                attempt,
-                "exceed_budget",
-                "orchestrator",
-                holds,
-                detail="budget exhausted at admission",
-                failure_domain="capacity",
-                failure_signature="budget:exhausted at admission",
-                ended_at=now,
-            )
-        changes = {}
-        if decision.trigger == SHED:
-            changes = {"failure_domain": "capacity", "failure_signature": "capacity:shed", "ended_at": now}
-        result = context.fire(tx, attempt, decision.trigger, "orchestrator", holds, detail=decision.reason, **changes)
+            given["signature"] = "budget:exhausted at admission"
+            return context.fire(tx, attempt, "exceed_budget", "orchestrator", given, detail="budget exhausted at admission")
+        result = context.fire(tx, attempt, decision.trigger, "orchestrator", given)
         if decision.trigger == ADMIT and not result.accepted:
             context.after_commit(partial(self._release, attempt.attempt_id))
         return result
@@ -163,7 +151,7 @@ class AdmissionGate:
         if result is not None:
             return result
         if attempt.state != "queued":
-            return context.fire(tx, attempt, "admit", "orchestrator", {})  # no admit row leaves this state: refused, kept
+            return context.fire(tx, attempt, "admit", "orchestrator")  # no admit row leaves this state: refused, kept
         if attempt.eligible_at is not None and attempt.eligible_at > context.clock.now():
             reason = f"waiting out its backoff until {attempt.eligible_at:g} before it joins the admission queue"
         else:

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .context import Context, contract
-from .machine import ACTIVE
 from .results import Accepted, Refused, Result
 from .validate import fence_arguments, text
 
@@ -37,21 +36,9 @@ class Cancellation:
         context = self._context
         with context as tx:
             attempt = context.attempt(tx, attempt_id)
-            first = not attempt.cancel_requested
-            result = context.fire(
-                tx,
-                attempt,
-                "cancel",
-                "operator",
-                {},
-                detail=reason,
-                cancel_requested=True,
-                cancel_reason=reason if first else attempt.cancel_reason,
-                cancel_deadline_at=context.clock.now() + context.config.cancel_ack_timeout_s if first else attempt.cancel_deadline_at,
-            )
+            result = context.fire(tx, attempt, "cancel", "operator", {"reason": reason}, detail=reason)
             if result.accepted and attempt.state == "cancelling" and attempt.token_digest is None:
-                holds = {"lease_issued": False}
-                result = context.fire(tx, attempt, "cancel_unclaimed", "orchestrator", holds, detail="nobody to signal")
+                result = context.fire(tx, attempt, "cancel_unclaimed", "orchestrator", detail="nobody to signal")
             reconcile = attempt.state == "reconciling"
         return self._reconcile(attempt.attempt_id) if reconcile else result
 
@@ -61,27 +48,22 @@ class Cancellation:
         fence_arguments(attempt_id, generation, token)
         context = self._context
         with context as tx:
-            attempt = context.addressed(tx, attempt_id)
-            refused = self._context.fenced(tx, attempt, "cancel_acknowledged", generation, token)
-            if refused is not None:
-                return refused
-            now = context.clock.now()
-            holds = {"lease_issued": True, "lease_current": context.lease_current(attempt)}
-            changes = {"ended_at": now, "elapsed_s": context.elapsed_s(attempt, now)}
-            result = context.fire(tx, attempt, "cancel_acknowledged", "worker", holds, generation, **changes)
+            attempt = context.addressed(tx, attempt_id, "cancel_acknowledged")
+            given = {"acknowledgement": "acknowledged by the executor"}
+            result = context.fire(tx, attempt, "cancel_acknowledged", "worker", given, generation, token)
         return self._reconcile(attempt.attempt_id) if result.accepted else result
 
     @contract
     def cancel_task(self, task_id: Any, reason: Any) -> Refused | Accepted:
-        """Cancel the task, and run the cancellation protocol on its active Attempt."""
+        """Cancel the task, and run the cancellation protocol on its active Attempt (the row's cancel_active_attempt)."""
         text(task_id, "task_id", 200)
         text(reason, "reason", 2000)
         context = self._context
+        out: dict[str, Any] = {}
         with context as tx:
             task = context.task(tx, task_id)
-            result = context.fire_task(tx, task, "cancel", "operator", {}, detail=reason)
-            attempts = tx.attempts_of(task.task_id)
-            active = attempts[-1].attempt_id if attempts and attempts[-1].state in ACTIVE else None
+            result = context.fire_task(tx, task, "cancel", "operator", {"attempts": tx.attempts_of(task.task_id)}, reason, out)
+        active = out.get("cancel_attempt")
         if result.accepted and active is not None:
             self.cancel_attempt(active, reason)
         return result

@@ -21,13 +21,17 @@ from typing import Any, TypeVar
 
 from .config import CoreConfig, ReliabilityConfig
 from .errors import NotFound, StoreContention, StoreRetryable
-from .machine import FENCED, LEASED
 from .provider import ProviderAdapter
 from .records import Attempt, Task
 from .results import LATE_CODES, Accepted, Refused, guard_code
 from .seams import Seams
 from .store import Store, Transaction
+from .table import Table, packaged
 from .validate import text
+from .vocabulary import EFFECTS, Call, Unaskable
+
+_NOTHING: dict[str, Any] = {}
+"""The inputs of a call that gathers none (its rows' guards and effects read only its records)."""
 
 _accepted_in = functools.lru_cache(maxsize=None)(Accepted)
 """The one Accepted(state) with no detail for each state: results are frozen, so one value serves every call."""
@@ -40,7 +44,6 @@ class Context:
         "_open",
         "_pending",
         "_undo",
-        "attempt_machine",
         "clock",
         "config",
         "fence",
@@ -51,11 +54,18 @@ class Context:
         "retries",
         "seams",
         "store",
-        "task_machine",
+        "table",
     )
 
     def __init__(
-        self, store: Store, clock: Any, provider: ProviderAdapter, config: CoreConfig, reliability: ReliabilityConfig, seams: Seams
+        self,
+        store: Store,
+        clock: Any,
+        provider: ProviderAdapter,
+        config: CoreConfig,
+        reliability: ReliabilityConfig,
+        seams: Seams,
+        table: Table | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -64,8 +74,8 @@ class Context:
         self.reliability = reliability
         self.seams = seams
         self.fence = seams.fence
-        self.attempt_machine = seams.attempt_machine
-        self.task_machine = seams.task_machine
+        self.table = packaged() if table is None else table
+        """The spec this orchestrator runs: every state change is one of its rows (`fire`, `fire_task`)."""
         self.moved: Callable[[str, str, str], None] | None = None
         """Told (attempt id, from state, to state) of every accepted move, inside the transaction (the admission gate)."""
         self._pending: list[Callable[[], None]] = []
@@ -143,9 +153,22 @@ class Context:
             raise NotFound(f"unknown attempt {attempt_id!r}")
         return attempt
 
-    def addressed(self, tx: Transaction, attempt_id: str) -> Attempt:
-        """The Attempt a fenced call may touch, as the fence says (the one it names, for the reference fence)."""
-        attempt = self.fence.address(tx, attempt_id)
+    def addressed(self, tx: Transaction, attempt_id: str, trigger: str) -> Attempt:
+        """The Attempt a worker's call of `trigger` touches.
+
+        Where the table fences the trigger, the one the fence addresses (the
+        one the call names, for the reference fence), whose lease the call must
+        then prove. Where it does not, the caller's word is all there is: the
+        call is the task's, and lands on the task's current Attempt, whoever
+        holds it (the chapter's stale worker "records completion over a
+        replacement's work").
+        """
+        if self.table.fences(trigger):
+            attempt = self.fence.address(tx, attempt_id)
+        else:
+            named = tx.attempt(attempt_id)
+            attempts = tx.attempts_of(named.task_id) if named is not None else []
+            attempt = attempts[-1] if attempts else named
         if attempt is None:
             raise NotFound(f"unknown attempt {attempt_id!r}")
         return attempt
@@ -212,18 +235,6 @@ class Context:
         self.event(tx, actor, kind, task_id, attempt, False, reason, state, state, generation, worker_id, detail, code, operation_key)
         return refusal
 
-    def fenced(
-        self, tx: Transaction, attempt: Attempt, trigger: str, generation: int, token: str, operation_key: str | None = None
-    ) -> Refused | None:
-        """Refuse, and keep in the history, any fenced call that does not prove the current lease (see `fence.py`)."""
-        failed = self.fence.check(attempt, generation, token)
-        if failed is None:
-            return None
-        code, reason = failed
-        # No worker id: an unproven call cannot be attributed to the lease holder.
-        refusal = Refused(reason, code, state=attempt.state)
-        return self.refuse(tx, "worker", trigger, attempt.task_id, attempt, attempt.state, refusal, generation, operation_key=operation_key)
-
     # ---------------------------------------------------------------- fire
 
     def fire(
@@ -232,28 +243,60 @@ class Context:
         attempt: Attempt,
         trigger: str,
         actor: str,
-        holds: dict[str, bool],
+        given: dict[str, Any] | None = None,
         presented: int | None = None,
+        token: str | None = None,
         detail: str = "",
         operation_key: str | None = None,
-        **changes: Any,
+        out: dict[str, Any] | None = None,
     ) -> Refused | Accepted:
-        """Ask the attempt table; write the change and its event, or record the refusal."""
+        """The one firing path of the attempt table: fence if the row says so, ask its guards, apply its effects in order.
+
+        `given` holds what the contract read and gathered for the guards and
+        effects to use; `presented` and `token` are the caller's fence. A
+        refusal is kept in the history with its code; an accepted call writes
+        the effects' changes in one update guarded by the record's version,
+        then its event, then the writes that must follow it (a new Attempt, an
+        intent). What the effects hand back (a lease token, a manifest) is
+        copied into `out`.
+        """
         before = attempt.state
-        fired = self.attempt_machine.fire(before, trigger, holds.__getitem__)
-        worker = changes.get("worker_id", attempt.worker_id) if actor == "worker" else None
+        machine = self.table.attempt
+        if machine.fenced(before, trigger):
+            failed = self.fence.check(attempt, presented, token)
+            if failed is not None:
+                code, reason = failed
+                # No worker id: an unproven call cannot be attributed to the lease holder.
+                refusal = Refused(reason, code, state=before)
+                return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, operation_key=operation_key)
+        call = Call(self, tx, attempt, None, "attempt", _NOTHING if given is None else given, trigger)
+        call.detail = detail
+        fired = machine.fire(before, trigger, call.holds)
         if fired is None:
-            refusal = self._refusal(attempt, trigger, holds)
+            refusal = self._refusal(attempt, trigger, call.holds)
+            worker = call.given.get("worker_id", attempt.worker_id) if actor == "worker" else None
             return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, worker, detail, operation_key)
-        dest = fired[0]
+        dest, row = fired
+        apply = EFFECTS["attempt"]
+        try:
+            for effect in row.effects:
+                apply[effect](call)
+        except KeyError as missing:
+            raise Unaskable(
+                f"row {row.where} cannot apply its effects to a {trigger!r} call: one needs {missing.args[0]!r},"
+                " which that contract does not gather"
+            ) from None
+        writes = call.writes
         if dest != before:
-            changes["state"] = dest
+            writes["state"] = dest
             if self.moved is not None:
                 self.moved(attempt.attempt_id, before, dest)
-        tx.update_attempt(attempt, **changes)
+        worker = writes.get("worker_id", attempt.worker_id) if actor == "worker" else None
+        tx.update_attempt(attempt, **writes)
+        detail = call.detail
         # The event written out rather than through `event`: every accepted contract takes this path.
         tx.append_event(
-            at=self.clock.now(),
+            at=call.now,
             actor=actor,
             kind=trigger,
             task_id=attempt.task_id,
@@ -262,7 +305,7 @@ class Context:
             reason="accepted",
             from_state=before,
             to_state=dest,
-            generation=changes.get("generation", presented),
+            generation=writes.get("generation", presented),
             worker_id=worker,
             detail=detail,
             code=None,
@@ -271,38 +314,63 @@ class Context:
             operation_key=operation_key,
             retries=self.retries,
         )
+        for followup in call.followups:
+            followup()
+        if out is not None:
+            out.update(call.out)
         return Accepted(dest, detail) if detail else _accepted_in(dest)
 
-    def _refusal(self, attempt: Attempt, trigger: str, holds: dict[str, bool]) -> Refused:
+    def _refusal(self, attempt: Attempt, trigger: str, holds: Callable[[str], bool]) -> Refused:
         """A refused row, with its code; a fenced call whose lease is no longer honoured is late: its authority is gone."""
         before = attempt.state
-        machine = self.attempt_machine
-        reason = machine.why_refused(before, trigger, holds.__getitem__)
-        failed = machine.failed_guards(before, trigger, holds.__getitem__)
+        table = self.table
+        machine = table.attempt
+        reason = machine.why_refused(before, trigger, holds)
+        failed = machine.failed_guards(before, trigger, holds)
         code = guard_code(failed) if failed else "no_row"
-        if trigger in FENCED and not self.lease_current(attempt):
+        if trigger in machine.fenced_triggers and not self.lease_current(attempt):
             code, reason = "expired_lease", f"late: the lease is no longer honoured (expired at {attempt.expires_at}); {reason}"
-        elif trigger in FENCED and before not in LEASED:
+        elif trigger in machine.fenced_triggers and before not in table.leased:
             code, reason = "not_leased", f"late: the lease is no longer honoured (the Attempt is {before}, no longer leased); {reason}"
         return Refused(reason, code, failed, before)
 
     def fire_task(
-        self, tx: Transaction, task: Task, trigger: str, actor: str, holds: dict[str, bool], detail: str = "", **changes: Any
+        self,
+        tx: Transaction,
+        task: Task,
+        trigger: str,
+        actor: str,
+        given: dict[str, Any] | None = None,
+        detail: str = "",
+        out: dict[str, Any] | None = None,
     ) -> Refused | Accepted:
-        """Ask the task table; write the change and its event, or record the refusal."""
-        machine = self.task_machine
+        """The firing path of the task table: ask the row's guards, apply its effects, write the change and its event."""
+        machine = self.table.task
         before = task.state
-        fired = machine.fire(before, trigger, holds.__getitem__)
+        call = Call(self, tx, None, task, "task", _NOTHING if given is None else given, trigger)
+        call.detail = detail
+        fired = machine.fire(before, trigger, call.holds)
         if fired is None:
-            failed = machine.failed_guards(before, trigger, holds.__getitem__)
-            refusal = Refused(
-                machine.why_refused(before, trigger, holds.__getitem__), guard_code(failed) if failed else "no_row", failed, before
-            )
+            failed = machine.failed_guards(before, trigger, call.holds)
+            refusal = Refused(machine.why_refused(before, trigger, call.holds), guard_code(failed) if failed else "no_row", failed, before)
             return self.refuse(tx, actor, trigger, task.task_id, None, before, refusal, detail=detail)
-        dest = fired[0]
-        tx.update_task(task, state=dest, **changes)
-        self.event(tx, actor, trigger, task.task_id, None, True, "accepted", before, dest, detail=detail)
-        return Accepted(dest, detail)
+        dest, row = fired
+        apply = EFFECTS["task"]
+        try:
+            for effect in row.effects:
+                apply[effect](call)
+        except KeyError as missing:
+            raise Unaskable(
+                f"row {row.where} cannot apply its effects to a {trigger!r} call: one needs {missing.args[0]!r},"
+                " which that contract does not gather"
+            ) from None
+        tx.update_task(task, state=dest, **call.writes)
+        self.event(tx, actor, trigger, task.task_id, None, True, "accepted", before, dest, detail=call.detail)
+        for followup in call.followups:
+            followup()
+        if out is not None:
+            out.update(call.out)
+        return Accepted(dest, call.detail)
 
     def elapsed_s(self, attempt: Attempt, now: float) -> float:
         """How long the Attempt has run: from its start (or its claim, if it never started) to `now`."""

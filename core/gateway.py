@@ -35,6 +35,7 @@ from .retry_budget import RetryBudgets
 from .seams import KeyRequest
 from .store import Transaction
 from .validate import fence_arguments, flag, number, text, whole
+from .vocabulary import Call
 
 _HELD_BACK = frozenset({"circuit_allows", "retry_budget_allows", "concurrency_allows"})
 """Guards that hold a call back for its dependency's sake, not the caller's: the call may be asked again later."""
@@ -58,7 +59,7 @@ class ToolCall:
 
 @dataclass(slots=True)
 class _Ask:
-    """One grant being decided: the records it reads, what is known of its key, and the verdicts so far."""
+    """One grant being decided: the records it reads, what is known of its key, and the dependency chosen for it."""
 
     task: Task
     attempt: Attempt
@@ -66,8 +67,14 @@ class _Ask:
     minted: str
     intent: Intent | None
     receipt: str | None
-    now: float
-    holds: dict[str, bool]
+    found_ids: frozenset[str]
+    dependency: str
+    cost_usd: float
+    circuit: bool = True
+    """Whether the chosen dependency's breaker let the call through (the `circuit_allows` guard)."""
+    probe: bool = False
+    """A half-open probe was spent on this call: given back if the table then refuses it."""
+    why: str = ""
 
     @property
     def replaying(self) -> bool:
@@ -114,34 +121,28 @@ class ToolGateway:
 
     @contract
     def grant(self, attempt_id: str, generation: int, token: str, call: ToolCall) -> Refused | Grant:
-        """Authorize one call (the call's arguments already checked): mint, look up, fence, judge, persist the intent."""
+        """Authorize one call (the call's arguments already checked): mint, look up, choose the dependency, fire grant_tool."""
         context = self._context
         minted, found = self._look_up(attempt_id, call)
         with context as tx:
-            attempt = context.addressed(tx, attempt_id)
-            refused = self._context.fenced(tx, attempt, "grant_tool", generation, token, minted)
-            if refused is not None:
-                return refused
+            attempt = context.addressed(tx, attempt_id, "grant_tool")
             ask = self._ask(tx, attempt, call, minted, found)
-            chosen, cost_usd, why = self._choose(ask)
-            tokens = 0 if ask.replaying else call.tokens
-            changes = {"cost_usd": attempt.cost_usd + cost_usd, "tokens": attempt.tokens + tokens}
-            switched = f"{call.dependency} -> {chosen}" if chosen != call.dependency else None
-            if switched and switched != attempt.fallback:
-                changes["fallback"] = switched
-            detail = f"{minted}: {why}" if why else minted
-            result = context.fire(tx, attempt, "grant_tool", "worker", ask.holds, generation, detail, minted, **changes)
+            given = {"ask": ask, "gateway": self}
+            self._choose(tx, ask, given)
+            detail = f"{minted}: {ask.why}" if ask.why else minted
+            out: dict[str, Any] = {}
+            result = context.fire(tx, attempt, "grant_tool", "worker", given, generation, token, detail, minted, out)
             if not result.accepted:
-                return self._held(result, chosen, ask)
-            return self._authorize(tx, ask, chosen, cost_usd, tokens)
+                if ask.probe:  # the table refused after the breaker let the call through (a stale fence): the probe is not spent
+                    self.breakers.release_probe(ask.dependency)
+                return self._held(result, ask)
+            return out["grant"]
 
     def _look_up(self, attempt_id: str, call: ToolCall) -> tuple[str, list[Effect]]:
         """The key the gateway mints for this call, and provider truth about it where an earlier grant has no receipt."""
         context = self._context
         with context.store.transaction() as tx:
-            prior = context.fence.address(tx, attempt_id)
-            if prior is None:
-                raise NotFound(f"unknown attempt {attempt_id!r}")
+            prior = context.addressed(tx, attempt_id, "grant_tool")
             task_id, addressed = prior.task_id, prior.attempt_id
             request = KeyRequest(call.operation, task_id, addressed, call.identity, call.spans_attempts, call.key, context.clock.now())
             minted = context.seams.mint_key(request)
@@ -151,78 +152,53 @@ class ToolGateway:
         return minted, found
 
     def _ask(self, tx: Transaction, attempt: Attempt, call: ToolCall, minted: str, found: list[Effect]) -> _Ask:
-        """What the gateway knows of this key now, and the guards that do not depend on the dependency."""
-        context = self._context
-        now = context.clock.now()
+        """What the gateway knows of this key now: its intent, its receipt (recorded, or found once at the provider)."""
         intent = tx.intent(minted)
-        found_ids = {effect.provider_id for effect in found}
+        found_ids = frozenset(effect.provider_id for effect in found)
         receipt = intent.receipt if intent is not None else None
         if receipt is None and len(found_ids) == 1:
             receipt = found[0].provider_id
-        in_flight = (
-            intent is not None
-            and receipt is None
-            and not context.provider.supports_idempotency
-            and intent.deadline_at is not None
-            and now < intent.deadline_at
-        )
-        holds = {
-            "lease_current": context.lease_current(attempt),
-            "key_minted": call.key is None or call.key == minted,
-            "no_call_in_flight": not in_flight and len(found_ids) <= 1,
-            "timeout_budget_left": call.call_deadline_s <= _timeout_left_s(attempt, now),
-        }
-        return _Ask(context.task(tx, attempt.task_id), attempt, call, minted, intent, receipt, now, holds)
+        task = self._context.task(tx, attempt.task_id)
+        return _Ask(task, attempt, call, minted, intent, receipt, found_ids, call.dependency, call.cost_usd)
 
-    def _choose(self, ask: _Ask) -> tuple[str, float, str]:
-        """Which dependency serves the call, what it may spend there, and why not; the verdicts land in `ask.holds`.
+    def _choose(self, tx: Transaction, ask: _Ask, given: dict[str, Any]) -> None:
+        """Which dependency serves the call and what it may spend there: set on `ask` for the row's guards to judge.
 
         The one asked for, or its declared fallback while its circuit is open
         (or half-open with every probe out); a fallback's cost_factor scales
-        what the call may spend. A half-open probe is spent only on a call the
-        table will grant, since a spent probe that never reports would hold the
-        circuit half-open for good. A replay makes no call: it spends nothing
-        and asks no rate limit or circuit.
+        what the call may spend. Whether the table would grant the call there
+        is asked of the table itself, through its guards; a half-open probe is
+        spent only on a call it would grant, since a spent probe that never
+        reports would hold the circuit half-open for good. A replay makes no
+        call: it spends nothing and asks no rate limit or circuit.
         """
-        dependency = ask.call.dependency
         if ask.replaying:
-            ask.holds.update(
-                spend_within_budget=True, rate_allows=True, circuit_allows=True, retry_budget_allows=True, concurrency_allows=True
-            )
-            return dependency, 0.0, ""
-        fallback = self.fallbacks.get(dependency)
-        why = ""
-        for chosen in (dependency,) if fallback is None else (dependency, fallback.substitute):
-            cost_usd = ask.call.cost_usd if chosen == dependency else ask.call.cost_usd * fallback.cost_factor
-            verdicts = self._verdicts(ask, chosen, cost_usd)
-            if self.breakers.state(chosen, ask.now) == OPEN:
-                self.breakers.allow(chosen, ask.now)  # refuses without spending anything, and words the refusal
-                why = self._circuit_refusal(chosen)
-                continue
-            verdicts["circuit_allows"] = True
-            if self._context.attempt_machine.fire(ask.attempt.state, "grant_tool", {**ask.holds, **verdicts}.__getitem__) is None:
-                ask.holds.update(verdicts)
-                return chosen, cost_usd, _denial(chosen, verdicts)
-            if self.breakers.allow(chosen, ask.now):
-                self._context.on_rollback(partial(self.breakers.release_probe, chosen))
-                ask.holds.update(verdicts)
-                return chosen, cost_usd, ""
-            why = self._circuit_refusal(chosen)
-        ask.holds.update(self._verdicts(ask, dependency, ask.call.cost_usd), circuit_allows=False)
-        return dependency, ask.call.cost_usd, why
-
-    def _verdicts(self, ask: _Ask, dependency: str, cost_usd: float) -> dict[str, bool]:
-        """Spend, rate and retry budget for a call to `dependency` costing `cost_usd`."""
+            return
         context = self._context
-        spend = context.seams.spend(ask.task, ask.attempt, cost_usd, ask.call.tokens, context.reliability.attempt_spend_max_usd)
-        return {
-            "spend_within_budget": spend,
-            "rate_allows": self.limiter.available(dependency, ask.now) >= 1,
-            "retry_budget_allows": not ask.retrying or self.retry_budgets.allows(dependency),
-            "concurrency_allows": self.concurrency.allows(dependency, ask.now),
-        }
+        dependency = ask.call.dependency
+        fallback = self.fallbacks.get(dependency)
+        now = context.clock.now()
+        for chosen in (dependency,) if fallback is None else (dependency, fallback.substitute):
+            ask.dependency = chosen
+            ask.cost_usd = ask.call.cost_usd if chosen == dependency else ask.call.cost_usd * fallback.cost_factor
+            if self.breakers.state(chosen, now) == OPEN:
+                self.breakers.allow(chosen, now)  # refuses without spending anything, and words the refusal
+                ask.why = self._circuit_refusal(chosen)
+                continue
+            ask.circuit = True
+            trial = Call(context, tx, ask.attempt, ask.task, "attempt", given, "grant_tool")
+            if context.table.attempt.fire(ask.attempt.state, "grant_tool", trial.holds) is None:
+                ask.why = _denial(chosen, trial)
+                return
+            if self.breakers.allow(chosen, now):
+                ask.probe = True
+                context.on_rollback(partial(self.breakers.release_probe, chosen))
+                ask.why = ""
+                return
+            ask.why = self._circuit_refusal(chosen)
+        ask.dependency, ask.cost_usd, ask.circuit = dependency, ask.call.cost_usd, False
 
-    def _held(self, refused: Refused, chosen: str, ask: _Ask) -> Refused:
+    def _held(self, refused: Refused, ask: _Ask) -> Refused:
         """A refused grant, with the failure domain it counts as and, where only time stands in the way, when to ask again.
 
         Judged by the guards the table says failed: held back for the
@@ -233,44 +209,69 @@ class ToolGateway:
         failing = set(refused.guards)
         provider_down = bool(failing) and failing <= _HELD_BACK
         domain = "capacity" if "rate_allows" in failing else "provider" if provider_down else None
-        retry_after_s = self._retry_after_s(chosen, ask) if provider_down else None
+        retry_after_s = self._retry_after_s(ask) if provider_down else None
         return Refused(refused.reason, refused.code, refused.guards, refused.state, domain, retry_after_s)
 
-    def _authorize(self, tx: Transaction, ask: _Ask, chosen: str, cost_usd: float, tokens: int) -> Grant:
-        """The grant is accepted: spend the rate token, persist (or hand over) the intent, charge the task."""
+    def persist_intent(self, call: Call) -> None:
+        """The `persist_intent` effect: charge the Attempt and its task, take the rate token, persist (or hand over) the intent.
+
+        The Attempt's charge is part of the row's own write; the intent and the
+        task's charge follow its event. The rate token and the concurrency
+        slot are taken now and given back if the transaction rolls back.
+        """
         context = self._context
-        now, intent, call, minted = ask.now, ask.intent, ask.call, ask.minted
+        ask: _Ask = call.given["ask"]
+        attempt, chosen, now = ask.attempt, ask.dependency, call.now
+        cost_usd = 0.0 if ask.replaying else ask.cost_usd
+        tokens = 0 if ask.replaying else ask.call.tokens
+        call.writes.update(cost_usd=attempt.cost_usd + cost_usd, tokens=attempt.tokens + tokens)
+        switched = f"{ask.call.dependency} -> {chosen}" if chosen != ask.call.dependency else None
+        if switched and switched != attempt.fallback:
+            call.writes["fallback"] = switched
+        deadline = now + ask.call.call_deadline_s
         if not ask.replaying:
             if self.limiter.try_acquire(chosen, now):
                 context.on_rollback(partial(self.limiter.refund, chosen))
             context.after_commit(partial(self.retry_budgets.granted, chosen, ask.retrying))
-        deadline = now + call.call_deadline_s
-        if not ask.replaying:
             limit = self.concurrency.limit(chosen)
-            limit.start(minted, deadline)
-            context.on_rollback(partial(limit.forget, minted))
+            limit.start(ask.minted, deadline)
+            context.on_rollback(partial(limit.forget, ask.minted))
         replay = None
-        attempt_id = ask.attempt.attempt_id
+        if ask.replaying:
+            replay = ask.intent.result if ask.intent is not None and ask.intent.receipt is not None else ask.receipt
+        call.followups.append(partial(self._persisted, call.tx, ask, now, deadline, replay, cost_usd, tokens))
+        call.out["grant"] = Grant(ask.minted, replay, deadline, chosen, _timeout_left_s(attempt, now))
+
+    def _persisted(self, tx: Transaction, ask: _Ask, now: float, deadline: float, replay: str | None, cost_usd: float, tokens: int) -> None:
+        """The key's intent (new, handed over by a replay, or granted again) and the task's charge, after the grant's event."""
+        intent, call, attempt_id = ask.intent, ask.call, ask.attempt.attempt_id
         if intent is None:
             fresh = Intent(
-                minted, ask.task.task_id, attempt_id, call.operation, call.identity, call.request, now, now, deadline, dependency=chosen
+                ask.minted,
+                ask.task.task_id,
+                attempt_id,
+                call.operation,
+                call.identity,
+                call.request,
+                now,
+                now,
+                deadline,
+                dependency=ask.dependency,
             )
             tx.insert_intent(fresh)
         elif ask.replaying:
             # A replay hands the effect to this Attempt, so its reconciliation and verification see it.
-            replay = intent.result if intent.receipt is not None else ask.receipt
             tx.update_intent(intent, receipt=ask.receipt, result=replay, attempt_id=attempt_id)
         else:
-            tx.update_intent(intent, attempt_id=attempt_id, granted_at=now, deadline_at=deadline, dependency=chosen, outcome=None)
+            tx.update_intent(intent, attempt_id=attempt_id, granted_at=now, deadline_at=deadline, dependency=ask.dependency, outcome=None)
         tx.update_task(ask.task, cost_usd=ask.task.cost_usd + cost_usd, tokens=ask.task.tokens + tokens)
-        return Grant(minted, replay, deadline, chosen, _timeout_left_s(ask.attempt, now))
 
-    def _retry_after_s(self, dependency: str, ask: _Ask) -> float | None:
+    def _retry_after_s(self, ask: _Ask) -> float | None:
         """How long until a refused grant could pass, where only time stands in the way: an open circuit's cool-down."""
-        refusal = self.breakers.last_refusal(dependency)
-        if ask.holds["circuit_allows"] or refusal is None or refusal.until_s is None:
+        refusal = self.breakers.last_refusal(ask.dependency)
+        if ask.circuit or refusal is None or refusal.until_s is None:
             return None
-        return max(0.0, refusal.until_s - ask.now)
+        return max(0.0, refusal.until_s - self._context.clock.now())
 
     def _circuit_refusal(self, dependency: str) -> str:
         refusal = self.breakers.last_refusal(dependency)
@@ -287,19 +288,22 @@ class ToolGateway:
         text(result, "result", 100_000, empty=True)
         context = self._context
         with context as tx:
-            attempt, intent = self._intent(tx, attempt_id, key)
-            refused = self._context.fenced(tx, attempt, "record_receipt", generation, token, key)
-            if refused is not None:
-                return refused
-            holds = {"lease_current": context.lease_current(attempt)}
-            outcome = context.fire(tx, attempt, "record_receipt", "worker", holds, generation, f"{key} -> {provider_id}", key)
-            if outcome.accepted and intent.receipt is None:
-                tx.update_intent(intent, receipt=provider_id, result=result or provider_id)
-            if outcome.accepted and intent.outcome is None:
-                tx.update_intent(intent, outcome="succeeded")
-                context.after_commit(partial(self.breakers.record_success, intent.dependency, context.clock.now()))
-                context.after_commit(partial(self.concurrency.limit(intent.dependency).succeeded, key, context.clock.now()))
-            return outcome
+            attempt, intent = self._intent(tx, attempt_id, key, "record_receipt")
+            given = {"gateway": self, "intent": intent, "key": key, "provider_id": provider_id, "result": result}
+            return context.fire(tx, attempt, "record_receipt", "worker", given, generation, token, f"{key} -> {provider_id}", key)
+
+    def record_receipt_of(self, call: Call) -> None:
+        """The `record_receipt` effect: the provider's identity for the key (once), and the call's success (once) after commit."""
+        context, tx, given = self._context, call.tx, call.given
+        intent, key = given["intent"], given["key"]
+        if intent.receipt is None:
+            call.followups.append(
+                partial(tx.update_intent, intent, receipt=given["provider_id"], result=given["result"] or given["provider_id"])
+            )
+        if intent.outcome is None:
+            call.followups.append(partial(tx.update_intent, intent, outcome="succeeded"))
+            context.after_commit(partial(self.breakers.record_success, intent.dependency, call.now))
+            context.after_commit(partial(self.concurrency.limit(intent.dependency).succeeded, key, call.now))
 
     @contract
     def report_call_failure(self, attempt_id: Any, generation: Any, token: Any, key: Any, signature: Any) -> Refused | Accepted:
@@ -309,21 +313,22 @@ class ToolGateway:
         text(signature, "signature", 500)
         context = self._context
         with context as tx:
-            attempt, intent = self._intent(tx, attempt_id, key)
-            refused = self._context.fenced(tx, attempt, "report_call_failure", generation, token, key)
-            if refused is not None:
-                return refused
-            holds = {"lease_current": context.lease_current(attempt)}
-            outcome = context.fire(tx, attempt, "report_call_failure", "worker", holds, generation, f"{key}: {signature}", key)
-            if outcome.accepted and intent.outcome is None:
-                tx.update_intent(intent, outcome="failed")
-                context.after_commit(partial(self.breakers.record_failure, intent.dependency, context.clock.now(), signature))
-                context.after_commit(partial(self.concurrency.limit(intent.dependency).failed, key, context.clock.now()))
-            return outcome
+            attempt, intent = self._intent(tx, attempt_id, key, "report_call_failure")
+            given = {"gateway": self, "intent": intent, "key": key, "signature": signature}
+            return context.fire(tx, attempt, "report_call_failure", "worker", given, generation, token, f"{key}: {signature}", key)
 
-    def _intent(self, tx: Transaction, attempt_id: str, key: str) -> tuple[Attempt, Intent]:
+    def record_call_failure_of(self, call: Call) -> None:
+        """The `record_call_failure` effect: the call failed (once), counted by its breaker and concurrency limit after commit."""
+        context, given = self._context, call.given
+        intent = given["intent"]
+        if intent.outcome is None:
+            call.followups.append(partial(call.tx.update_intent, intent, outcome="failed"))
+            context.after_commit(partial(self.breakers.record_failure, intent.dependency, call.now, given["signature"]))
+            context.after_commit(partial(self.concurrency.limit(intent.dependency).failed, given["key"], call.now))
+
+    def _intent(self, tx: Transaction, attempt_id: str, key: str, trigger: str) -> tuple[Attempt, Intent]:
         """The addressed Attempt and its task's intent for `key`; an unknown one is NotFound, before any fence is asked."""
-        attempt = self._context.addressed(tx, attempt_id)
+        attempt = self._context.addressed(tx, attempt_id, trigger)
         intent = tx.intent(key)
         if intent is None or intent.task_id != attempt.task_id:
             raise NotFound(f"no intent {key!r} for task {attempt.task_id!r}")
@@ -335,12 +340,12 @@ def _timeout_left_s(attempt: Attempt, now: float) -> float:
     return (attempt.started_at if attempt.started_at is not None else now) + attempt.timeout_budget_s - now
 
 
-def _denial(dependency: str, verdicts: dict[str, bool]) -> str:
-    """Why a grant the table refuses on the dependency's verdicts was refused, in words for the refused event."""
-    if not verdicts["rate_allows"]:
+def _denial(dependency: str, trial: Call) -> str:
+    """Why the table would refuse a grant on the dependency's verdicts, in words for the refused event."""
+    if not trial.holds("rate_allows"):
         return f"rate limit of {dependency} reached (a capacity denial)"
-    if not verdicts["retry_budget_allows"]:
+    if not trial.holds("retry_budget_allows"):
         return f"retry budget of {dependency} spent: retries are held to their share of first calls"
-    if not verdicts["concurrency_allows"]:
+    if not trial.holds("concurrency_allows"):
         return f"calls in flight to {dependency} are at its adaptive concurrency limit"
     return ""

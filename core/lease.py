@@ -12,16 +12,13 @@ may exist. Health probes gate claims; heartbeats (renewals) gate the lease.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from .context import Context, contract
-from .fence import token_digest
-from .machine import EXPIRABLE, LEASED
 from .policy import classify
-from .records import Attempt, Manifest, Plan, Task, new_lease, new_manifest
+from .records import Attempt, Task, new_lease
 from .results import Accepted, Claim, Refused, Renewal, Result, new_claim, new_renewal
 from .store import Transaction
 from .validate import fence_arguments, flag, text
@@ -108,8 +105,7 @@ class Leases:
             if not isinstance(claim, Claim):
                 return claim
             lease = claim.lease
-            started = self._fenced_in(tx, lease.attempt_id, lease.generation, lease.token, "start", started_at=self._context.clock.now())
-            return claim, started
+            return claim, self._fenced_in(tx, lease.attempt_id, lease.generation, lease.token, "start")
 
     def _claim_next_in(self, tx: Transaction, worker_id: str, workspace: str, healthy: bool | None) -> Refused | Claim | None:
         # The oldest admitted Attempt first, unfiltered: the one index read every store does in order, and the answer
@@ -136,48 +132,21 @@ class Leases:
     ) -> Refused | Claim:
         context = self._context
         attempt = attempts[-1]
-        now = context.clock.now()
-        generation = max(a.generation for a in attempts) + 1
-        token = secrets.token_urlsafe(32)
-        manifest = _manifest(task, attempt)
-        holds = {
-            "workspace_matches": workspace == task.workspace,
-            "worker_healthy": healthy,
-            "backoff_elapsed": attempt.eligible_at is None or now >= attempt.eligible_at,
-        }
-        result = context.fire(
-            tx,
-            attempt,
-            "claim",
-            "worker",
-            holds,
-            None,
-            worker_id=worker_id,
-            generation=generation,
-            token_digest=token_digest(token),
-            claimed_at=now,
-            heartbeat_at=now,
-            expires_at=now + context.config.lease_ttl_s,
-            manifest_digest=manifest.digest(),
-            worktree=manifest.worktree,
-            base_sha=manifest.base_sha,
-            timeout_budget_s=context.config.timeout_budget_s,
-        )
+        given = {"attempts": attempts, "worker_id": worker_id, "workspace": workspace, "healthy": healthy}
+        out: dict[str, Any] = {}
+        result = context.fire(tx, attempt, "claim", "worker", given, out=out)
         if not result.accepted:
             return result
-        return new_claim(new_lease(attempt.attempt_id, task.task_id, worker_id, generation, token, attempt.expires_at), manifest)
+        lease = new_lease(attempt.attempt_id, task.task_id, worker_id, out["generation"], out["token"], attempt.expires_at)
+        return new_claim(lease, out["manifest"])
 
     # ------------------------------------------------------ fenced writes
 
     @contract
     def start(self, attempt_id: Any, generation: Any, token: Any) -> Refused | Accepted:
         fence_arguments(attempt_id, generation, token)
-        context = self._context
-        with context as tx:
-            # The start time read inside the transaction, once the Attempt is read: on a store with its own clock
-            # (PostgreSQL) that is the server's time, as every lease decision is.
-            attempt = context.addressed(tx, attempt_id)
-            return self._fenced_in(tx, attempt_id, generation, token, "start", attempt=attempt, started_at=context.clock.now())
+        with self._context as tx:
+            return self._fenced_in(tx, attempt_id, generation, token, "start")
 
     @contract
     def renew(self, attempt_id: Any, generation: Any, token: Any) -> Refused | Renewal:
@@ -185,17 +154,10 @@ class Leases:
         fence_arguments(attempt_id, generation, token)
         context = self._context
         with context as tx:
-            attempt = context.addressed(tx, attempt_id)
-            # The time is read once the Attempt is read (and, on a server store, locked): a renewal that waited for
-            # another call on the same Attempt is judged, and stamped, when it is decided, not when it was sent.
-            now = context.clock.now()
-            refused = context.fenced(tx, attempt, "renew", generation, token)
-            if refused is not None:
-                return refused
-            holds = {"lease_current": context.lease_current(attempt)}
-            result = context.fire(
-                tx, attempt, "renew", "worker", holds, generation, heartbeat_at=now, expires_at=now + context.config.lease_ttl_s
-            )
+            # The Attempt is read (and, on a server store, locked) before the clock is: a renewal that waited for another
+            # call on the same Attempt is judged, and stamped, when it is decided, not when it was sent.
+            attempt = context.addressed(tx, attempt_id, "renew")
+            result = context.fire(tx, attempt, "renew", "worker", None, generation, token)
             if not result.accepted:
                 return result
             return new_renewal(attempt.expires_at, attempt.cancel_requested)
@@ -204,24 +166,16 @@ class Leases:
     def checkpoint(self, attempt_id: Any, generation: Any, token: Any, checkpoint: Any) -> Refused | Accepted:
         fence_arguments(attempt_id, generation, token)
         text(checkpoint, "checkpoint", 10_000)
-        return self._fenced_write(attempt_id, generation, token, "checkpoint", checkpoint=checkpoint)
-
-    def _fenced_write(self, attempt_id: str, generation: int, token: str, trigger: str, **changes: Any) -> Refused | Accepted:
-        """A fenced call whose only guard is a current lease, in a transaction of its own."""
         with self._context as tx:
-            return self._fenced_in(tx, attempt_id, generation, token, trigger, **changes)
+            return self._fenced_in(tx, attempt_id, generation, token, "checkpoint", {"checkpoint": checkpoint})
 
     def _fenced_in(
-        self, tx: Transaction, attempt_id: str, generation: int, token: str, trigger: str, attempt: Attempt | None = None, **changes: Any
+        self, tx: Transaction, attempt_id: str, generation: int, token: str, trigger: str, given: dict[str, Any] | None = None
     ) -> Refused | Accepted:
-        """Fence, then fire `trigger` with `changes`, inside the open transaction `tx`."""
+        """A worker's call of `trigger` inside the open transaction `tx`: the table fences it, guards it and writes it."""
         context = self._context
-        if attempt is None:
-            attempt = context.addressed(tx, attempt_id)
-        refused = context.fenced(tx, attempt, trigger, generation, token)
-        if refused is not None:
-            return refused
-        return context.fire(tx, attempt, trigger, "worker", {"lease_current": context.lease_current(attempt)}, generation, **changes)
+        attempt = context.addressed(tx, attempt_id, trigger)
+        return context.fire(tx, attempt, trigger, "worker", given, generation, token)
 
     # ------------------------------------------------------------ ending
 
@@ -234,23 +188,18 @@ class Leases:
             text(head_sha, "head_sha", 200)
         context = self._context
         with context as tx:
-            attempt = context.addressed(tx, attempt_id)
-            refused = context.fenced(tx, attempt, "complete", generation, token)
-            if refused is None:
-                now = context.clock.now()
-                holds = {"lease_current": context.lease_current(attempt)}
-                changes = {"result": result, "head_sha": head_sha, "ended_at": now, "elapsed_s": context.elapsed_s(attempt, now)}
-                outcome = context.fire(tx, attempt, "complete", "worker", holds, generation, **changes)
-                if outcome.accepted:
-                    return outcome
-                refused = outcome
-            overdue = attempt.state in EXPIRABLE and not context.lease_current(attempt)
+            attempt = context.addressed(tx, attempt_id, "complete")
+            given = {"result": result, "head_sha": head_sha}
+            outcome = context.fire(tx, attempt, "complete", "worker", given, generation, token)
+            if outcome.accepted:
+                return outcome
+            overdue = attempt.state in context.table.expirable and not context.lease_current(attempt)
             addressed = attempt.attempt_id
         if overdue:
             self.reap()
         if context.store.get_attempt(addressed).state == "suspect":
             self._reconcile(addressed)
-        return refused
+        return outcome
 
     @contract
     def report_failure(self, attempt_id: Any, generation: Any, token: Any, domain: Any, signature: Any, detail: Any) -> Result:
@@ -261,24 +210,9 @@ class Leases:
         text(detail, "detail", 10_000, empty=True)
         context = self._context
         with context as tx:
-            attempt = context.addressed(tx, attempt_id)
-            refused = context.fenced(tx, attempt, "report_failure", generation, token)
-            if refused is not None:
-                return refused
-            now = context.clock.now()
-            return context.fire(
-                tx,
-                attempt,
-                "report_failure",
-                "worker",
-                {"lease_current": context.lease_current(attempt)},
-                generation,
-                detail=detail,
-                failure_domain=domain,
-                failure_signature=signature,
-                ended_at=now,
-                elapsed_s=context.elapsed_s(attempt, now),
-            )
+            attempt = context.addressed(tx, attempt_id, "report_failure")
+            given = {"domain": domain, "signature": signature}
+            return context.fire(tx, attempt, "report_failure", "worker", given, generation, token, detail)
 
     # ------------------------------------------------------------ reaper
 
@@ -295,7 +229,9 @@ class Leases:
         context = self._context
         with context.store.transaction() as tx:
             now = context.clock.now()
-            due = [attempt.attempt_id for attempt in tx.attempts_in(LEASED) if reapable(attempt, now)]
+            due = [
+                attempt.attempt_id for attempt in tx.attempts_in(context.table.leased) if reapable(attempt, now, context.table.expirable)
+            ]
         moved = []
         for attempt_id in due:
             result = self._reap_attempt(attempt_id)
@@ -312,12 +248,11 @@ class Leases:
 
     def _reap_one(self, tx: Transaction, attempt: Attempt, now: float) -> Refused | Accepted | None:
         context = self._context
-        if attempt.state in EXPIRABLE and attempt.expires_at is not None and attempt.expires_at <= now:
-            holds = {"lease_expired": True}
-            return context.fire(tx, attempt, "expire", "reaper", holds, ended_at=now, elapsed_s=context.elapsed_s(attempt, now))
+        if attempt.state in context.table.expirable and attempt.expires_at is not None and attempt.expires_at <= now:
+            return context.fire(tx, attempt, "expire", "reaper")
         if attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now:
-            holds = {"lease_issued": attempt.token_digest is not None, "cancel_deadline_passed": True}
-            return context.fire(tx, attempt, "cancel_timed_out", "reaper", holds, detail="executor did not acknowledge", ended_at=now)
+            given = {"acknowledgement": "executor did not acknowledge"}
+            return context.fire(tx, attempt, "cancel_timed_out", "reaper", given)
         return None
 
 
@@ -329,28 +264,11 @@ def _claimer(worker_id: Any, workspace: Any, healthy: Any) -> None:
         flag(healthy, "healthy")
 
 
-def reapable(attempt: Attempt, now: float) -> bool:
-    """Whether the reaper has a move for this Attempt now: its lease ran out, or its cancellation went unanswered."""
-    if attempt.state in EXPIRABLE:
+def reapable(attempt: Attempt, now: float, expirable: frozenset[str]) -> bool:
+    """Whether the reaper has a move for this Attempt now: its lease ran out, or its cancellation went unanswered.
+
+    `expirable` are the states the table's expire rows leave (`Table.expirable`).
+    """
+    if attempt.state in expirable:
         return attempt.expires_at is not None and attempt.expires_at <= now
     return attempt.state == "cancelling" and attempt.cancel_deadline_at is not None and attempt.cancel_deadline_at <= now
-
-
-def _manifest(task: Task, attempt: Attempt) -> Manifest:
-    """The frozen inputs handed to the worker with its lease."""
-    plan = attempt.plan or Plan(attempt.hypothesis)
-    return new_manifest(
-        task.task_id,
-        attempt.number,
-        task.objective,
-        task.scope,
-        task.workspace,
-        f"{task.workspace}/{task.task_id}/attempt-{attempt.number}",
-        plan.hypothesis,
-        plan.base_sha,
-        plan.executor,
-        plan.model,
-        plan.context_version,
-        plan.policy_version,
-        task.budget,
-    )

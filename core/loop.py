@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .context import Context, contract
-from .machine import ACTIVE
-from .policy import Decision, budget_exhausted, decide
+from .policy import Decision, decide
 from .results import Accepted, Refused
 from .validate import check_budget, text
 
@@ -33,7 +32,7 @@ class Loop:
         with context as tx:
             task = context.task(tx, task_id)
             attempts = tx.attempts_of(task.task_id)
-            if not attempts or attempts[-1].state in ACTIVE:
+            if not attempts or attempts[-1].state in context.table.active:
                 refusal = Refused("no ended attempt to decide on", "not_found", state=task.state)
                 return context.refuse(tx, "orchestrator", "decide", task.task_id, None, task.state, refusal)
             latest = attempts[-1]
@@ -41,12 +40,11 @@ class Loop:
             if elapsed != task.elapsed_s:
                 tx.update_task(task, elapsed_s=elapsed)
             decision = decide(task, attempts)
-            changes = {"decision": decision.kind, "decision_reason": decision.reason}
             if decision.task_trigger is not None and task.state == "in_progress":
-                holds = {"no_active_attempt": True, "budget_left": budget_exhausted(task, attempts) is None}
-                context.fire_task(tx, task, decision.task_trigger, "orchestrator", holds, detail=decision.reason, **changes)
+                given = {"attempts": attempts, "decision": decision.kind, "decision_reason": decision.reason}
+                context.fire_task(tx, task, decision.task_trigger, "orchestrator", given, decision.reason)
             else:
-                tx.update_task(task, **changes)
+                tx.update_task(task, decision=decision.kind, decision_reason=decision.reason)
             kind, state = decision.kind, task.state
             context.event(tx, "orchestrator", "decide", task.task_id, latest, True, kind, state, state, detail=decision.reason)
             return decision
@@ -61,14 +59,14 @@ class Loop:
         context = self._context
         with context as tx:
             task = context.task(tx, task_id)
-            changes: dict[str, Any] = {"interruptions": task.interruptions + 1, "decision": "release", "decision_reason": reason}
+            given: dict[str, Any] = {"interruptions": task.interruptions + 1, "decision": "release", "decision_reason": reason}
             if budget is not None:
-                changes["budget"] = budget
-            return context.fire_task(tx, task, "release", "operator", {}, detail=reason, **changes)
+                given["budget"] = budget
+            return context.fire_task(tx, task, "release", "operator", given, reason)
 
     @contract
     def approve(self, task_id: Any) -> Refused | Accepted:
         text(task_id, "task_id", 200)
         context = self._context
         with context as tx:
-            return context.fire_task(tx, context.task(tx, task_id), "approve", "operator", {})
+            return context.fire_task(tx, context.task(tx, task_id), "approve", "operator")

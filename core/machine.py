@@ -1,31 +1,36 @@
-"""The spec's machines compiled once for the core, and the state sets the core asks about.
+"""The packaged spec's state sets by their old names, read on first use: nothing here compiles a spec at import.
 
-Everything here is derived from the packaged spec files: a state is terminal
-because the table says so, and the sets of states that hold a lease or may be
-cancelled follow from the rows, not from a second list kept by hand.
+The core itself reads its state sets from the `Table` it runs
+(`context.table.leased`, `.expirable`, `.active`, ...); these names serve
+code that asks about the packaged spec (operator tools, the simulator's
+metrics). Importing a name from here compiles the packaged spec then, so
+modules that are imported on every start ask `core.table.packaged()` when
+they need it instead.
 """
 
 from __future__ import annotations
 
-from shiftchange.spec import CompiledMachine, load_spec
+from typing import Any
 
-SPEC = load_spec()
-ATTEMPT = CompiledMachine(SPEC.attempt)
-TASK = CompiledMachine(SPEC.task)
+_NAMES = {
+    "SPEC": lambda table: table.spec,
+    "ATTEMPT": lambda table: table.attempt,
+    "TASK": lambda table: table.task,
+    "ATTEMPT_TERMINAL": lambda table: table.attempt_terminal,
+    "TASK_TERMINAL": lambda table: table.task_terminal,
+    "TASK_RESTING": lambda table: table.task_resting,
+    "TASK_DISPATCHABLE": lambda table: table.task_dispatchable,
+    "LEASED": lambda table: table.leased,
+    "EXPIRABLE": lambda table: table.expirable,
+    "FENCED": lambda table: table.attempt.fenced_triggers,
+    "ACTIVE": lambda table: table.active,
+}
 
-ATTEMPT_TERMINAL = ATTEMPT.terminal
-TASK_TERMINAL = TASK.terminal
-TASK_RESTING = frozenset(s.name for s in SPEC.task.states.values() if s.resting)
-TASK_DISPATCHABLE = frozenset(s.name for s in SPEC.task.states.values() if s.dispatchable)
 
-LEASED = frozenset(source for source, _dest, row in SPEC.attempt.edges() if row.trigger == "renew")
-"""States in which a lease is honoured: exactly those a renewal may leave."""
+def __getattr__(name: str) -> Any:
+    read = _NAMES.get(name)
+    if read is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .table import packaged
 
-EXPIRABLE = frozenset(source for source, _dest, row in SPEC.attempt.edges() if row.trigger == "expire")
-"""States the reaper turns Suspect when the lease expires."""
-
-FENCED = frozenset(row.trigger for row in SPEC.attempt.rows if row.fenced)
-"""Triggers whose caller must prove the current lease generation and token."""
-
-ACTIVE = frozenset(SPEC.attempt.states) - ATTEMPT_TERMINAL
-"""Non-terminal Attempt states: an Attempt here blocks a retry of its task."""
+    return read(packaged())

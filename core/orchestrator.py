@@ -46,6 +46,7 @@ from .results import Accepted, Claim, Grant, Reconciliation, Refused, Renewal, R
 from .retry_budget import RetryBudgets
 from .seams import Seams, mint_key
 from .store import Store
+from .table import Table, packaged
 from .tasks import Submission, Tasks
 from .validate import check_budget, instance, text
 
@@ -77,12 +78,14 @@ class Orchestrator:
         rng: random.Random | None = None,
         *,
         seams: Seams | None = None,
+        table: Table | None = None,
     ) -> None:
         """`rng` draws backoff jitter; pass a seeded `random.Random` (the default is seeded with 0, never the global one).
 
         `seams` replaces the core's rules (key minting, the retry rule, the
-        fence, spend, deduplication, recovery, the compiled tables); the
-        default is the reference for each.
+        fence, spend, deduplication, recovery); the default is the reference
+        for each. `table` is the spec this orchestrator runs
+        (`core.table.table_for(...)`); the default is the packaged one.
         """
         config = CoreConfig() if config is None else instance(config, "config", CoreConfig)
         reliability = ReliabilityConfig() if reliability is None else instance(reliability, "reliability", ReliabilityConfig)
@@ -92,7 +95,8 @@ class Orchestrator:
             raise InputError(f"clock must have a now() method returning seconds, not {clock!r:.60}")
         if not callable(getattr(store, "transaction", None)):
             raise InputError(f"store must be a Store (with transaction()), not {store!r:.60}")
-        context = Context(store, clock, provider, config, reliability, seams)
+        table = packaged() if table is None else instance(table, "table", Table)
+        context = Context(store, clock, provider, config, reliability, seams, table)
         self._context = context
         self._gate = AdmissionGate(context)
         self._gateway = ToolGateway(context)
@@ -131,6 +135,11 @@ class Orchestrator:
     @property
     def seams(self) -> Seams:
         return self._context.seams
+
+    @property
+    def table(self) -> Table:
+        """The spec this orchestrator runs."""
+        return self._context.table
 
     @property
     def admission(self) -> AdmissionController:

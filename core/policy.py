@@ -14,13 +14,31 @@ human must decide: blocked, poison, repeated signature, unsafe).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import InputError
-from .machine import SPEC
 from .records import Attempt, Plan, Task
 
-DOMAINS = SPEC.domains
+if TYPE_CHECKING:
+    from shiftchange.spec.model import FailureDomain
+
+
+@functools.cache
+def domains() -> dict[str, FailureDomain]:
+    """The packaged spec's failure-domain table, read on first use (the retry policy's; a table under review keeps it)."""
+    from .table import packaged
+
+    return packaged().spec.domains
+
+
+def __getattr__(name: str) -> object:
+    if name == "DOMAINS":  # the table by its old name, read when first asked for, never at import
+        return domains()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 RETRYING_RESPONSES = ("back_off_and_retry", "new_attempt_changed_hypothesis", "reconcile")
 DECISIONS = ("verify", "correct", "retry", "stop", "escalate")
 
@@ -35,8 +53,8 @@ class Decision:
 
 def classify(domain: str) -> str:
     """Check a reported failure domain against the spec's table; an unknown name is bad input."""
-    if domain not in DOMAINS:
-        raise InputError(f"unknown failure domain {domain!r}; use one of {', '.join(DOMAINS)}")
+    if domain not in domains():
+        raise InputError(f"unknown failure domain {domain!r}; use one of {', '.join(domains())}")
     return domain
 
 
@@ -118,7 +136,7 @@ def poison(earlier: list[Attempt], signature: str | None, repeats_max: int) -> b
 def retry_refusal(task: Task, attempts: list[Attempt], plan: Plan) -> str | None:
     """Why the retry policy forbids another automatic Attempt, or None when it permits one."""
     latest = attempts[-1]
-    domain = DOMAINS.get(latest.failure_domain or "")
+    domain = domains().get(latest.failure_domain or "")
     if domain is None:
         return "the latest failure is not classified"
     if domain.response not in RETRYING_RESPONSES:
@@ -154,7 +172,7 @@ def decide(task: Task, attempts: list[Attempt]) -> Decision:
         return Decision("stop", f"budget exhausted ({exhausted})", "stop")
     if repeated_signature(attempts, task.budget.repeated_signatures_max):
         return Decision("escalate", f"failure signature {latest.failure_signature!r} repeats across attempts", "escalate")
-    domain = DOMAINS[latest.failure_domain or "internal"]
+    domain = domains()[latest.failure_domain or "internal"]
     failures_in_domain = _failures_in(attempts, domain.name)
     if domain.response not in RETRYING_RESPONSES:
         kind = "stop" if domain.response == "stop" else "escalate"

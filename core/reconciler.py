@@ -21,7 +21,6 @@ from typing import Any
 
 from .breaker import Breakers
 from .context import Context, contract
-from .policy import poison
 from .provider import Effect
 from .records import Attempt, Intent
 from .results import Accepted, Reconciliation, Refused
@@ -60,7 +59,7 @@ class Reconciler:
         with context as tx:
             attempt = context.attempt(tx, attempt_id)
             if then is not None and attempt.state == "suspect":
-                context.fire(tx, attempt, then, "orchestrator", {})
+                context.fire(tx, attempt, then, "orchestrator")
             if then is not None and attempt.state != "reconciling":
                 refusal = Refused(f"no reconciliation from {attempt.state!r}", "no_row", state=attempt.state)
                 return context.refuse(tx, "orchestrator", "reconcile", attempt.task_id, attempt, attempt.state, refusal)
@@ -98,18 +97,13 @@ class Reconciler:
         findings, landed, contradictions = self._record(tx, found)
         words = "; ".join(findings) or "no operation keys"
         if contradictions:
-            context.fire(
-                tx,
-                attempt,
-                "evidence_contradictory",
-                "orchestrator",
-                {},
-                detail=words,
-                reconciliation="contradictory",
-                evidence="; ".join(contradictions),
-                failure_domain="contradictory_evidence",
-                failure_signature="contradictory:" + contradictions[0],
-            )
+            given = {
+                "outcome": "contradictory",
+                "evidence": "; ".join(contradictions),
+                "domain": "contradictory_evidence",
+                "signature": "contradictory:" + contradictions[0],
+            }
+            context.fire(tx, attempt, "evidence_contradictory", "orchestrator", given, detail=words)
             return Reconciliation("contradictory", attempt.state, tuple(findings))
         if not settled:
             reason = "pending: calls still in flight"
@@ -156,27 +150,11 @@ class Reconciler:
     def _fail(self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], outcome: str, findings: str) -> None:
         """Every call settled: the Attempt fails (or is quarantined, or cancelled) with its findings. Only `complete` verifies."""
         context = self._context
-        earlier = attempts[: attempt.number - 1]
-        repeats_max = context.task(tx, attempt.task_id).budget.repeated_signatures_max
         domain = attempt.failure_domain or "executor"
         landed = outcome == "landed"
         signature = attempt.failure_signature or (f"{domain}:lease lost after effects landed" if landed else f"{domain}:no effect landed")
-        holds = {
-            "calls_settled": True,
-            "cancel_requested": attempt.cancel_requested,
-            "poison_signature": poison(earlier, signature, repeats_max),
-        }
-        context.fire(
-            tx,
-            attempt,
-            f"effects_{outcome}",
-            "orchestrator",
-            holds,
-            detail=findings,
-            reconciliation=outcome,
-            failure_domain=None if attempt.cancel_requested else domain,
-            failure_signature=None if attempt.cancel_requested else signature,
-        )
+        given = {"settled": True, "attempts": attempts, "outcome": outcome, "domain": domain, "signature": signature}
+        context.fire(tx, attempt, f"effects_{outcome}", "orchestrator", given, detail=findings)
 
     # ---------------------------------------------------------- verify
 
@@ -207,17 +185,8 @@ class Reconciler:
         problems = [f"{i.key}: {len(effects)} effects" for i, effects, _v in verdicts if len(effects) != 1]
         if not verdicts or problems:
             why = "; ".join(problems) or "no effect to verify: the worker's claim alone is not evidence"
-            return context.fire(
-                tx,
-                attempt,
-                "evidence_contradictory",
-                "orchestrator",
-                {},
-                detail=why,
-                evidence=why,
-                failure_domain="contradictory_evidence",
-                failure_signature="evidence:" + why[:200],
-            )
+            given = {"evidence": why, "domain": "contradictory_evidence", "signature": "evidence:" + why[:200]}
+            return context.fire(tx, attempt, "evidence_contradictory", "orchestrator", given, detail=why)
         failed = [v for _i, _e, v in verdicts if v is not None and v != "passed"]
         if failed:
             return self._failed(tx, attempt, attempts, failed[0].removeprefix("failed:"), evidence)
@@ -225,20 +194,9 @@ class Reconciler:
             reason = "pending: verdict not in yet"
             context.event(tx, "provider", "verify", attempt.task_id, attempt, True, reason, attempt.state, attempt.state, detail=evidence)
             return Accepted(attempt.state, "pending")
-        return context.fire(tx, attempt, "verified", "provider", {}, detail=evidence, evidence=evidence)
+        return context.fire(tx, attempt, "verified", "provider", {"evidence": evidence}, detail=evidence)
 
     def _failed(self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], signature: str, evidence: str) -> Refused | Accepted:
         """The provider's verdict failed the effect: the Attempt fails, or is quarantined when the signature repeats."""
-        context = self._context
-        repeats_max = context.task(tx, attempt.task_id).budget.repeated_signatures_max
-        return context.fire(
-            tx,
-            attempt,
-            "verification_failed",
-            "provider",
-            {"poison_signature": poison(attempts[: attempt.number - 1], signature, repeats_max)},
-            detail=evidence,
-            evidence=evidence,
-            failure_domain=attempt.failure_domain or "validation",
-            failure_signature=signature,
-        )
+        given = {"attempts": attempts, "evidence": evidence, "domain": attempt.failure_domain or "validation", "signature": signature}
+        return self._context.fire(tx, attempt, "verification_failed", "provider", given, detail=evidence)

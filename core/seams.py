@@ -15,10 +15,11 @@ The defaults are the reference rules:
 - `fence` proves the current lease (`fence.LeaseFence`);
 - `spend` keeps a call within its task's budget and its Attempt's ceiling;
 - `dedup` asks provider truth before an unreceipted call is granted again;
-- `recovery` records a retry as Attempt N+1, never a rewrite of N;
-- `attempt_machine` and `task_machine` are the packaged spec's tables. A
-  replacement may change rows and guards; which states hold a lease, expire
-  or count as active stays the packaged spec's (`core.machine`).
+- `recovery` records a retry as Attempt N+1, never a rewrite of N.
+
+The transition tables are not a seam: they are the design, passed whole as
+the `Orchestrator`'s `table` (`core.table.Table`), and every column of a row
+is what the core does (`core.vocabulary`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shiftchange.spec import CompiledMachine
-
 from .errors import InputError
 from .fence import LEASE_FENCE, Fence
-from .machine import ATTEMPT, TASK
 from .policy import retry_refusal, spend_fits
 from .provider import Effect, ProviderAdapter
 from .records import Attempt, Plan, Task
@@ -104,8 +102,6 @@ class Seams:
     spend: SpendRule = within_budget
     dedup: Dedup = provider_truth
     recovery: Recovery = append_attempt
-    attempt_machine: CompiledMachine = ATTEMPT
-    task_machine: CompiledMachine = TASK
 
     def __post_init__(self) -> None:
         for name in ("mint_key", "retry_rule", "spend", "dedup", "recovery"):
@@ -114,6 +110,3 @@ class Seams:
         for name in ("address", "check", "honoured"):
             if not callable(getattr(self.fence, name, None)):
                 raise InputError(f"Seams.fence must have an {name}() method (see core.fence.Fence), not {self.fence!r:.60}")
-        for name in ("attempt_machine", "task_machine"):
-            if not isinstance(getattr(self, name), CompiledMachine):
-                raise InputError(f"Seams.{name} must be a spec.CompiledMachine, not {getattr(self, name)!r:.60}")

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from .errors import InputError, NotFound, StoreConflict, StoreError
-from .machine import ATTEMPT_TERMINAL
 from .records import Attempt, Event, Intent, Leader, Task, field_names, new_event
+from .states import ATTEMPT_TERMINAL
 
 _EVENT_ORDER = field_names(Event)[1:]
 """Every field of an Event but the sequence number the store assigns, in declaration order."""

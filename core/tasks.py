@@ -18,13 +18,13 @@ from __future__ import annotations
 import copy
 import random
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .backoff import Backoff
 from .context import Context, contract
 from .errors import InputError
-from .machine import ACTIVE
-from .policy import DOMAINS, budget_exhausted
+from .policy import domains
 from .records import Attempt, Budget, Plan, Task
 from .results import Accepted, Refused
 from .store import Transaction
@@ -167,7 +167,7 @@ class Tasks:
             objective=text(objective, "objective"),
             scope=text(scope, "scope", empty=True),
             workspace=text(workspace, "workspace", 200),
-            state=context.task_machine.initial,
+            state=context.table.task.initial,
             budget=Budget() if budget is None else check_budget(budget),
             created_at=context.clock.now(),
             priority=priority,
@@ -189,7 +189,7 @@ class Tasks:
 
     def _accepted(self, tx: Transaction, task_id: str) -> Refused | Accepted:
         context = self._context
-        return context.fire_task(tx, context.task(tx, task_id), "accept", "operator", {})
+        return context.fire_task(tx, context.task(tx, task_id), "accept", "operator")
 
     def _dispatched(self, tx: Transaction, task_id: str, plan: Plan, attempts: list[Attempt] | None = None) -> Refused | Accepted:
         """First dispatch of a checked task id and plan: the table's answer, and Attempt 1 appended if it accepted.
@@ -203,11 +203,8 @@ class Tasks:
         task = context.task(tx, task_id)
         if attempts is None:
             attempts = tx.attempts_of(task.task_id)
-        holds = {"no_prior_attempt": not attempts, "budget_left": budget_exhausted(task, attempts) is None}
-        result = context.fire_task(tx, task, "dispatch", "orchestrator", holds)
-        if result.accepted:
-            self._append(tx, task, 1, plan, None, None)
-        return result
+        given = {"attempts": attempts, "append": partial(self._append, tx, task, 1, plan, None, None)}
+        return context.fire_task(tx, task, "dispatch", "orchestrator", given)
 
     @contract
     def retry(self, task_id: Any, reason: Any, plan: Any) -> Refused | Accepted:
@@ -221,24 +218,23 @@ class Tasks:
             attempts = tx.attempts_of(task.task_id)
             latest = attempts[-1] if attempts else None
             failed = latest is not None and latest.state == "failed"
+            # The policy's words for the event; whether it permits the retry is the row's policy_permits_retry guard.
             refusal = context.seams.retry_rule(task, attempts, plan) if failed else "no failed attempt"
-            holds = {
-                "no_active_attempt": all(a.state not in ACTIVE for a in attempts),
-                "latest_attempt_failed": failed,
-                "reason_given": len(reason.strip()) >= context.config.reason_length_min,
-                "policy_permits_retry": refusal is None,
-                "budget_left": budget_exhausted(task, attempts) is None,
-            }
             detail = f"policy: {refusal}" if refusal else reason.strip()
-            result = context.fire_task(tx, task, "retry", "orchestrator", holds, detail=detail)
-            if result.accepted:
-                self._append(tx, task, len(attempts) + 1, plan, latest, reason.strip(), self._backoff_s(attempts))
-            return result
+            append = partial(self._append_retry, tx, task, attempts, plan, reason.strip())
+            given = {"attempts": attempts, "reason": reason, "plan": plan, "append": append}
+            return context.fire_task(tx, task, "retry", "orchestrator", given, detail)
+
+    def _append_retry(self, tx: Transaction, task: Task, attempts: list[Attempt], plan: Plan, reason: str) -> None:
+        """A retry's Attempt N+1, paced by a backoff when the latest failed in a transient domain."""
+        latest = attempts[-1] if attempts else None
+        backoff_s = self._backoff_s(attempts) if latest is not None and latest.failure_domain is not None else 0.0
+        self._append(tx, task, len(attempts) + 1, plan, latest, reason, backoff_s)
 
     def _backoff_s(self, attempts: list[Attempt]) -> float:
         """The pause before the next claim: only after a transient failure (a back-off-and-retry domain)."""
         latest = attempts[-1]
-        if DOMAINS[latest.failure_domain].response != "back_off_and_retry":
+        if domains()[latest.failure_domain].response != "back_off_and_retry":
             return 0.0
         run = 0
         for attempt in reversed(attempts):
@@ -261,7 +257,7 @@ class Tasks:
             attempt_id=f"{task.task_id}#{number}",
             task_id=task.task_id,
             number=number,
-            state=context.attempt_machine.initial,
+            state=context.table.attempt.initial,
             created_at=now,
             hypothesis=plan.hypothesis,
             previous_attempt_id=previous.attempt_id if previous else None,

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .errors import NotFound
-from .machine import ATTEMPT
 from .policy import budget_exhausted, budget_use, repeated_signature
 from .records import Attempt, Event, Intent, Task
 from .store import Store
+from .vocabulary import FIRED
 
 __all__ = [
     "Action",
@@ -228,7 +228,7 @@ def _state_path(events: list[Event]) -> tuple[str, ...]:
     """The states the Attempt passed through, from its accepted attempt-machine events (the append opens it)."""
     path: list[str] = []
     for event in events:
-        moved = event.kind == "append" or (event.kind in ATTEMPT.triggers and event.from_state != event.to_state)
+        moved = event.kind == "append" or (event.kind in FIRED["attempt"] and event.from_state != event.to_state)
         if event.accepted and moved and event.to_state is not None:
             path.append(event.to_state)
     return tuple(path)

@@ -1,13 +1,17 @@
 """The chapter's thirteen failure modes, each a switch that breaks the reference core in exactly that way.
 
 An anti-pattern is a configuration of the system, never a subclass of the
-`Orchestrator`: the core's `Seams` (key minting, the retry rule, the fence,
-spend, deduplication, recovery, the compiled tables) with one rule replaced,
-a core or simulator setting, and, where the break really lives there, a
-store or how workers behave. Each comes with the scenario that exposes it and
-the invariant expected to catch it. The correct core passes every scenario; a
-switch that passes the checkers in its scenario is a bug in the checkers, and
-the tests say so.
+`Orchestrator`. Where the failure mode is a property of the design (an
+unfenced write, a retry row without its classification guard, a spend never
+checked, a cancellation that is only a flag), it is a named edit of the
+transition table (`shiftchange.spec.edits`), run through the same core as the
+shipped table. Where it is a rule a port chooses (key minting, deduplication,
+recovery), it replaces one of the core's `Seams`; where it lives in a store or
+in how workers behave, it replaces that; a few are core or simulator
+settings. Each comes with the scenario that exposes it and the invariant
+expected to catch it. The correct core passes every scenario; a switch that
+passes the checkers in its scenario is a bug in the checkers, and the tests
+say so.
 
 The breaks live here, in the simulator, not in the core: each replacement
 below implements a seam's public signature, and the two broken stores name
@@ -22,11 +26,11 @@ from typing import Any
 
 from shiftchange.agent import WorkerSeams
 from shiftchange.core import BackoffConfig, InputError, KeyRequest, MemoryStore, Seams, mint_key
-from shiftchange.core.machine import SPEC
 from shiftchange.core.records import Attempt
 from shiftchange.core.store import MemoryTransaction, Transaction
-from shiftchange.spec import CompiledMachine
-from shiftchange.spec.model import STAY
+from shiftchange.core.table import Table
+from shiftchange.spec import edits
+from shiftchange.spec.model import STAY, Spec
 
 from .config import SimConfig
 
@@ -70,23 +74,6 @@ def rewrite_attempt(tx: Transaction, attempt: Attempt, previous: Attempt | None)
     return previous
 
 
-class NoFence:
-    """no-fencing: writes are addressed to the task's current Attempt and prove nothing; any caller's word is taken."""
-
-    __slots__ = ()
-
-    def address(self, tx: Transaction, attempt_id: str) -> Attempt | None:
-        named = tx.attempt(attempt_id)
-        attempts = tx.attempts_of(named.task_id) if named is not None else []
-        return attempts[-1] if attempts else named
-
-    def check(self, attempt: Attempt, generation: int, token: str) -> None:
-        return None
-
-    def honoured(self, attempt: Attempt, now: float) -> bool:
-        return True
-
-
 def timestamp_key(request: KeyRequest) -> str:
     """timestamp-keys: the operation key names the moment of the call, so every retry looks like a new operation."""
     return f"{request.operation}:{request.task_id}:{request.now!r}"
@@ -104,16 +91,6 @@ def attempt_scoped_key(request: KeyRequest) -> str:
     return mint_key(request.operation, request.task_id, request.attempt_id, request.identity, False)
 
 
-def never_refuse(task: Any, attempts: Any, plan: Any) -> None:
-    """blind-retry: the retry policy is never asked; any failure may be repeated unchanged until the budget is gone."""
-    return None
-
-
-def any_spend(task: Any, attempt: Any, cost_usd: float, tokens: int, attempt_spend_max_usd: float) -> bool:
-    """budget-burn: spend is authorized without looking at the task's budget or the Attempt's ceiling."""
-    return True
-
-
 def database_only(provider: Any, key: str, operation: str, identity: str) -> list:
     """db-only-dedup: before granting a call again, the gateway trusts its database and never asks provider truth.
 
@@ -122,16 +99,6 @@ def database_only(provider: Any, key: str, operation: str, identity: str) -> lis
     with no receipt on record, that repeats the side effect.
     """
     return []
-
-
-def _cancel_as_flag() -> CompiledMachine:
-    """cancel-as-flag: the attempt table where cancelling leaves the Attempt where it was, a flag and nothing else.
-
-    No prevention (it stays claimable and may be granted tools), no signal it
-    must answer, no reconciliation: only the request recorded on the Attempt.
-    """
-    rows = tuple(replace(row, dest=STAY) if row.trigger == "cancel" else row for row in SPEC.attempt.rows)
-    return CompiledMachine(replace(SPEC.attempt, rows=rows))
 
 
 class _TranscriptTransaction(MemoryTransaction):
@@ -147,6 +114,33 @@ class TranscriptStore(MemoryStore):
     """context-as-state: what was authorized and what landed is not in the durable record, only in the model's context."""
 
     transaction_type = _TranscriptTransaction
+
+
+# ------------------------------------------------------- the table's edits
+
+
+def _no_fencing(spec: Spec) -> Spec:
+    """no-fencing: no worker row asks for the lease's proof; a call is the task's, and lands on whichever Attempt is current."""
+    return edits.unfence(spec)
+
+
+def _blind_retry(spec: Spec) -> Spec:
+    """blind-retry: the retry row asks neither the retry policy (the failure's classification) nor for a reason."""
+    return edits.drop_guard(edits.drop_guard(spec, "retry", "policy_permits_retry", "task"), "retry", "reason_given", "task")
+
+
+def _budget_burn(spec: Spec) -> Spec:
+    """budget-burn: a tool grant never asks whether its spend fits the task's budget and the Attempt's ceiling."""
+    return edits.drop_guard(spec, "grant_tool", "spend_within_budget")
+
+
+def _cancel_as_flag(spec: Spec) -> Spec:
+    """cancel-as-flag: cancelling leaves the Attempt where it was, a flag and nothing else.
+
+    No prevention (it stays claimable and may be granted tools), no signal it
+    must answer, no reconciliation: only the request recorded on the Attempt.
+    """
+    return edits.move_dest(spec, "cancel", STAY)
 
 
 # --------------------------------------------------------------- registry
@@ -173,6 +167,8 @@ class AntiPattern:
     """The invariant expected to catch it."""
     seams: Seams = field(default_factory=Seams)
     """The core's rules, one of them replaced (the default: the reference core)."""
+    edit: Callable[[Spec], Spec] | None = None
+    """The design choice, as an edit of the transition table the run is given (`spec.edits`), or None."""
     store: Callable[[], MemoryStore] = _events_dropped
     worker_seams: WorkerSeams = field(default_factory=WorkerSeams)
     tune: Callable[[SimConfig], SimConfig] = _same
@@ -184,6 +180,12 @@ class AntiPattern:
 
     def make_store(self) -> MemoryStore:
         return self.store()
+
+    def table(self, base: Table) -> Table:
+        """The table a run of this anti-pattern plays: `base` (the one the run was given) with the edit applied."""
+        if self.edit is None:
+            return base
+        return Table(self.edit(base.spec), f"{base.label} with {self.name}")
 
 
 def _storm(config: SimConfig) -> SimConfig:
@@ -217,7 +219,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "a worker that lost its lease reconnects and records completion over its replacement's work",
             "zombie-worker",
             "fenced_writes",
-            seams=Seams(fence=NoFence()),
+            edit=_no_fencing,
         ),
         AntiPattern(
             "timestamp-keys",
@@ -238,7 +240,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "the same validation failure repeats until the budget is gone",
             "baseline",
             "classified_retry",
-            seams=Seams(retry_rule=never_refuse),
+            edit=_blind_retry,
             blind_loop=True,
         ),
         AntiPattern(
@@ -253,7 +255,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "the cancelled worker keeps running and pushes a branch",
             "cancel-storm",
             "cancel_is_final",
-            seams=Seams(attempt_machine=_cancel_as_flag()),
+            edit=_cancel_as_flag,
             worker_seams=WorkerSeams(ignores_cancel=True),
         ),
         AntiPattern(
@@ -268,7 +270,7 @@ ANTIPATTERNS: dict[str, AntiPattern] = {
             "a loop or hostile input drains tokens and money without producing anything",
             "budget-burn",
             "budgets_hold",
-            seams=Seams(spend=any_spend),
+            edit=_budget_burn,
         ),
         AntiPattern(
             "context-as-state",

@@ -24,6 +24,7 @@ from shiftchange.agent import AgentConfig, ChapterWorkflow, WorkerSeams
 from shiftchange.checkers.history import UNKNOWN, CheckContext, Fault, History, Verdict
 from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import InputError, MemoryStore, Orchestrator, Seams
+from shiftchange.core.table import Table, table_for
 
 from . import recovery
 from .config import PROVIDERS, SimConfig
@@ -91,9 +92,13 @@ class World:
         keep_history: bool = False,
         series: bool = True,
         history_sink: Callable[[Any], None] | None = None,
+        table: Table | None = None,
     ) -> None:
         if antipattern is not None:
             config = antipattern.configure(config)
+        base = table_for(table)
+        self.table = antipattern.table(base) if antipattern is not None else base
+        """The transition table this world's orchestrator runs: the one given (default: the packaged), edited by an anti-pattern."""
         self.config = config
         self.seed = seed
         self.antipattern = antipattern
@@ -124,7 +129,14 @@ class World:
         self.store = antipattern.make_store() if antipattern is not None else MemoryStore(keep_events=False)
         seams = antipattern.seams if antipattern is not None else Seams()
         self.orchestrator = Orchestrator(
-            self.store, _SimClock(env), self.providers, config.core, config.reliability, rng=self.stream("core"), seams=seams
+            self.store,
+            _SimClock(env),
+            self.providers,
+            config.core,
+            config.reliability,
+            rng=self.stream("core"),
+            seams=seams,
+            table=self.table,
         )
         offers = _OpenLoopOffers(env, self._hire) if config.workers.open_loop else simpy.Store(env)
         self.control = ControlPlane(
@@ -380,12 +392,14 @@ def play(
     progress: Callable[[float, int, int], None] | None = None,
     series: bool = True,
     history_sink: Callable[[Any], None] | None = None,
+    table: Table | str | None = None,
 ) -> Outcome:
     """Build a world, play its fault schedule (or keep only `faults_kept` of it), and judge it.
 
     `series=False` records no time series; `history_sink`, if given, receives every history entry as it happens.
+    `table` is the spec the orchestrator runs (a `Table`, a spec folder or git revision; default: the packaged one).
     """
-    world = World(config, seed, antipattern, keep_history, series, history_sink)
+    world = World(config, seed, antipattern, keep_history, series, history_sink, table_for(table))
     return world.play(scenario, faults_kept, progress)
 
 

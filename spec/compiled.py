@@ -35,7 +35,7 @@ def _enabled(required: tuple[str, ...], forbidden: tuple[str, ...], holds: Holds
 class CompiledMachine:
     """A (state, trigger) -> candidate rows lookup with guard evaluation."""
 
-    __slots__ = ("_table", "initial", "name", "states", "terminal", "triggers")
+    __slots__ = ("_fenced_at", "_table", "fenced_triggers", "initial", "name", "states", "terminal", "triggers")
 
     def __init__(self, machine: Machine) -> None:
         self.name = machine.name
@@ -51,6 +51,19 @@ class CompiledMachine:
             entry = (required, forbidden, dest, row)
             table.setdefault((source, row.trigger), []).append(entry)
         self._table = {key: tuple(value) for key, value in table.items()}
+        self._fenced_at = {key: any(entry[3].fenced for entry in value) for key, value in table.items()}
+        self.fenced_triggers = frozenset(row.trigger for row in machine.rows if row.fenced)
+        """Triggers with at least one fenced row: a call of one is addressed, and proved, by the fence."""
+
+    def fenced(self, state: str, trigger: str) -> bool:
+        """Whether a call of `trigger` from `state` must prove the fence before any guard is asked.
+
+        The rows for (state, trigger) say so; where no row exists the call is
+        refused anyway, and the trigger's other rows decide, so that a stale
+        caller is told it is stale rather than that no row matched.
+        """
+        fenced = self._fenced_at.get((state, trigger))
+        return trigger in self.fenced_triggers if fenced is None else fenced
 
     def fire(self, state: str, trigger: str, holds: Holds) -> tuple[str, Row] | None:
         """The destination and row enabled for this call, or None when refused."""

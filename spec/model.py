@@ -7,6 +7,8 @@ a design review can point at the exact row.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass, field
 
 ACTORS = ("orchestrator", "worker", "reaper", "operator", "provider")
@@ -146,3 +148,24 @@ class Spec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "machines", {"attempt": self.attempt, "task": self.task})
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A SHA-256 of what the spec decides, 16 hex digits: states, vocabulary, rows, roles, domains, invariants.
+
+        Descriptions, comments and line numbers are left out: two specs with
+        one digest drive the core alike. Computed from the value, not the
+        files, so a spec edited in Python (an anti-pattern's, a mutant) has
+        its own digest.
+        """
+        parts: list[object] = []
+        for machine in (self.attempt, self.task):
+            states = [(s.name, s.terminal, s.dispatchable, s.resting) for s in machine.states.values()]
+            vocabulary = [sorted(machine.triggers), sorted((t.name, t.material) for t in machine.guards.values())]
+            vocabulary.append(sorted((t.name, t.material) for t in machine.effects.values()))
+            rows = [(r.trigger, r.sources, r.dest, r.actor, r.guards, r.effects, r.fenced) for r in machine.rows]
+            parts.append((machine.name, machine.initial, states, vocabulary, rows, sorted(machine.roles.items())))
+        domains = [(d.name, d.response, d.retries_max, d.changed_hypothesis_required, d.blast_radius) for d in self.domains.values()]
+        invariants = [(i.name, i.statement, i.triggers) for i in self.invariants.values()]
+        parts.extend((domains, invariants))
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
