@@ -12,23 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from shiftchange.spec import DEFAULT_DIRECTORY, Spec, SpecError, load_spec
+from shiftchange.spec import Spec, SpecError
 from shiftchange.spec.diagram import RENDERERS, render
 from shiftchange.spec.diff import SpecDiff, diff_specs, marks_for, render_text, to_json
-from shiftchange.spec.loader import FILES
-from shiftchange.spec.model import Where
+from shiftchange.spec.source import SpecSourceError, read_spec, work_tree_spec
 
 __all__ = ["add_parser", "run_diff"]
 
-GIT_SPEC_FOLDER = "spec"
-"""A bare revision means this folder of the repository at that revision."""
 DIAGRAM_FORMATS = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
 """`--diagram FILE`: its format, by the file's extension."""
 
@@ -106,55 +100,19 @@ def _diagram_format(path: str) -> str:
 
 
 def _spec_named(text: str) -> tuple[Spec, str]:
-    """The spec a command-line argument names, with its label: a folder, else a git revision."""
-    if Path(text).is_dir():
-        return load_spec(text), str(Path(text))
-    return _spec_at_revision(text)
+    """The spec a command-line argument names, with its label: a folder, else a git revision (`spec.source`)."""
+    from shiftchange.cli.main import BadInput
+
+    try:
+        read = read_spec(text)
+    except SpecSourceError as error:
+        raise BadInput(str(error)) from None
+    return read.spec, read.label
 
 
 def _work_tree_spec() -> tuple[Spec, str]:
-    top = _toplevel()
-    folder = top / GIT_SPEC_FOLDER if top is not None and (top / GIT_SPEC_FOLDER).is_dir() else DEFAULT_DIRECTORY
-    return load_spec(folder), str(folder)
-
-
-def _toplevel() -> Path | None:
-    """The git work tree holding the current directory; None without git or outside one."""
-    if shutil.which("git") is None:
-        return None
-    result = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
-    return Path(result.stdout.strip()) if result.returncode == 0 and result.stdout.strip() else None
-
-
-def _spec_at_revision(text: str) -> tuple[Spec, str]:
-    """`REV` or `REV:path`: the spec files of that folder (default spec/) at that revision, loaded from a temporary folder."""
-    from shiftchange.cli.main import BadInput
-
-    revision, _, folder = text.partition(":")
-    folder = folder.strip("/") or GIT_SPEC_FOLDER
-    if shutil.which("git") is None:
-        raise BadInput(f"{text!r} is not a folder, and git is not installed to read it as a revision")
-    if _toplevel() is None:
-        raise BadInput(f"{text!r} is not a folder, and {Path.cwd()} is not in a git work tree to read it as a revision")
-    if not revision or revision.startswith("-") or _git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").returncode:
-        raise BadInput(f"{text!r} is neither a folder nor a revision git knows")
-    label = f"{revision}:{folder}"
-    with tempfile.TemporaryDirectory(prefix="shiftchange-spec-") as scratch:
-        for name in FILES.values():
-            shown = _git("show", f"{revision}:{folder}/{name}")
-            if shown.returncode:
-                raise BadInput(f"{label} has no {name} at that revision: is {folder}/ a spec folder there?")
-            (Path(scratch) / name).write_bytes(shown.stdout)
-        try:
-            return load_spec(scratch), label
-        except SpecError as error:
-            # The temporary folder is gone by the time anyone reads the message: name the file as git does.
-            where = Where(f"{label}/{Path(error.where.file).name}", error.where.line)
-            raise SpecError(where, error.problem, error.fix) from None
-
-
-def _git(*arguments: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", *arguments], capture_output=True, check=False)
+    read = work_tree_spec()
+    return read.spec, read.label
 
 
 def _caught_by(diff: SpecDiff) -> dict[str, list[tuple[str, str]]]:

@@ -58,7 +58,7 @@ def read_spec(source: str | Path | None = None) -> ReadSpec:
         raise SpecSourceError("the spec to run is empty: name a spec folder or a git revision")
     if Path(text).is_dir():
         spec = load_spec(text)
-        return ReadSpec(spec, text, tuple(str(Path(text) / name) for name in FILES.values()))
+        return ReadSpec(spec, str(Path(text)), tuple(str(Path(text) / name) for name in FILES.values()))
     return _at_revision(text)
 
 
@@ -68,7 +68,8 @@ def work_tree_spec() -> ReadSpec:
     if top is not None and (top / GIT_SPEC_FOLDER).is_dir():
         folder = top / GIT_SPEC_FOLDER
         return ReadSpec(load_spec(folder), str(folder), tuple(str(folder / name) for name in FILES.values()))
-    return read_spec(None)
+    spec = load_spec(DEFAULT_DIRECTORY)
+    return ReadSpec(spec, str(DEFAULT_DIRECTORY), tuple(str(DEFAULT_DIRECTORY / name) for name in FILES.values()))
 
 
 def _toplevel() -> Path | None:

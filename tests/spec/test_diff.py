@@ -356,7 +356,9 @@ def test_a_revision_outside_a_git_work_tree_exits_2(tmp_path, capsys, monkeypatc
 
 def test_a_revision_without_git_installed_exits_2(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(spec_diff.shutil, "which", lambda name: None)
+    from shiftchange.spec import source
+
+    monkeypatch.setattr(source.shutil, "which", lambda name: None)
     status, _, err = run(capsys, "HEAD", str(spec_folder(tmp_path, "new")))
     assert status == 2 and "git is not installed" in err
 
