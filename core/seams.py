@@ -4,7 +4,7 @@ Why seams and not subclasses: the simulator breaks the core in the
 chapter's thirteen ways, and a break written as an `Orchestrator` subclass
 that overrides private methods ties it to one implementation's insides and
 stops being true the day they change. Each rule below is a value with a
-small signature, so a break is a configuration: `Seams(fence=NoFence())`.
+small signature, so a break is a configuration: `Seams(mint_key=timestamp_key)`.
 A port keeps the defaults and passes the same contract suite.
 
 The defaults are the reference rules:
