@@ -24,10 +24,18 @@ live at the verdict: their final records were never read.
 
 Why independent. A checker is an oracle for the core, so from the core it
 imports record types only (`Event`, `Attempt`, `Task`): the state sets and
-the failure-domain table its rules need are read from the spec here, never
-from the core's compiled machine or its policy, and no rule calls the core's
+the failure-domain table its rules need are read from the packaged spec,
+lazily and once (`_sets`, `_permissions`), never from the core's compiled
+machine, its policy, or a table a driver runs, and no rule calls the core's
 logic. A mistake in the core then shows up as a violation instead of being
 shared (tests/checkers/test_oracles.py mutates the retry policy to prove it).
+
+Why apart from the table. A driver may run an edited table (spec/edits.py,
+`--spec`), and the checkers judge it: so they judge by the catalogue
+(spec/invariants.toml) and the vocabulary's meanings, never by a row's
+columns, or an edit would narrow its own check. `fenced_writes` judges every
+write a worker makes after its claim, whatever a row's `fenced` says; nothing
+here reads a spec at import (docs/design-review.md).
 
 An accepted entry for a task that already retired would open its state again;
 that cannot happen in a correct run (the store forgets a retired task), and
@@ -36,10 +44,11 @@ that cannot happen in a correct run (the store forgets a retired task), and
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from shiftchange.core import Attempt, Event, Task
-from shiftchange.spec import RESPONSES, load_spec
+from shiftchange.spec.model import RESPONSES, Spec
 
 from .history import OK, UNKNOWN, VIOLATED, CheckContext, Checker, Fault, Landed, Retired, Verdict, describe
 
@@ -68,17 +77,46 @@ _ABSENT = object()
 _REOPENED = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
 """Attempt states that do or await work: a cancelled Attempt must never enter one again."""
 
-# The state sets the rules ask about are read from the spec's tables here, not
-# taken from the core's compiled machine: an oracle that shared the core's
-# derivations would share their mistakes. Only record types come from `core`.
-_SPEC = load_spec()
-ATTEMPT_TERMINAL = frozenset(_SPEC.attempt.terminal_states)
-TASK_TERMINAL = frozenset(_SPEC.task.terminal_states)
-TASK_RESTING = frozenset(name for name, state in _SPEC.task.states.items() if state.resting)
-LEASED = frozenset(source for source, _dest, row in _SPEC.attempt.edges() if row.trigger == "renew")
-"""Attempt states in which a lease confers authority: those the table lets a renewal leave."""
-FENCED = frozenset(row.trigger for row in _SPEC.attempt.rows if row.fenced)
-"""Attempt triggers whose rows demand the current generation and token."""
+WORKER = "worker"
+"""The actor whose writes the fence guards: every accepted Attempt event of this actor after its claim is a material write."""
+FENCE_ISSUER = "claim"
+"""The worker's one write that needs no fence: it issues one (a new generation, token and expiry)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _StateSets:
+    """The state sets the rules ask about, as the packaged spec defines them."""
+
+    attempt_terminal: frozenset[str]
+    task_terminal: frozenset[str]
+    task_resting: frozenset[str]
+    leased: frozenset[str]
+    """Attempt states in which a lease confers authority: those the packaged table lets a renewal leave."""
+
+
+@functools.cache
+def _packaged() -> Spec:
+    """The packaged spec, read on first use and kept for the process: never a table a driver runs, never at import.
+
+    An oracle that shared the core's derivations would share their mistakes,
+    and one that read the table under review would let an edit narrow its own
+    check; so the checkers read the installed spec files themselves, once,
+    when a rule first asks. Only record types come from `core`.
+    """
+    from shiftchange.spec.loader import DEFAULT_DIRECTORY, load_spec
+
+    return load_spec(DEFAULT_DIRECTORY)
+
+
+@functools.cache
+def _sets() -> _StateSets:
+    spec = _packaged()
+    return _StateSets(
+        attempt_terminal=frozenset(spec.attempt.terminal_states),
+        task_terminal=frozenset(spec.task.terminal_states),
+        task_resting=frozenset(name for name, state in spec.task.states.items() if state.resting),
+        leased=frozenset(source for source, _dest, row in spec.attempt.edges() if row.trigger == "renew"),
+    )
 
 
 def _attempt_level(event: Event) -> bool:
@@ -225,7 +263,7 @@ class SingleOwner(_Fold):
 
     An Attempt holds authority from its accepted claim until its lease expires
     (claim or renewal time plus `lease_ttl_s`) or it leaves the leased states
-    (`LEASED`: those a renewal may leave). An accepted claim while any lease of
+    (`_StateSets.leased`: those the packaged table lets a renewal leave). An accepted claim while any lease of
     the same task still holds authority makes two owners: a violation.
     """
 
@@ -239,8 +277,9 @@ class SingleOwner(_Fold):
             return
         attempt_id = event.attempt_id
         if event.kind == "claim":
+            leased = _sets().leased
             for holder_id, lease in leases.items():
-                if lease.state in LEASED and event.at < lease.expires_at:
+                if lease.state in leased and event.at < lease.expires_at:
                     whose = "its own earlier lease" if holder_id == attempt_id else f"{holder_id}'s lease"
                     self._violation(
                         f"two owners: {attempt_id} was claimed while {whose} held authority until t={lease.expires_at:.2f}",
@@ -253,7 +292,7 @@ class SingleOwner(_Fold):
         lease = leases.get(attempt_id)
         if lease is None:
             return
-        if event.to_state in ATTEMPT_TERMINAL:
+        if event.to_state in _sets().attempt_terminal:
             del leases[attempt_id]
             return
         if event.kind == "renew":
@@ -283,13 +322,19 @@ class _Fences:
 class FencedWrites(_Fold):
     """Every accepted material write carried the current generation and token; every stale one was refused and kept as a late event.
 
-    An accepted fenced event (`FENCED`: start, renew, grant_tool,
-    record_receipt, report_call_failure, checkpoint, complete, report_failure,
-    cancel_acknowledged) must present the generation of the lease its Attempt
-    holds (that Attempt's latest accepted claim), before that lease expired.
-    One for an Attempt never claimed, with another generation, or after
-    expiry is a violation. Every accepted claim issues a generation above any
-    the task issued before (generations are monotonic per task).
+    Judged: every accepted Attempt event whose actor is the worker, other
+    than the claim that issues the fence (in the packaged table: start, renew,
+    grant_tool, record_receipt, report_call_failure, checkpoint, complete,
+    report_failure, cancel_acknowledged). By the vocabulary's meaning each
+    such write applies a material effect (spec/attempt.toml, `material`), and
+    a worker may make a material write only under the fence; so the set is
+    the actor's, never a row's `fenced` column, and a table that unfences a
+    row (spec/edits.py `unfence`) is judged as strictly as the packaged one.
+    Each must present the generation of the lease its Attempt holds (that
+    Attempt's latest accepted claim), before that lease expired. One for an
+    Attempt never claimed, with another generation or none, or after expiry
+    is a violation. Every accepted claim issues a generation above any the
+    task issued before (generations are monotonic per task).
     """
 
     name = "fenced_writes"
@@ -300,9 +345,9 @@ class FencedWrites(_Fold):
     def _on_event(self, fences: _Fences, event: Event) -> None:
         if not _attempt_level(event):
             return
-        if event.kind == "claim":
+        if event.kind == FENCE_ISSUER:
             self._claimed(fences, event)
-        elif event.kind in FENCED:
+        elif event.actor == WORKER:
             self._fenced(fences, event)
 
     def _claimed(self, fences: _Fences, event: Event) -> None:
@@ -391,12 +436,13 @@ class AppendOnlyAttempts(_Fold):
             state.appends.add(attempt_id)
             state.count = max(state.count, number)
             return
+        terminal = _sets().attempt_terminal
         ended = state.ended.get(attempt_id)
-        if ended is not None or event.from_state in ATTEMPT_TERMINAL:
+        if ended is not None or event.from_state in terminal:
             shown = [describe(ended)] if ended is not None else []
             self._violation(f"terminal {attempt_id} was changed by {event.kind}", *shown, describe(event))
             state.ended.pop(attempt_id, None)  # one violation per reopening, not one per later step
-        if event.to_state in ATTEMPT_TERMINAL:
+        if event.to_state in terminal:
             state.ended[attempt_id] = event
 
     def _on_retired(self, state: _Appended | None, retired: Retired) -> None:
@@ -458,7 +504,7 @@ class SuspectThenReconcile(_Fold):
             suspects[attempt_id] = event
         elif event.to_state == "reconciling":
             suspects.pop(attempt_id, None)
-        elif event.to_state in ATTEMPT_TERMINAL and attempt_id in suspects:
+        elif attempt_id in suspects and event.to_state in _sets().attempt_terminal:
             self._violation(
                 f"{attempt_id} went from suspect to {event.to_state} without reconciling",
                 describe(suspects.pop(attempt_id)),
@@ -500,7 +546,7 @@ class NoLostTasks(_Fold):
     """After the run drains, every task is in a terminal or truthfully blocked/escalated state.
 
     A task leaves the live set (retires, or is drained when the run ends) in
-    a terminal state (`TASK_TERMINAL`) or a resting one (`TASK_RESTING`:
+    a terminal state or a resting one (`_StateSets`, from the packaged task table:
     blocked, escalated, quarantined); in any other state it was lost. And no
     Attempt of it was admitted after the task's deadline had passed: work the
     queue kept past its deadline was a promise it could no longer deliver (the
@@ -529,7 +575,8 @@ class NoLostTasks(_Fold):
                     describe(retired),
                 )
                 break
-        if task.state in TASK_TERMINAL or task.state in TASK_RESTING:
+        sets = _sets()
+        if task.state in sets.task_terminal or task.state in sets.task_resting:
             return
         how = "was drained" if retired.drained else "retired"
         lines = [f"{task.task_id} was lost: it {how} {task.state}, neither terminal nor resting", describe(retired)]
@@ -660,7 +707,7 @@ class CancelIsFinal(_Fold):
 # Why an oracle of its own. The retry policy (`core.policy`) decides whether the
 # core may append Attempt N+1; this checker exists to say when that decision was
 # wrong, so it shares none of the policy's code or constants. It reads the
-# failure-domain table itself (its own copy, loaded above) and turns each clause
+# failure-domain table itself (its own copy, `_permissions`) and turns each clause
 # of the invariant's statement into one rule. Where the policy answers "may the
 # next Attempt start?" over a list, this walks a retired task's Attempts forward
 # once, counting retries per domain and the current run of signatures: two
@@ -696,9 +743,12 @@ class _Permission:
     changed_hypothesis_required: bool
 
 
-_PERMISSIONS = {
-    name: _Permission(name, row.response, row.retries_max, row.changed_hypothesis_required) for name, row in _SPEC.domains.items()
-}
+@functools.cache
+def _permissions() -> dict[str, _Permission]:
+    """The packaged failure-domain table, one `_Permission` per domain, read on first use."""
+    return {
+        name: _Permission(name, row.response, row.retries_max, row.changed_hypothesis_required) for name, row in _packaged().domains.items()
+    }
 
 
 def _words(hypothesis: str) -> list[str]:
@@ -730,7 +780,7 @@ class _RetryWalk:
         """Why the statement forbids `new` following `previous`, or None; counts the retry against its domain."""
         if previous.state != "failed":
             return f"{previous.attempt_id} ended {previous.state}, not failed"
-        permission = _PERMISSIONS.get(previous.failure_domain or "")
+        permission = _permissions().get(previous.failure_domain or "")
         if permission is None:
             return f"the failure of {previous.attempt_id} is not classified ({previous.failure_domain})"
         if not _CONTINUES[permission.response]:
