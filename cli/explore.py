@@ -7,6 +7,12 @@ completed (no violation among the states it visited, which proves nothing
 about the rest), 130 when interrupted. `--replay STEPS` plays one path and
 exits 1 if it violates an invariant, 0 if not.
 
+`--spec DIR|REV` runs the core on another transition table: a folder, or a
+git revision, named as `shiftchange spec check` names one. It is read before
+anything runs (a bad name or a malformed file is one line and exit 2), the
+files read are named on stderr, the report names the spec's label and digest,
+and a counterexample's replay command carries the same `--spec`.
+
 The arguments are declared here importing nothing of the core: `shiftchange`
 builds its whole parser before any command runs. The explorer is imported
 when the command runs.
@@ -103,6 +109,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="explore the core broken this way; the flags not given come from the configuration that exposes it",
     )
     explore.add_argument("--antipatterns", action="store_true", help="list which anti-patterns exploration exposes, and which not and why")
+    explore.add_argument(
+        "--spec",
+        metavar="DIR|REV",
+        help="run the core on this spec: a folder holding the spec files, or a git revision (REV or REV:folder); default the packaged spec",
+    )
     explore.add_argument("--depth", metavar="N", type=_bound, help="do not expand states at this depth (needed with --dfs)")
     explore.add_argument("--max-states", "--states", dest="states", metavar="N", type=_bound, help="stop after this many distinct states")
     explore.add_argument("--time-limit", metavar="S", type=_limit, help="stop after this many seconds (the summary says so)")
@@ -130,6 +141,7 @@ def _config(args: argparse.Namespace) -> Any:
     given["operations"] = args.operations
     given["idempotent_provider"] = None if args.no_idempotency is None else False
     given |= {name: getattr(args, flag.replace("-", "_")) for flag, name, _kind, _m, _t in _TIMINGS}
+    given["spec"] = args.spec
     given = {name: value for name, value in given.items() if value is not None}
     if args.antipattern is not None:
         return exposing_config(args.antipattern, **given)
@@ -143,13 +155,15 @@ def run_explore(args: argparse.Namespace) -> int:
 
     if args.antipatterns:
         own = [name.replace("-", "_") for name, _m, _t in _COUNTS] + [flag.replace("-", "_") for flag, *_rest in _TIMINGS]
-        own += ["operations", "no_idempotency", "antipattern", "replay", "json", *_SEARCH_ONLY]
+        own += ["operations", "no_idempotency", "antipattern", "spec", "replay", "json", *_SEARCH_ONLY]
         extra = [name for name in own if getattr(args, name) not in (None, False)]
         if extra:
             raise BadInput(f"--antipatterns lists them and takes no other flag (given: --{extra[0].replace('_', '-')})")
         return _list_antipatterns()
     try:
         config = _config(args)
+        if config.spec is not None:
+            _read_spec(config)
         if args.replay is not None:
             extra = [name for name in _SEARCH_ONLY if getattr(args, name) not in (None, False)]
             if extra:
@@ -165,6 +179,24 @@ def run_explore(args: argparse.Namespace) -> int:
         return _search(args, config)
     except ExploreError as error:
         raise BadInput(str(error)) from error
+
+
+def _read_spec(config: Any) -> None:
+    """Read and compile the spec `--spec` names before anything runs, and say on stderr which files were read.
+
+    A name that is neither a spec folder nor a git revision is bad input; a malformed file (or one whose vocabulary the
+    core does not implement) is the loader's `SpecError`, naming its line: both one line and exit 2.
+    """
+    from shiftchange.spec.source import SpecSourceError, read_spec
+
+    from .main import BadInput
+
+    try:
+        read = read_spec(config.spec)
+    except SpecSourceError as error:
+        raise BadInput(str(error)) from error
+    config.table()  # compiled now, once for this process (and the processes it forks), so a bad table never starts a search
+    print(f"read spec: {', '.join(read.files)}", file=sys.stderr)
 
 
 def _search(args: argparse.Namespace, config: Any) -> int:
@@ -247,6 +279,7 @@ def _replay(args: argparse.Namespace, config: Any) -> int:
             "replay": list(played.steps),
             "timeline": list(played.timeline),
             "violation": violation,
+            "spec": {"label": config.table().label, "digest": config.table().digest},
             "elapsed_s": round(elapsed_s, 3),
             "ok": played.violation is None,
         }

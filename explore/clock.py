@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from shiftchange.core.machine import EXPIRABLE
-
 
 def next_instant(world: Any) -> float | None:
     """The next instant at which something changes by itself, or None; never at or past an unanswered call's deadline."""
     now = world.clock.now()
     held = {w.agent.fence[:2] for w in world.workers if w.holding and not w.paused}
-    candidates = _record_deadlines(world.store, held)
+    candidates = _record_deadlines(world.store, held, world.table.expirable)
     candidates += [w.wait_until for w in world.workers if w.wait_until is not None]
     future = [at for at in candidates if at > now]
     if not future:
@@ -38,11 +36,12 @@ def next_instant(world: Any) -> float | None:
     return target
 
 
-def _record_deadlines(store: Any, held: set[tuple[str, int]]) -> list[float]:
-    """The instants the records name: unrenewed expiries, cancellation deadlines, backoffs' ends, in-flight calls' deadlines."""
+def _record_deadlines(store: Any, held: set[tuple[str, int]], expirable: frozenset[str]) -> list[float]:
+    """The instants the records name: unrenewed expiries (in the table's `expirable` states), cancellation deadlines,
+    backoffs' ends, in-flight calls' deadlines."""
     candidates = []
     with store.transaction() as tx:
-        for attempt in tx.attempts_in(EXPIRABLE):
+        for attempt in tx.attempts_in(expirable):
             if attempt.expires_at is not None and (attempt.attempt_id, attempt.generation) not in held:
                 candidates.append(attempt.expires_at)
         for attempt in tx.attempts_in(("cancelling",)):

@@ -4,7 +4,10 @@ Every count has a small upper bound: the state space grows with the product
 of the faults, and a configuration the search cannot finish proves nothing.
 The timings are the core's, the agent's and the backoff's, each a field here
 with its default once; `core()`, `reliability()`, `agent()` and `workflow()`
-turn them into the objects the orchestrator and the agent take.
+turn them into the objects the orchestrator and the agent take, and
+`table()` is the transition table the orchestrator runs (`spec`: a folder or
+git revision, read as `shiftchange spec check` reads one; None for the
+packaged spec), before any anti-pattern's edit of it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from shiftchange.agent import AgentConfig, OperationsWorkflow
 from shiftchange.agent.workflow import CODE_HOST
 from shiftchange.core import BackoffConfig, Budget, CoreConfig, RateLimitConfig, ReliabilityConfig
+from shiftchange.core.table import Table, table_for
 
 TASK_PREFIX, WORKER_PREFIX = "task-", "worker-"
 WORKSPACE = "workspace"
@@ -84,8 +88,12 @@ class ExploreConfig:
     """The first backoff, doubling: between Attempts (the core's) and between a call's retries (the agent's)."""
     backoff_cap_s: float = 4.0
     antipattern: str | None = None
+    spec: str | None = None
+    """The spec the core runs: a folder or a git revision naming one (`spec.source.read_spec`); None for the packaged spec."""
 
     def __post_init__(self) -> None:
+        if self.spec is not None and (not isinstance(self.spec, str) or not self.spec.strip()):
+            raise ExploreError(f"spec must name a spec folder or a git revision, not {self.spec!r:.60}")
         for name, (low, high) in _COUNTS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -151,6 +159,13 @@ class ExploreConfig:
 
     def workflow(self) -> OperationsWorkflow:
         return OperationsWorkflow(self.operations, DEPENDENCY)
+
+    def table(self) -> Table:
+        """The transition table `spec` names (the packaged one for None), compiled once per process and shared by every world.
+
+        A bad name is a `spec.source.SpecSourceError`, a malformed spec a `spec.SpecError` naming its line.
+        """
+        return table_for(self.spec)
 
 
 def worker_name(index: int) -> str:

@@ -23,11 +23,9 @@ from typing import Any
 
 from shiftchange.agent import Agenda, Retry, blind_retry, retry_for
 from shiftchange.core.lease import reapable
-from shiftchange.core.machine import ACTIVE, LEASED, TASK_RESTING, TASK_TERMINAL
 
 from .config import task_name
 
-AT_REST = TASK_TERMINAL | TASK_RESTING
 CANCEL_TASK, CANCEL_ATTEMPT = "operator cancelled the task", "operator cancelled this attempt"
 
 
@@ -43,15 +41,16 @@ class Survey:
 
 
 def survey(world: Any) -> Survey:
-    """One read of the records for this state's steps (active Attempts only when a cancellation is left to spend)."""
-    now = world.clock.now()
+    """One read of the records for this state's steps (active Attempts only when a cancellation is left to spend); the state
+    sets are those of the table the world's orchestrator runs."""
+    now, table = world.clock.now(), world.table
     with world.store.transaction() as tx:
         admitted = sorted({a.task_id for a in tx.attempts_in(("admitted",))})
         queued = bool(tx.attempts_in(("queued",)))
-        reap_due = any(reapable(a, now) for a in tx.attempts_in(LEASED))  # the reaper's own scan and rule
+        reap_due = any(reapable(a, now, table.expirable) for a in tx.attempts_in(table.leased))  # the reaper's own scan and rule
         tasks = [tx.task(task_name(i)) for i in range(world.config.tasks)]
-        active = sorted(a.attempt_id for a in tx.attempts_in(ACTIVE)) if world.budgets.cancels else []
-    live = [t.task_id for t in tasks if t.state not in AT_REST]
+        active = sorted(a.attempt_id for a in tx.attempts_in(table.active)) if world.budgets.cancels else []
+    live = [t.task_id for t in tasks if t.state not in table.task_terminal and t.state not in table.task_resting]
     return Survey(admitted, queued, reap_due, live, active)
 
 

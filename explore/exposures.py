@@ -30,7 +30,9 @@ class Exposure:
 
 EXPOSURES: dict[str, Exposure] = {
     "no-fencing": Exposure(
-        {"pauses": 1}, "fenced_writes", "a worker paused after its claim wakes past its lease's expiry, and its write is taken anyway"
+        {"pauses": 1},
+        "fenced_writes",
+        "a worker paused after its claim wakes once its task is retried, and its write lands on its replacement's Attempt",
     ),
     "timestamp-keys": Exposure(
         {"lost_responses": 1},

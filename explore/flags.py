@@ -1,11 +1,14 @@
 """The command line that gives a configuration, and the steps of a replay as the command takes them.
 
 A counterexample prints the command that replays it; that command spells
-out every count, and every timing that is not the default, so it replays the
-very configuration searched.
+out every count, and every timing that is not the default, and the spec the
+core ran when it was not the packaged one (`--spec`), so it replays the very
+configuration searched.
 """
 
 from __future__ import annotations
+
+import shlex
 
 from .config import ExploreConfig, ExploreError
 
@@ -44,6 +47,8 @@ def steps_flags(config: ExploreConfig) -> str:
         parts.append("--no-idempotency")
     if config.antipattern is not None:
         parts.append(f"--antipattern {config.antipattern}")
+    if config.spec is not None:
+        parts.append(f"--spec {shlex.quote(config.spec)}")
     return " ".join(parts)
 
 

@@ -34,8 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shiftchange.core import Event
-from shiftchange.core.machine import SPEC
+from shiftchange.core.table import packaged
 from shiftchange.spec.coverage import Tally
+from shiftchange.spec.model import Spec
 
 from .digest import fingerprint
 from .frontier import MEMORY_MAX_BYTES, Frontier, Spilled
@@ -95,7 +96,9 @@ class Partition:
         memory_max_bytes: int = MEMORY_MAX_BYTES,
         directory: str | None = None,
         por: bool = False,
+        spec: Spec | None = None,
     ) -> None:
+        """`spec`: the spec whose rows the tally counts (the configuration's; default the packaged one)."""
         self.snapshots, self.symmetry, self.por = snapshots, symmetry, por
         self.index, self.partitions = index, partitions
         self.memory_max_bytes, self.directory = memory_max_bytes, directory
@@ -119,7 +122,7 @@ class Partition:
         self.shared: SharedSeen | None = None
         """Several partitions: every owner's visited fingerprints, readable here (`seen.py`)."""
         self.counts = Counts()
-        self.tally = Tally(SPEC)
+        self.tally = Tally(spec if spec is not None else packaged().spec)
         self.states_max: int | None = None
         self.states_before = 0
         """States the other partitions had at the start of this level (the bound counts them too)."""

@@ -22,6 +22,7 @@ def summary_lines(result: Exploration) -> list[str]:
     processes += ", partial-order reduction" if result.por else ""
     lines = [
         f"explore {steps_flags(result.config)}",
+        _spec_line(result),
         f"  {how}{processes}, {reduction}"
         + (f", depth bound {result.depth_bound}" if result.depth_bound is not None and result.strategy == BFS else "")
         + (f", state bound {result.states_bound:,}" if result.states_bound is not None else "")
@@ -35,6 +36,21 @@ def summary_lines(result: Exploration) -> list[str]:
         f" {result.collision_probability:.1e}",
     ]
     return [*lines, _ending(result)]
+
+
+def _spec_line(result: Exploration) -> str:
+    """Which transition table the core ran: the spec's label and digest, and the anti-pattern's edit of it, if any."""
+    spec, played = result.spec, result.table
+    line = f"  spec: {spec.label} (digest {spec.digest})"
+    if played is not None and played is not spec:
+        line += f", run with the {result.config.antipattern} edit (digest {played.digest})"
+    return line
+
+
+def _spec_json(result: Exploration) -> dict[str, Any]:
+    spec, played = result.spec, result.table
+    table = played if played is not None else spec
+    return {"label": spec.label, "digest": spec.digest, "ran": {"label": table.label, "digest": table.digest}}
 
 
 def _ending(result: Exploration) -> str:
@@ -108,6 +124,7 @@ def as_json(result: Exploration) -> dict[str, Any]:
         "command": "explore",
         "config": {name: getattr(config, name) for name in ExploreConfig.__dataclass_fields__} | {"operations": list(config.operations)},
         "antipattern": config.antipattern,
+        "spec": _spec_json(result),
         "strategy": result.strategy,
         "symmetry": result.symmetry,
         "depth_bound": result.depth_bound,

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 
 from shiftchange.checkers.history import VIOLATED
 from shiftchange.core import Event
-from shiftchange.core.machine import SPEC
-from shiftchange.spec.coverage import Coverage, Tally
+from shiftchange.core.table import Table
+from shiftchange.spec.coverage import Coverage, CoverageError, Tally
 
 from . import parallel
 from .config import ExploreConfig, ExploreError
@@ -116,7 +116,13 @@ class Exploration:
     """None when the search completed; else "violation", "depth", "states", "time" or "interrupted"."""
     counterexample: Counterexample | None = None
     elapsed_s: float = 0.0
-    tally: Tally = field(default_factory=lambda: Tally(SPEC))
+    table: Table | None = None
+    """The transition table the core ran: the configuration's spec (`spec`), with the anti-pattern's edit, if any."""
+    tally: Tally = field(init=False)
+    """The rows the search fired, counted against the configuration's spec (the one a review of it reads)."""
+
+    def __post_init__(self) -> None:
+        self.tally = _tally_of(self.config)
 
     @property
     def complete(self) -> bool:
@@ -134,6 +140,11 @@ class Exploration:
     def collision_probability(self) -> float:
         """At most this chance that two distinct states shared a fingerprint (and one was never expanded)."""
         return collision_probability(self.states, self.transitions)
+
+    @property
+    def spec(self) -> Table:
+        """The table the configuration names (before any anti-pattern's edit): its label and digest are the report's."""
+        return self.config.table()
 
     @property
     def fingerprint_bits(self) -> int:
@@ -207,9 +218,13 @@ class _BreadthFirst:
         self.began = self.shown = time.perf_counter()
         deadline = None if result.time_bound_s is None else time.monotonic() + result.time_bound_s
         root = World(result.config, pattern_of(result.config))
+        result.table = root.table
         snapshots = Snapshots(root)
         count = result.processes
-        partitions = [Partition(snapshots, result.symmetry, index, count, self.memory_max_bytes, por=result.por) for index in range(count)]
+        spec = result.config.table().spec
+        partitions = [
+            Partition(snapshots, result.symmetry, index, count, self.memory_max_bytes, por=result.por, spec=spec) for index in range(count)
+        ]
         partitions[0].tally = result.tally
         shared = SharedSeen(count) if count > 1 else None
         for partition in partitions:
@@ -260,7 +275,7 @@ class _BreadthFirst:
         result = self.result
         outcome = parallel.run(partitions, result.depth_bound, result.states_bound, deadline, self._show, self.progress_every_s)
         if outcome.tallies:  # the first process's tally holds the setup's events too: it was forked with them
-            result.tally = Tally(SPEC)
+            result.tally = _tally_of(result.config)
             for counts in outcome.tallies:
                 _add_counts(result.tally, counts)
         self._finish(outcome.counts, outcome.stopped_by if outcome.stopped_by != "violation" else None)
@@ -288,6 +303,14 @@ class _BreadthFirst:
                 setattr(result, name, getattr(counts, name))
             result.elapsed_s = self.shown - self.began
             self.progress(result)
+
+
+def _tally_of(config: ExploreConfig) -> Tally:
+    """A tally of the rows of the spec `config` names (an anti-pattern's edit is the run's, not the spec under review)."""
+    try:
+        return Tally(config.table().spec)
+    except CoverageError as error:
+        raise ExploreError(f"the spec's rows cannot be counted for coverage: {error}") from None
 
 
 def _add_counts(tally: Tally, counts: dict) -> None:
@@ -354,6 +377,7 @@ class _DepthFirst:
         began = self.began = self.shown = time.perf_counter()
         self.deadline = None if result.time_bound_s is None else time.monotonic() + result.time_bound_s
         root = World(result.config, pattern_of(result.config))
+        result.table = root.table
         self.snapshots = Snapshots(root)
         try:
             self._search(root)

@@ -36,7 +36,6 @@ from shiftchange.agent.worker import CORRECT
 from shiftchange.checkers.history import CheckContext, History, Retired
 from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import Backoff, Event, ManualClock, MemoryStore, Orchestrator, Plan
-from shiftchange.core.machine import SPEC
 from shiftchange.core.provider import LedgerProvider
 
 from . import clock, nemesis
@@ -61,7 +60,10 @@ class World:
         self.provider = LedgerProvider(supports_idempotency=config.idempotent_provider)
         core, reliability = config.core(), config.reliability()
         seams = pattern.seams if pattern is not None else None
-        self.orchestrator = Orchestrator(self.store, self.clock, self.provider, core, reliability, seams=seams)
+        base = config.table()
+        self.table = pattern.table(base) if pattern is not None else base
+        """The transition table the orchestrator runs: the configuration's spec, with the anti-pattern's edit, if any."""
+        self.orchestrator = Orchestrator(self.store, self.clock, self.provider, core, reliability, seams=seams, table=self.table)
         backoff = Backoff(reliability.backoff, random.Random(0))  # exponential: it draws nothing
         agent_config, workflow = config.agent(), config.workflow()
         worker_seams = pattern.worker_seams if pattern is not None else CORRECT
@@ -83,16 +85,21 @@ class World:
 
     @property
     def shared(self) -> list[Any]:
-        """What every copy of this world shares instead of copying: immutable tables, configurations, rules, the agents' parts."""
+        """What every copy of this world shares instead of copying: immutable tables, configurations, rules, the agents' parts.
+
+        The table above all: it pickles as its spec and is compiled again when loaded (`core.table.Table.__reduce__`).
+        """
         context = self.orchestrator._context
+        table = self.table
         agent = self.workers[0].agent
         return [
             self.config,
             self.pattern,
             self.orchestrator.rng,  # it draws only backoff jitter, and exponential backoff draws none
-            SPEC,
-            context.attempt_machine,
-            context.task_machine,
+            table,
+            table.spec,
+            table.attempt,
+            table.task,
             context.config,
             context.reliability,
             context.reliability.admission,
