@@ -1,6 +1,7 @@
 """Simulator cost: wall time per SimPy event of a mixed run against raw SimPy timeouts, and peak memory as the run grows.
 
     python benchmarks/sim.py [--tasks N] [--seed N] [--breakdown] [--memory] [--tracemalloc]
+    python benchmarks/sim.py --baseline REV [--repeat N] [--tasks N] [--seed N]
 
 Speed. One run of the main job (scenario `mixed`, default 10,000 tasks) is
 played with `play`, timed with `time.perf_counter` from building the world to
@@ -19,6 +20,18 @@ should not need ten times the memory. With `--tracemalloc`, each size is run
 once more with `tracemalloc` tracing (several times slower, and it inflates
 RSS, hence its own subprocess) for the peak of Python allocations alone.
 
+Side by side (`--baseline REV`, e.g. the previous release). The run alone
+(one `play` of the same scenario, seed and size; CPU seconds by
+`time.process_time` and wall seconds, from building the world to its
+verdicts) is played in fresh subprocesses, alternately on the current code
+(the working tree, through the editable install) and on REV's (extracted with
+`git archive` into a temporary importable tree, see common.py), `--repeat`
+times each. Printed for each: events, CPU ms per simulated task (minimum and
+median), simulated tasks per CPU second, and the ratio current/baseline. The
+target: CPU per task no higher than REV's, judged on the minima (the least
+disturbed run of each; no slack beyond that). The raw SimPy comparison is
+not repeated there; it does not depend on the revision.
+
 Targets: run/raw at most 3x per event; peak RSS at 100,000 tasks at most 2x
 the peak at 10,000. Exit status 0 when every target measured passes, 1 otherwise.
 The seed and scenario are printed so the figures can be reproduced.
@@ -35,7 +48,7 @@ import sys
 import time
 import tracemalloc
 
-from common import positive, verdict
+from common import baseline_tree, describe_current, interleaved, positive, resolve_revision, run_child, spread, verdict
 
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import CountingEnvironment, play
@@ -49,6 +62,8 @@ RUN_RAW_RATIO_MAX = 3.0
 """Wall time per event of the run, as a multiple of a raw SimPy timeout event, at most this."""
 PEAK_RATIO_MAX = 2.0
 """Peak RSS of the larger run, as a multiple of the smaller run's, at most this."""
+REPEAT_DEFAULT = 3
+"""With --baseline: fresh processes per tree, played alternately."""
 BREAKDOWN_TASKS_MAX = 2_000
 """The timed breakdown runs at most this many tasks: its shares, not its total, are the point."""
 RAW_TIMEOUT_S = 1.0
@@ -89,6 +104,71 @@ def speed(tasks: int, seed: int) -> bool:
     print(f"raw   {raw_count:>12,} events   {raw_s:>8.2f} s wall ({raw_cpu_s:.2f} s CPU)   {raw_us:>7.2f} us/event")
     print(f"      {workers} processes (the run's workers), each yielding env.timeout in a loop")
     print(f"run / raw per event   {ratio:>6.2f}x   target <= {RUN_RAW_RATIO_MAX:g}x   {verdict(ok)}")
+    return ok
+
+
+def speed_child(tasks: int, seed: int) -> None:
+    """In a fresh process: play the run once and print its speed figures as one JSON line (with where the core came from)."""
+    import shiftchange.core
+
+    config = scenario_config(SCENARIO, seed, tasks)
+    began, began_cpu = time.perf_counter(), time.process_time()
+    outcome = play(config, seed, SCENARIO)
+    wall_s, cpu_s = time.perf_counter() - began, time.process_time() - began_cpu
+    figures = {
+        "tasks": tasks,
+        "events": outcome.events_processed,
+        "cpu_s": cpu_s,
+        "wall_s": wall_s,
+        "ok": outcome.ok,
+        "digest": outcome.digest,
+        "origin": shiftchange.core.__file__,
+    }
+    print(json.dumps(figures))
+
+
+def side_by_side(tasks: int, seed: int, revision: str, repeat: int) -> bool:
+    """CPU per simulated task of the current code against `revision`'s, fresh processes played alternately."""
+    commit = resolve_revision(revision)
+    print(f"side by side: current against {revision} ({commit[:12]}), {repeat} fresh processes each, alternately")
+    print(f"   current  = {describe_current()}")
+    with baseline_tree(commit) as path_entry:
+        print(f"   baseline = {commit[:12]}, importable from {path_entry}")
+        argv = [__file__, "--speed-child", str(tasks), "--seed", str(seed)]
+        runs = 0
+
+        def measure(entry):
+            nonlocal runs
+            figures = run_child(argv, entry, path_entry)
+            runs += 1
+            name = "current " if entry is None else "baseline"
+            held = "invariants hold" if figures["ok"] else "INVARIANTS DO NOT ALL HOLD"
+            print(
+                f"   {runs:>2}. {name}  {figures['events']:>12,} events  {figures['cpu_s']:>7.2f} s CPU  {figures['wall_s']:>7.2f} s wall"
+                f"  {1e3 * figures['cpu_s'] / tasks:>6.3f} ms CPU/task  {held}; digest {figures['digest'][:16]}"
+            )
+            return figures
+
+        current, baseline = interleaved(measure, path_entry, repeat)
+    summary = {}
+    for name, figures in (("current", current), ("baseline", baseline)):
+        cpu_min, cpu_median, _ = spread([1e3 * each["cpu_s"] / tasks for each in figures])
+        wall_min, wall_median, _ = spread([1e3 * each["wall_s"] / tasks for each in figures])
+        events = sorted({each["events"] for each in figures})
+        summary[name] = (cpu_min, cpu_median)
+        print(
+            f"{name:<9} {', '.join(f'{count:,}' for count in events)} events"
+            f"   CPU per task  min {cpu_min:.3f} ms  median {cpu_median:.3f} ms"
+            f"   {1e3 / cpu_min:,.0f} tasks/CPU s (median {1e3 / cpu_median:,.0f})"
+            f"   wall per task  min {wall_min:.3f} ms  median {wall_median:.3f} ms"
+        )
+    (current_min, current_median), (baseline_min, baseline_median) = summary["current"], summary["baseline"]
+    print(f"current / baseline   CPU per task  min {current_min / baseline_min:.3f}x   median {current_median / baseline_median:.3f}x")
+    digests = {each["digest"] for each in current + baseline}
+    if len(digests) > 1:
+        print("   (the two trees' histories differ: their digests are not the same, so their runs are not event for event alike)")
+    ok = current_min <= baseline_min and all(each["ok"] for each in current)
+    print(f"CPU per task no higher than {revision}'s: {verdict(ok)}")
     return ok
 
 
@@ -238,14 +318,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", action="store_true", help=f"also compare peak memory at {sizes} tasks (minutes)")
     parser.add_argument("--tracemalloc", action="store_true", help="with --memory: also the tracemalloc peak (slow)")
     parser.add_argument("--breakdown", action="store_true", help="also time core contracts and the history apart from the rest")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="compare the run's CPU per task with this git revision's, side by side in fresh processes"
+    )
+    parser.add_argument(
+        "--repeat", type=positive, default=REPEAT_DEFAULT, help=f"with --baseline: processes per tree (default {REPEAT_DEFAULT})"
+    )
     parser.add_argument("--child", type=positive, metavar="TASKS", help=argparse.SUPPRESS)
+    parser.add_argument("--speed-child", type=positive, metavar="TASKS", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.child is not None:
         measure_child(arguments.child, arguments.seed, arguments.tracemalloc)
         return 0
+    if arguments.speed_child is not None:
+        speed_child(arguments.speed_child, arguments.seed)
+        return 0
     seed, tasks = arguments.seed, arguments.tasks
     print(f"scenario {SCENARIO}, seed {seed}, {tasks:,} tasks (the same run: shiftchange sim run --seed {seed} --tasks {tasks})")
-    results = [speed(tasks, seed)]
+    side = arguments.baseline is not None
+    results = [side_by_side(tasks, seed, arguments.baseline, arguments.repeat) if side else speed(tasks, seed)]
     if arguments.breakdown:
         breakdown(min(tasks, BREAKDOWN_TASKS_MAX), seed)
     if arguments.memory:

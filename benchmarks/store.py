@@ -1,6 +1,7 @@
 """Store throughput: claim -> renew -> complete cycles per second on each store, against raw SQLite commits.
 
     python benchmarks/store.py [--cycles N] [--rounds N] [--dir DIRECTORY]
+    python benchmarks/store.py --baseline REV [--repeat N] [--cycles N] [--rounds N]
 
 What is timed: for each task, `claim_attempt`, `renew_lease` and
 `complete_attempt`, each timed on its own with `time.perf_counter`; a cycle is
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import positive, verdict
+from common import baseline_tree, describe_current, interleaved, positive, resolve_revision, run_child, spread, verdict
 
 from shiftchange.core import (
     AdmissionConfig,
@@ -66,6 +67,8 @@ TARGETED_SYNCHRONOUS = ("FULL",)
 """The durability levels whose commit ratio has a target; the others are reported for information."""
 CONTRACTS = ("claim", "renew", "complete")
 """The timed contracts of one cycle; each is one store transaction, so one commit on SQLite."""
+REPEAT_DEFAULT = 3
+"""With --baseline: fresh processes per tree, played alternately."""
 RAW_ROWS = 1_000
 """Rows the raw UPDATE benchmark cycles through, so it does not touch one hot page only."""
 WORKSPACE = "bench/repo"
@@ -193,6 +196,60 @@ def memory_run(cycles: int, rounds: int) -> bool:
     return ok
 
 
+def memory_child(cycles: int, rounds: int) -> None:
+    """In a fresh process: `rounds` MemoryStore rounds; prints their cycles/s as one JSON line (with where the core came from)."""
+    import json
+
+    import shiftchange.core
+
+    timings = [run_cycles(MemoryStore(), cycles) for _ in range(rounds)]
+    figures = {
+        "cycles_per_s": [timing.cycles_per_s for timing in timings],
+        "contract_us": {contract: [1e6 * timing.contract_s[contract] / cycles for timing in timings] for contract in CONTRACTS},
+        "origin": shiftchange.core.__file__,
+    }
+    print(json.dumps(figures))
+
+
+def memory_side_by_side(cycles: int, rounds: int, revision: str, repeat: int) -> bool:
+    """MemoryStore cycles/s of the current code against `revision`'s, fresh processes played alternately."""
+    commit = resolve_revision(revision)
+    print(f"MemoryStore side by side: current against {revision} ({commit[:12]}), {repeat} fresh processes each, alternately")
+    print(f"   current  = {describe_current()}")
+    with baseline_tree(commit) as path_entry:
+        print(f"   baseline = {commit[:12]}, importable from {path_entry}")
+        argv = [__file__, "--memory-child", str(cycles), "--rounds", str(rounds)]
+        runs = 0
+
+        def measure(entry):
+            nonlocal runs
+            figures = run_child(argv, entry, path_entry)
+            runs += 1
+            rates = ", ".join(f"{rate:,.0f}" for rate in figures["cycles_per_s"])
+            print(f"   {runs:>2}. {'current ' if entry is None else 'baseline'}  cycles/s of its {rounds} rounds: {rates}")
+            return figures
+
+        current, baseline = interleaved(measure, path_entry, repeat)
+    summary = {}
+    for name, figures in (("current", current), ("baseline", baseline)):
+        rates = [rate for each in figures for rate in each["cycles_per_s"]]
+        low, median, best = spread(rates)
+        summary[name] = (best, median)
+        print(f"{name:<9} MemoryStore  best {best:>10,.0f} cycles/s   median {median:>10,.0f}  worst {low:>10,.0f}  ({len(rates)} rounds)")
+    (current_best, current_median), (baseline_best, baseline_median) = summary["current"], summary["baseline"]
+    print(f"current / baseline   cycles/s  best {current_best / baseline_best:.3f}x   median {current_median / baseline_median:.3f}x")
+    # Where a difference lies: each contract's least disturbed round (its minimum), per tree, and their ratio.
+    for contract in CONTRACTS:
+        fastest = [min(us for each in figures for us in each["contract_us"][contract]) for figures in (current, baseline)]
+        print(
+            f"   {contract:<9} best round {fastest[0]:>6.2f} us a call (current)  {fastest[1]:>6.2f} us (baseline)"
+            f"   current / baseline {fastest[0] / fastest[1]:.3f}x"
+        )
+    ok = current_best >= baseline_best
+    print(f"MemoryStore cycles/s no lower than {revision}'s: {verdict(ok)}")
+    return ok
+
+
 def sqlite_run(directory: Path, synchronous: str, cycles: int) -> bool:
     # The disk's rate drifts (writeback, other load): take the raw rate before and after the contracts, and use the mean.
     commits = cycles * len(CONTRACTS)
@@ -223,7 +280,20 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=positive, default=ROUNDS_DEFAULT, help=f"memory-store rounds, median judged (default {ROUNDS_DEFAULT})"
     )
     parser.add_argument("--dir", type=Path, default=None, help="directory for the SQLite files (default: a new temporary directory)")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="compare MemoryStore cycles/s with this git revision's, side by side in fresh processes"
+    )
+    parser.add_argument(
+        "--repeat", type=positive, default=REPEAT_DEFAULT, help=f"with --baseline: processes per tree (default {REPEAT_DEFAULT})"
+    )
+    parser.add_argument("--memory-child", type=positive, metavar="CYCLES", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
+    if arguments.memory_child is not None:
+        memory_child(arguments.memory_child, arguments.rounds)
+        return 0
+    if arguments.baseline is not None:
+        print(f"{arguments.cycles} cycles a round; timed: claim + renew + complete; untimed setup not counted")
+        return 0 if memory_side_by_side(arguments.cycles, arguments.rounds, arguments.baseline, arguments.repeat) else 1
     runs: list[Callable[[Path], bool]] = [
         lambda _directory: memory_run(arguments.cycles, arguments.rounds),
         lambda directory: sqlite_run(directory, "FULL", arguments.cycles),
