@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from shiftchange.runtime.arguments import spec_argument
 from shiftchange.runtime.chaos import (
     CONN_KILL,
     DRAIN_DEFAULT_S,
@@ -35,6 +36,7 @@ from shiftchange.runtime.chaos import (
     ChaosFaults,
     _kind_of,
     render_text,
+    resolve_spec,
     run_chaos,
 )
 
@@ -63,6 +65,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     chaos.add_argument("--drain", metavar="S", type=_positive, default=DRAIN_DEFAULT_S, help="the drain limit (default %(default)g s)")
     chaos.add_argument("--no-idempotency", action="store_true", help="the provider ignores operation keys")
     chaos.add_argument("--run-dir", metavar="DIR", help="where the config, ledger, logs and report go (default: a fresh temp dir)")
+    spec_argument(chaos, "the spec every process's core runs (read before any process starts; copied into the run dir)")
     for flag, kind, what in (
         ("--kill-every", KILL, "SIGKILL a worker and restart it"),
         ("--pause-every", PAUSE, "SIGSTOP a worker past its lease, then SIGCONT"),
@@ -204,6 +207,7 @@ def run_chaos_command(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise BadInput(str(error)) from None
+    spec = _resolve_spec(args.spec)  # the harness names it and the files it read once the run is set up
     run_dir = args.run_dir if args.run_dir is not None else tempfile.mkdtemp(prefix="shiftchange-chaos-")
     try:
         with _sigterm_interrupts():
@@ -218,6 +222,7 @@ def run_chaos_command(args: argparse.Namespace) -> int:
                 idempotency=not args.no_idempotency,
                 drain_s=args.drain,
                 progress=_stderr_line(sys.stderr),
+                spec=spec,
             )
     except KeyboardInterrupt:
         print(f"shiftchange chaos: interrupted; every process it started was stopped; logs kept in {run_dir}", file=sys.stderr)
@@ -234,6 +239,21 @@ def run_chaos_command(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"report: {args.report}")
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _resolve_spec(source: str | None) -> Any:
+    """The spec the run's cores run (`runtime.chaos.resolve_spec`), read and compiled now: a name that names no spec, or a
+    malformed one, is one line and exit status 2 before any process starts."""
+    from shiftchange.cli.main import BadInput
+    from shiftchange.spec import SpecError
+    from shiftchange.spec.source import SpecSourceError
+
+    try:
+        return resolve_spec(source)
+    except SpecSourceError as error:
+        raise BadInput(f"--spec: {error}") from None
+    except SpecError as error:
+        raise BadInput(f"--spec {source}: {error}") from None
 
 
 def _check_report(path: str | None) -> None:

@@ -89,8 +89,8 @@ def _reading(handler: Any) -> Any:
     """Run `handler(store)` on the store named by --store; a core error (an unknown task, a store that is not one) is BadInput."""
 
     def run(args: argparse.Namespace) -> int:
-        # Imported here, not at the top: the core compiles the packaged spec when it is imported, and
-        # `spec check` must still report a broken spec as one line rather than fail on import.
+        # Imported here, not at the top: `shiftchange` builds its whole parser before any command runs, and a command
+        # that does not read a store should not pay for the core (which compiles no spec at import, but is not free).
         from shiftchange.core import CoreError
 
         from .main import BadInput
@@ -148,12 +148,12 @@ def _did_you_mean(word: str, known: tuple[str, ...]) -> str:
 
 
 def _task_list(store: Any, states: list[str] | None, limit: int) -> str:
-    from shiftchange.core.machine import SPEC
+    from shiftchange.core.table import packaged
     from shiftchange.core.timeline import moment
 
     from .main import UsageError
 
-    known = tuple(SPEC.task.states)
+    known = tuple(packaged().spec.task.states)  # in the table's order, for the message
     for state in states or ():
         if state not in known:
             raise UsageError(f"timeline: --state {state!r} is no task state{_did_you_mean(state, known)}; one of {', '.join(known)}")
@@ -189,16 +189,17 @@ def _status(args: argparse.Namespace, store: Any) -> int:
 
 def store_status(store: Any) -> dict[str, Any]:
     """What `status` reports, as data: counts by state, the oldest admitted wait, leases, refusals (the latest first)."""
-    from shiftchange.core.machine import LEASED, SPEC
+    from shiftchange.core.states import ATTEMPT_STATES, TASK_STATES
+    from shiftchange.core.table import packaged
 
     with store.transaction() as tx:
-        tasks = tx.tasks_in(SPEC.task.states)
-        attempts = tx.attempts_in(SPEC.attempt.states)
+        tasks = tx.tasks_in(TASK_STATES)
+        attempts = tx.attempts_in(ATTEMPT_STATES)
     events = store.events()
     now, judged_by = _now(store, events[-1].at if events else None)
     admitted = [attempt for attempt in attempts if attempt.state == "admitted"]
     oldest = min(admitted, key=lambda attempt: (attempt.created_at, attempt.attempt_id), default=None)
-    leased = [attempt for attempt in attempts if attempt.state in LEASED]
+    leased = [attempt for attempt in attempts if attempt.state in packaged().leased]
     lapsed = [attempt for attempt in leased if attempt.expires_at is not None and attempt.expires_at <= now]
     refused = [event for event in events if not event.accepted]
     return {

@@ -18,17 +18,19 @@ __all__ = ["add_parsers"]
 
 
 def _typed(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A handler whose CoreError (bad input, a store that cannot be opened) or unreachable provider is one line, status 2."""
+    """A handler whose CoreError (bad input, a store that cannot be opened), unreachable provider or --spec that names no spec
+    is one line, status 2 (a malformed spec file is the loader's SpecError, which `main` says in one line)."""
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
         from shiftchange.core import CoreError, ProviderRefused, ProviderTimeout
+        from shiftchange.spec.source import SpecSourceError
 
         from .main import BadInput
 
         try:
             return handler(args)
-        except CoreError as error:
+        except (CoreError, SpecSourceError) as error:
             raise BadInput(str(error)) from error
         except (ProviderRefused, ProviderTimeout) as error:
             raise BadInput(f"cannot reach the provider: {error}") from error

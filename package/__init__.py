@@ -4,12 +4,22 @@ The work lives in the subpackages, each a root folder of the repository:
 `shiftchange.spec` (the tables), `shiftchange.core` (the reference core),
 `shiftchange.sim` (the simulator) and `shiftchange.cli` (the command). This
 module only names the installed version, and imports none of them, so
-`import shiftchange` stays cheap.
+`import shiftchange` stays cheap: the version is read from the installed
+metadata on first use (importlib.metadata alone costs tens of milliseconds).
 """
 
-from importlib.metadata import version
+from __future__ import annotations
 
-__version__ = version("shiftchange")
-"""The installed distribution's version, as `shiftchange --version` prints it."""
+from typing import Any
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        # The installed distribution's version, as `shiftchange --version` prints it; kept once read.
+        value = globals()["__version__"] = version("shiftchange")
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,17 +1,16 @@
 """The runtime commands' arguments, apart from the code that runs them.
 
-`shiftchange` builds its whole parser before it runs any command, and must
-not import the core to do so (a broken spec is reported as one line by
-`spec check`, and importing the core compiles the spec). So the arguments
-are declared here, importing nothing of shiftchange; the handlers import
-the runtime when they run.
+`shiftchange` builds its whole parser before it runs any command, and
+should not import the core to do so (every command would pay for it). So
+the arguments are declared here, importing nothing of shiftchange; the
+handlers import the runtime when they run (and resolve `--spec` then).
 """
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["process_arguments", "provider_arguments", "store_argument"]
+__all__ = ["process_arguments", "provider_arguments", "spec_argument", "store_argument"]
 
 
 def store_argument(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +23,17 @@ def process_arguments(parser: argparse.ArgumentParser, kind: str) -> None:
     parser.add_argument("--provider", metavar="URL", required=True, help="the code host's URL (as `shiftchange provider` prints it)")
     parser.add_argument("--config", metavar="FILE", help="a runtime configuration (JSON, as RuntimeConfig.to_json writes it)")
     parser.add_argument("--id", metavar="NAME", default=None, help=f"this {kind}'s id (default {kind}-<pid>)")
+    spec_argument(parser, f"the spec this {kind}'s core runs")
+
+
+def spec_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--spec DIR|REV`: a spec folder, else a git revision (REV reads its spec/, REV:path another folder), as `spec check` reads one."""
+    parser.add_argument(
+        "--spec",
+        metavar="DIR|REV",
+        default=None,
+        help=f"{what}: a folder holding the spec files, or a git revision (REV:path for another folder); default the packaged spec",
+    )
 
 
 def provider_arguments(parser: argparse.ArgumentParser) -> None:

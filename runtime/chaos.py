@@ -56,6 +56,15 @@ directory (`logs/NAME.log`, appended to across restarts, each start marked);
 the directory also holds `config.json` (the `RuntimeConfig` every process
 reads), the provider's `ledger.jsonl` and `report.json`. It is kept.
 
+The spec. Every core of the run (the harness's own, the orchestrator's, each
+worker's) runs one table: the packaged spec, or the one `spec` names (a
+folder or a git revision, read as `shiftchange spec check` reads one:
+`resolve_spec`). A named spec is copied into the run directory (`spec/`) as
+it was read, and the children are started with `--spec` naming that copy, so
+a folder edited or a branch moved mid-run cannot change what a restarted
+process runs. The report records the spec's label and digest, and the
+command that runs the same configuration again (`rerun`) carries `--spec`.
+
 This module imports only the standard library at load time: `shiftchange`
 builds its whole parser before it runs any command, and must not compile the
 spec to do so. The runtime and the checkers are imported when a run starts.
@@ -69,6 +78,7 @@ import math
 import os
 import random
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -84,6 +94,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 if TYPE_CHECKING:
     from shiftchange.checkers import LedgerEntry, Measures
     from shiftchange.core import Event
+    from shiftchange.core.table import Table
     from shiftchange.runtime.config import RuntimeConfig
 
 __all__ = [
@@ -92,9 +103,11 @@ __all__ = [
     "ChaosFaults",
     "ChaosReport",
     "Fault",
+    "RunSpec",
     "ledger_entries",
     "plan_faults",
     "render_text",
+    "resolve_spec",
     "run_chaos",
 ]
 
@@ -137,6 +150,37 @@ _PROVIDER = "provider"
 
 class ChaosError(Exception):
     """The harness could not run (a process would not start, the store could not be read): one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The spec a run's cores run: as it was named, as a person reads it, its digest, the files read, and its compiled table."""
+
+    source: str | None
+    """As named (`--spec`): a folder or a git revision; None for the packaged spec."""
+    label: str
+    digest: str
+    files: tuple[str, ...]
+    table: Table = field(repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "label": self.label, "digest": self.digest, "files": list(self.files)}
+
+
+def resolve_spec(source: str | os.PathLike[str] | None) -> RunSpec:
+    """The spec `source` names (None: the packaged one), read and compiled now, before any process starts.
+
+    A name that is neither a spec folder nor a git revision holding one raises
+    `shiftchange.spec.source.SpecSourceError` (a ValueError); a malformed file,
+    or a table whose vocabulary the core does not implement, the loader's `SpecError`.
+    """
+    from shiftchange.core.table import Table, packaged
+    from shiftchange.spec.source import read_spec
+
+    named = None if source is None else os.fspath(source)
+    read = read_spec(named)
+    table = packaged() if named is None else Table(read.spec, read.label)
+    return RunSpec(named, read.label, table.digest, read.files, table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +270,10 @@ class ChaosReport:
     metrics: dict[str, Any]
     delivered: list[Delivered] = field(default_factory=list)
     wall_s: float = 0.0
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The spec every core of the run ran (`RunSpec.to_json`): source as named, label, digest, files read."""
+    rerun: str = ""
+    """The command that runs this configuration again (a fresh run dir; the store's password masked)."""
 
     @property
     def ok(self) -> bool:
@@ -246,6 +294,8 @@ class ChaosReport:
             "idempotency": self.idempotency,
             "faults": asdict(self.faults),
             "config": self.config,
+            "spec": self.spec,
+            "rerun": self.rerun,
             "invariants": {
                 name: {
                     "ok": verdict.status == "ok",
@@ -447,7 +497,9 @@ class _Run:
         config: RuntimeConfig,
         drain_s: float,
         progress: Callable[[str], None] | None,
+        spec: RunSpec | None = None,
     ) -> None:
+        """`spec` is what every core of the run runs (`resolve_spec`); None: the packaged spec, resolved when the run is prepared."""
         from shiftchange.runtime.clock import WallClock
 
         self.wall = WallClock()
@@ -469,6 +521,9 @@ class _Run:
         self.logs = run_dir / "logs"
         self.ledger_path = run_dir / "ledger.jsonl"
         self.config_path = run_dir / "config.json"
+        self.spec = spec
+        self.spec_dir: Path | None = None
+        """The copy of a named spec the children run (`--spec`); None: they run the packaged one."""
         self.url_file = run_dir / "provider.url"
         self.prefix = f"chaos-{secrets.token_hex(3)}-"
         """This run's task ids start with it: the history of a store holding earlier runs is judged for this run's tasks only."""
@@ -507,12 +562,14 @@ class _Run:
     # -------------------------------------------------------------- set-up
 
     def prepare(self) -> None:
+        from shiftchange.agent import rest_states
         from shiftchange.core import CoreError
-        from shiftchange.core.machine import TASK_RESTING, TASK_TERMINAL
         from shiftchange.runtime.clock import lease_clock
         from shiftchange.stores import open_store
 
-        self.at_rest = TASK_TERMINAL | TASK_RESTING
+        if self.spec is None:
+            self.spec = resolve_spec(None)
+        self.at_rest = rest_states(self.spec.table)
         if self.ledger_path.exists():
             raise ChaosError(f"{self.run_dir} already holds a run (its ledger.jsonl exists): give chaos a fresh --run-dir")
         try:
@@ -521,6 +578,8 @@ class _Run:
             self.url_file.unlink(missing_ok=True)  # a URL left by an earlier, aborted run would be read as this provider's
         except OSError as error:
             raise ChaosError(f"cannot write the run into {self.run_dir}: {error.strerror or error}") from None
+        if self.spec.source is not None:
+            self.spec_dir = _copy_spec(self.spec, self.run_dir.absolute() / "spec")
         try:
             self.store = open_store(self.store_url)
             self.judged = lease_clock(self.store)
@@ -533,6 +592,7 @@ class _Run:
                 self.admin = psycopg.connect(_admin_conninfo(self.store_url), autocommit=True, connect_timeout=10)
             except Exception as error:  # the connection kills are skipped, and the report says why
                 self.admin_error = f"{type(error).__name__}: {error}"
+        self._say(f"chaos: spec {self.spec.label}, digest {self.spec.digest}; read {', '.join(self.spec.files)}")
 
     def start_processes(self) -> None:
         from shiftchange.core import Orchestrator
@@ -549,14 +609,22 @@ class _Run:
         port = str(urlsplit(self.provider_url).port)
         provider.argv[provider.argv.index("--port") + 1] = port  # a restarted provider keeps its URL (and reloads its ledger)
         self.provider = HttpProvider(self.provider_url, clock=self.judged)
-        self.orchestrator = Orchestrator(self.store, self.judged, self.provider, self.config.core)
+        self.orchestrator = Orchestrator(self.store, self.judged, self.provider, self.config.core, table=self._table)
         common = ["--store", self.store_url, "--provider", self.provider_url, "--config", str(self.config_path)]
+        if self.spec_dir is not None:
+            common += ["--spec", str(self.spec_dir)]
         self._child(_ORCHESTRATOR, _python("shiftchange", "orchestrator", *common, "--id", _ORCHESTRATOR)).start()
         for index in range(self.workers):
             name = f"worker-{index + 1}"
             child = self._child(name, _python("shiftchange", "worker", *common, "--id", name))
             self.workers_by_index.append(child)
             child.start()
+
+    @property
+    def _table(self) -> Table:
+        if self.spec is None:
+            self.spec = resolve_spec(None)
+        return self.spec.table
 
     def _child(self, name: str, argv: list[str]) -> _Child:
         child = self.children[name] = _Child(name, argv, self.logs / f"{name}.log", self.preexec, self.wall.now)
@@ -882,7 +950,30 @@ class _Run:
             verdicts=verdicts,
             metrics=metrics,
             delivered=self.delivered,
+            spec=self.spec.to_json() if self.spec is not None else {},
+            rerun=self.rerun(),
         )
+
+    def rerun(self) -> str:
+        """The `shiftchange chaos` command that runs this configuration again: same store, load, seed, faults and spec, a fresh
+        run dir. The store's password is masked; a fault cadence is named only where it is not the default."""
+        words = ["shiftchange", "chaos", "--store", _masked(self.store_url), "--workers", str(self.workers)]
+        words += ["--duration", _number(self.duration_s), "--seed", str(self.seed), "--rate", _number(self.rate_per_s)]
+        if self.drain_s != DRAIN_DEFAULT_S:
+            words += ["--drain", _number(self.drain_s)]
+        defaults = ChaosFaults()
+        for kind in FAULT_KINDS:
+            if kind == SKEW and self.kind != "postgresql":
+                continue  # refused on SQLite: one machine, one clock
+            if self.faults.every_s(kind) != defaults.every_s(kind):
+                words += [f"--{kind.replace('_', '-')}-every", _number(self.faults.every_s(kind))]
+        if self.kind == "postgresql" and self.faults.skew_s != defaults.skew_s:
+            words += ["--skew", _number(self.faults.skew_s)]
+        if not self.idempotency:
+            words.append("--no-idempotency")
+        if self.spec is not None and self.spec.source is not None:
+            words += ["--spec", self.spec.source]
+        return shlex.join(words)
 
     def _measure(self, events: list[Event], ledger: list[LedgerEntry]) -> Measures:
         """The shared measures over the run: each kill or pause of a worker holding a lease is a strike, then the history folds."""
@@ -902,8 +993,7 @@ class _Run:
 
     def _hits(self, accepted: list[Event]) -> list[tuple[Delivered, Event]]:
         """Each kill or pause with the claim of the Attempt its worker held at that instant (and names it on the fault)."""
-        from shiftchange.core.machine import LEASED
-
+        leased = self._table.leased
         claims: dict[str, list[Event]] = {}
         by_attempt: dict[str, list[Event]] = {}
         for event in accepted:
@@ -923,7 +1013,7 @@ class _Run:
             if held is None:
                 continue
             ended = any(
-                event.seq > held.seq and event.at < item.at and event.to_state is not None and event.to_state not in LEASED
+                event.seq > held.seq and event.at < item.at and event.to_state is not None and event.to_state not in leased
                 for event in by_attempt.get(held.attempt_id or "", ())
             )
             if not ended:
@@ -1040,6 +1130,38 @@ def _round(value: float) -> float:
     return round(value, 3)
 
 
+def _number(value: float) -> str:
+    """A number as a command line gives it back: 15 for 15.0, 0.8 for 0.8000000000000002."""
+    return format(value, ".12g")
+
+
+def _copy_spec(spec: RunSpec, folder: Path) -> Path:
+    """Copy the files `spec` was read from into `folder` (a revision's with `git show`), and check the copy is that spec."""
+    from shiftchange.spec import SpecError, load_spec
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in spec.files:
+            path = Path(name)
+            if path.is_file():
+                text = path.read_bytes()
+            else:  # REV:folder/file, as the revision's files are named
+                shown = subprocess.run(["git", "show", name], capture_output=True, check=False)
+                if shown.returncode:
+                    raise ChaosError(f"cannot copy the spec into the run dir: git show {name} failed")
+                text = shown.stdout
+            (folder / path.name).write_bytes(text)
+    except OSError as error:
+        raise ChaosError(f"cannot copy the spec into {folder}: {error.strerror or error}") from None
+    try:
+        copied = load_spec(folder).digest
+    except SpecError as error:
+        raise ChaosError(f"the spec {spec.label} changed while chaos read it: {error}") from None
+    if copied != spec.digest:
+        raise ChaosError(f"the spec {spec.label} changed while chaos read it (digest {spec.digest}, then {copied}): run again")
+    return folder
+
+
 # ------------------------------------------------------------------ the entry point
 
 
@@ -1056,12 +1178,16 @@ def run_chaos(
     config: RuntimeConfig | None = None,
     drain_s: float = DRAIN_DEFAULT_S,
     progress: Callable[[str], None] | None = None,
+    spec: RunSpec | str | os.PathLike[str] | None = None,
 ) -> ChaosReport:
     """Run the processes under the faults for `duration_s`, drain, stop them, and judge the run; every child is stopped on any exit.
 
-    `rate_per_s` defaults to `RATE_PER_WORKER_PER_S` per worker. Bad arguments
-    raise ValueError; a run that cannot be set up or read back raises
-    ChaosError; KeyboardInterrupt stops every child and propagates.
+    `rate_per_s` defaults to `RATE_PER_WORKER_PER_S` per worker. `spec` is the
+    spec every core runs: a `RunSpec` (`resolve_spec`), a folder or git
+    revision to resolve, or None for the packaged one. Bad arguments raise
+    ValueError (a `spec` that names no spec: `SpecSourceError`; a malformed
+    one: `SpecError`, before anything starts); a run that cannot be set up or
+    read back raises ChaosError; KeyboardInterrupt stops every child and propagates.
     """
     from shiftchange.runtime.config import RuntimeConfig
 
@@ -1076,8 +1202,11 @@ def run_chaos(
         raise ValueError(f"rate_per_s must be positive tasks per second, not {rate!r}")
     faults = ChaosFaults() if faults is None else faults
     config = RuntimeConfig() if config is None else config
+    spec = spec if isinstance(spec, RunSpec) else resolve_spec(spec)
     directory = Path(tempfile.mkdtemp(prefix="shiftchange-chaos-")) if run_dir is None else Path(run_dir)
-    run = _Run(store_url, workers, float(duration_s), seed, float(rate), directory, faults, idempotency, config, float(drain_s), progress)
+    run = _Run(
+        store_url, workers, float(duration_s), seed, float(rate), directory, faults, idempotency, config, float(drain_s), progress, spec
+    )
     began = time.perf_counter()
     try:
         run.prepare()
@@ -1108,7 +1237,9 @@ def render_text(report: ChaosReport) -> str:
         f"shiftchange chaos: {report.store}, {report.workers} workers, {report.duration_s:g} s at {report.rate_per_s:g} tasks/s,"
         f" seed {report.seed}, provider idempotency {'on' if report.idempotency else 'off'}; drain {m['drain_s']:.1f} s,"
         f" {report.wall_s:.1f} s wall",
-        f"run dir: {report.run_dir} (config.json, ledger.jsonl, report.json, logs/)",
+        f"run dir: {report.run_dir} (config.json, ledger.jsonl, report.json, logs/{', spec/' if report.spec.get('source') else ''})",
+        *([f"spec: {report.spec['label']}, digest {report.spec['digest']}"] if report.spec else []),
+        *([f"rerun: {report.rerun}"] if report.rerun else []),
         "",
         "invariants",
         *invariant_rows(dict(report.verdicts)),

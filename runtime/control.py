@@ -49,7 +49,7 @@ from typing import Any
 from shiftchange.agent import Agenda, Delays, retry_for
 from shiftchange.agent.control import RECOVERING
 from shiftchange.core import CoreError, InputError, Orchestrator, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
-from shiftchange.core.machine import ACTIVE
+from shiftchange.core.table import Table, table_for
 from shiftchange.stores import open_store
 
 from .clock import judged_by, lease_clock
@@ -69,8 +69,10 @@ REFRESH_S = 30.0
 class ControlProcess:
     """One orchestrator process: the duties on their cadences, one after another on one thread."""
 
-    def __init__(self, store_url: str, provider_url: str, config: RuntimeConfig, holder: str) -> None:
+    def __init__(self, store_url: str, provider_url: str, config: RuntimeConfig, holder: str, table: Table | None = None) -> None:
+        """`table` is the spec every Orchestrator of this process runs (`core.table.table_for`); None: the packaged one."""
         self.config = config
+        self.table = table_for(table)
         self.stopping = threading.Event()
         self.store = open_store(store_url)  # first: a bad store URL is the first thing said
         try:
@@ -80,7 +82,7 @@ class ControlProcess:
             self.store.close()
             raise
         reliability = ReliabilityConfig()
-        self.orchestrator = Orchestrator(self.store, self.clock, provider, config.core, reliability)
+        self.orchestrator = Orchestrator(self.store, self.clock, provider, config.core, reliability, table=self.table)
         self.leadership = Leadership(self.store, ADMISSION_LEASE, holder, config.leader_lease_s, self.clock)
         self._admission: Orchestrator | None = None
         self._fenced = FencedStore(self.store, self.leadership)
@@ -125,7 +127,9 @@ class ControlProcess:
             return
         try:
             if self._admission is None:
-                self._admission = Orchestrator(self._fenced, self.clock, self._provider, self.config.core, self._reliability)
+                self._admission = Orchestrator(
+                    self._fenced, self.clock, self._provider, self.config.core, self._reliability, table=self.table
+                )
                 log.info("leading admission (generation %s)", self.leadership.generation)
             else:
                 self._admission.refresh()
@@ -149,7 +153,7 @@ class ControlProcess:
         with self.store.transaction() as tx:
             recovering = tx.attempts_in(RECOVERING)
             verifying = tx.attempts_in(("verifying",))
-            active_tasks = {a.task_id for a in tx.attempts_in(ACTIVE)}
+            active_tasks = {a.task_id for a in tx.attempts_in(self.table.active)}
             undecided = [task.task_id for task in tx.tasks_in(("in_progress",)) if task.task_id not in active_tasks]
             latest = {task_id: attempts[-1].attempt_id for task_id in undecided if (attempts := tx.attempts_of(task_id))}
             in_review = [task.task_id for task in tx.tasks_in(("review",))]
@@ -185,7 +189,7 @@ class ControlProcess:
     def _decide(self, task_id: str) -> None:
         """The loop's decision after the task's latest Attempt ended, and the retry it asks for, if any (agent.control)."""
         attempts = self.store.get_attempts(task_id)
-        if not attempts or attempts[-1].state in ACTIVE:
+        if not attempts or attempts[-1].state in self.table.active:
             return  # it has an Attempt to run after all (dispatched since the scan)
         latest = attempts[-1]
         decision = self.orchestrator.decide(task_id)
@@ -207,9 +211,10 @@ def run_orchestrator(args: argparse.Namespace) -> int:
     if args.store.strip() == "memory:":
         raise InputError("an orchestrator process needs a store other processes can share: sqlite:///path or postgresql://...")
     holder = args.id or f"orchestrator-{os.getpid()}"
-    control = ControlProcess(args.store, args.provider, config, holder)
+    table = table_for(getattr(args, "spec", None))  # a bad --spec is said before the store is opened
+    control = ControlProcess(args.store, args.provider, config, holder, table)
     signal.signal(signal.SIGTERM, lambda *_: control.stopping.set())
-    log.info("orchestrator %s started, %s", holder, judged_by(control.clock))
+    log.info("orchestrator %s started, %s; running %s (digest %s)", holder, judged_by(control.clock), table.label, table.digest)
     try:
         control.run()
     finally:

@@ -77,6 +77,7 @@ from shiftchange.core import (
     ReliabilityConfig,
     StoreError,
 )
+from shiftchange.core.table import Table, table_for
 from shiftchange.stores import describe, open_store, wakeup
 
 from .clock import WallClock, judged_by, lease_clock, waiting
@@ -246,8 +247,12 @@ class Worker:
         """Claims taken, renewals sent, Attempts the agent stopped, Attempts left to their lease (told to stop, or a defect)."""
 
     @classmethod
-    def connect(cls, store_url: str, provider_url: str, config: RuntimeConfig, worker_id: str) -> Worker:
-        """A worker over the shared store at `store_url` and the provider at `provider_url`, on the store's clock (or the wall clock)."""
+    def connect(cls, store_url: str, provider_url: str, config: RuntimeConfig, worker_id: str, table: Table | None = None) -> Worker:
+        """A worker over the shared store at `store_url` and the provider at `provider_url`, on the store's clock (or the wall clock).
+
+        Every Orchestrator it builds (its own, its heartbeat's) runs `table` (`core.table.table_for`); None: the packaged spec.
+        """
+        table = table_for(table)
         url = worker_store_url(store_url, worker_id)
         store = open_store(url)  # first: a bad store URL is the first thing said
         try:
@@ -261,10 +266,10 @@ class Worker:
         def orchestrator(over: Any = None) -> Orchestrator:
             """An Orchestrator over `over` (None: a store handle of its own), judging leases by that handle's clock."""
             if over is not None:
-                return Orchestrator(over, clock, provider, config.core, reliability)
+                return Orchestrator(over, clock, provider, config.core, reliability, table=table)
             own = open_store(url)
             try:
-                return Orchestrator(own, lease_clock(own), provider, config.core, reliability)
+                return Orchestrator(own, lease_clock(own), provider, config.core, reliability, table=table)
             except BaseException:
                 own.close()
                 raise
@@ -413,9 +418,17 @@ def run_worker(args: argparse.Namespace) -> int:
     worker_id = args.id or f"worker-{os.getpid()}"
     if args.store.strip() == "memory:":
         raise InputError("a worker needs a store other processes can share: sqlite:///path or postgresql://...")
-    worker = Worker.connect(args.store, args.provider, config, worker_id)
+    table = table_for(getattr(args, "spec", None))  # a bad --spec is said before the store is opened
+    worker = Worker.connect(args.store, args.provider, config, worker_id, table)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    log.info("worker %s started on %s, %s", worker_id, describe(args.store), judged_by(worker.orchestrator.clock))
+    log.info(
+        "worker %s started on %s, %s; running %s (digest %s)",
+        worker_id,
+        describe(args.store),
+        judged_by(worker.orchestrator.clock),
+        table.label,
+        table.digest,
+    )
     try:
         worker.run()
     finally:

@@ -123,7 +123,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from shiftchange.core.errors import CoreError, InputError, NotFound, StoreConflict, StoreError, StoreRetryable, StoreUnavailable
-from shiftchange.core.machine import ATTEMPT_TERMINAL
 from shiftchange.core.records import (
     Attempt,
     Budget,
@@ -134,6 +133,7 @@ from shiftchange.core.records import (
     Task,
     new_event,
 )
+from shiftchange.core.states import ATTEMPT_TERMINAL
 from shiftchange.core.store import Store, Transaction
 
 from . import wakeup

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from shiftchange.core.errors import InputError, NotFound, StoreConflict, StoreError
-from shiftchange.core.machine import ATTEMPT_TERMINAL
 from shiftchange.core.records import Attempt, Budget, Event, Intent, Leader, Plan, Task, new_event
+from shiftchange.core.states import ATTEMPT_TERMINAL
 from shiftchange.core.store import Store, Transaction
 
 from .columns import Columns, check_changes

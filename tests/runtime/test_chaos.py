@@ -273,6 +273,8 @@ def test_ctrl_c_stops_every_process_with_one_line_and_status_130(tmp_path):
     command = [*CHAOS, "--store", f"sqlite:///{tmp_path / 'store.db'}", "--workers", "2", "--duration", "120", "--run-dir", str(run_dir)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        spec = process.stderr.readline()
+        assert spec.startswith("chaos: spec the packaged spec"), spec
         first = process.stderr.readline()
         assert first.startswith("chaos: 2 workers"), first
         deadline = time.monotonic() + 20
@@ -289,6 +291,69 @@ def test_ctrl_c_stops_every_process_with_one_line_and_status_130(tmp_path):
     assert err.strip().splitlines()[-1].startswith("shiftchange chaos: interrupted") and "Traceback" not in err, err
     assert out == ""
     assert _processes_naming(str(run_dir)) == []
+
+
+# ---------------------------------------------------------------- --spec
+
+QUIET = ["--kill-every", "0", "--pause-every", "0", "--orchestrator-kill-every", "0", "--drop-every", "0", "--conn-kill-every", "0"]
+"""No faults: the shortest run that still runs the processes over a table and judges them."""
+
+
+def _edited_copy(folder: Path) -> Path:
+    """A copy of the packaged spec with one invariant's statement reworded: the same behaviour, a digest of its own."""
+    from shiftchange.spec import DEFAULT_DIRECTORY
+
+    folder.mkdir()
+    for path in DEFAULT_DIRECTORY.glob("*.toml"):
+        (folder / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    invariants = folder / "invariants.toml"
+    text = invariants.read_text(encoding="utf-8")
+    assert 'statement = "At most one attempt per task' in text
+    invariants.write_text(text.replace('statement = "At most one attempt per task', 'statement = "At most one Attempt per task', 1))
+    return folder
+
+
+@pytest.mark.heavy
+def test_a_run_with_spec_runs_that_table_in_every_process_and_records_its_digest(tmp_path):
+    """Goal: `chaos --spec DIR` reads the spec before anything starts (one line naming its files), every process runs it (their
+    logs say its digest), and report.json records its label and digest and a rerun command that carries --spec."""
+    from shiftchange.core.table import packaged
+    from shiftchange.spec import load_spec
+
+    folder = _edited_copy(tmp_path / "proposal")
+    digest = load_spec(folder).digest
+    assert digest != packaged().digest, "the copy must be told apart from the packaged spec"
+    run_dir = tmp_path / "run"
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    command = [*CHAOS, "--store", store, "--workers", "1", "--duration", "3", "--rate", "0.5", "--drain", "60", "--json"]
+    done = subprocess.run([*command, *QUIET, "--run-dir", str(run_dir), "--spec", str(folder)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}"
+    said = done.stderr.splitlines()[0]
+    assert said.startswith(f"chaos: spec {folder}, digest {digest}; read ") and str(folder / "attempt.toml") in said, said
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["ok"] is True and report["metrics"]["tasks_done"] >= 1
+    assert report["spec"]["label"] == str(folder) and report["spec"]["digest"] == digest
+    assert report["rerun"].endswith(f"--spec {folder}") and "--workers 1" in report["rerun"]
+    assert load_spec(run_dir / "spec").digest == digest, "the run dir keeps the spec the processes ran"
+    for name in ("orchestrator", "worker-1"):
+        log = (run_dir / "logs" / f"{name}.log").read_text()
+        assert f"--spec {run_dir / 'spec'}" in log and f"(digest {digest})" in log, log[-2000:]
+
+
+def test_a_spec_that_names_nothing_or_is_malformed_is_one_line_and_status_2_before_anything_starts(capsys, tmp_path, monkeypatch):
+    """Goal: `--spec` is read and compiled before any process starts: a name that is no folder (nor a revision), or a spec
+    file that does not parse, is one line on stderr and exit status 2, and no run dir is made."""
+    monkeypatch.chdir(tmp_path)
+    broken = _edited_copy(tmp_path / "broken")
+    (broken / "task.toml").write_text((broken / "task.toml").read_text() + "\nnot toml [\n")
+    for spec, says in (("nosuchdir", "'nosuchdir' is not a folder"), ("broken", "task.toml")):
+        run_dir = tmp_path / f"run-{spec}"
+        assert main(["chaos", "--store", "sqlite:///x.db", "--run-dir", str(run_dir), "--spec", spec]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and "--spec" in lines[0] and says in lines[0] and "Traceback" not in captured.err, captured.err
+        assert not run_dir.exists() and not (tmp_path / "x.db").exists()
 
 
 # ---------------------------------------------------------------- the issue's runs
