@@ -200,32 +200,34 @@ def _cleared(progress: _Progress | None) -> Iterator[None]:
 
 
 def _sim_run(args: argparse.Namespace) -> int:
-    # The simulator imports the core, which compiles the packaged spec on import: imported here, as in `_timeline`.
+    # Imported here, as in `_timeline`: the parser is built for every command, and none of them but this needs the simulator.
     from shiftchange.sim.report import render_minimal, render_text, replay_command, to_json
     from shiftchange.sim.settings import to_toml
     from shiftchange.sim.world import Interrupted
 
     config, scenario, pattern = _sim_config(args)
+    table = sim_table(args.spec)
     if args.dump_config:
         print(to_toml(config if pattern is None else pattern.configure(config), comments=True), end="")
         return EXIT_OK
     if args.list_faults:
         return _sim_list_faults(args, config, pattern)
     _writable(args.series, args.plot, args.artifacts, args.report)
-    counted = _coverage_sink(args.coverage)
+    counted = _coverage_sink(args.coverage, table)
     timelines = _timeline_sink(args, counted)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     began = time.perf_counter()
     try:
         with _cleared(progress):
-            outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, counted if timelines is None else timelines)
+            sink = counted if timelines is None else timelines
+            outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, sink, table)
     except Interrupted as interrupted:
-        return _sim_interrupted(args, interrupted, time.perf_counter() - began)
+        return _sim_interrupted(args, interrupted, time.perf_counter() - began, table)
     _write_series(args, outcome)
-    covered = _write_coverage(args.coverage, counted, outcome)
-    _write_report(args, outcome, elapsed_s, timelines)
+    covered = _write_coverage(args.coverage, counted, outcome, table)
+    _write_report(args, outcome, elapsed_s, timelines, table)
     if not args.json:
-        print(render_text(outcome, replay_command(outcome), elapsed_s), end="", flush=True)
+        print(render_text(outcome, replay_command(outcome, table=table), elapsed_s, table), end="", flush=True)
         if covered is not None:
             print(covered)
         if args.report is not None:
@@ -234,9 +236,9 @@ def _sim_run(args: argparse.Namespace) -> int:
     minimal = None
     if shrinking:
         with _cleared(progress):
-            minimal = _sim_shrink(outcome, config, pattern, progress)
+            minimal = _sim_shrink(outcome, config, pattern, progress, table)
     if args.json:
-        report = to_json(outcome, elapsed_s)
+        report = to_json(outcome, elapsed_s, table)
         if minimal is not None:
             report["minimal"] = minimal
         print(json.dumps(report, indent=2))
@@ -248,7 +250,7 @@ def _sim_run(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
-def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: float) -> int:
+def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: float, table: Any = None) -> int:
     """Ctrl-C mid-run: one line on stderr, then the report of what was played, judged as far as it went."""
     from shiftchange.sim.report import render_text, replay_command, to_json
 
@@ -266,12 +268,35 @@ def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: floa
         return EXIT_INTERRUPTED
     print(f"shiftchange: interrupted at {where}; the partial report follows (invariants judged on the history so far)", file=sys.stderr)
     if args.json:
-        report = to_json(partial, elapsed_s)
+        report = to_json(partial, elapsed_s, table)
         report["interrupted"] = {"sim_time_s": now, "tasks_retired": world.metrics.tasks_retired, "faults_struck": struck}
         print(json.dumps(report, indent=2))
     else:
-        print(render_text(partial, replay_command(partial), elapsed_s), end="")
+        print(render_text(partial, replay_command(partial, table=table), elapsed_s, table), end="")
     return EXIT_INTERRUPTED
+
+
+def sim_table(source: str | None) -> Any:
+    """The transition table a simulator command plays: None without `--spec` (the packaged spec), else the one it names.
+
+    Read up front, as `spec check` reads a spec (`spec.source.read_spec`: a folder, else a git revision), and compiled for
+    the core, so a bad name (bad input) or a malformed file (`SpecError`, its file and line) is one line and exit
+    status 2, with nothing played. The files read are named in one line on stderr, as `explore --spec` names them (stdout
+    stays the report, or the JSON object): a reviewer must know which proposal the verdicts are about.
+    """
+    if source is None:
+        return None
+    from shiftchange.core import InputError
+    from shiftchange.core.table import Table
+    from shiftchange.spec.source import SpecSourceError, read_spec
+
+    try:
+        read = read_spec(source)
+        table = Table(read.spec, read.label)
+    except (SpecSourceError, InputError) as error:
+        raise BadInput(str(error)) from error
+    print(f"read spec: {', '.join(read.files)}", file=sys.stderr, flush=True)
+    return table
 
 
 def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
@@ -305,9 +330,18 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
 
 
 def _sim_play(
-    args: argparse.Namespace, config: Any, scenario: str, pattern: Any, progress: _Progress | None, history_sink: Any = None
+    args: argparse.Namespace,
+    config: Any,
+    scenario: str,
+    pattern: Any,
+    progress: _Progress | None,
+    history_sink: Any = None,
+    table: Any = None,
 ) -> tuple[Any, float]:
-    """Play the run the arguments name; returns its Outcome and the wall seconds it took. `history_sink` sees every history entry."""
+    """Play the run the arguments name, of `table` (None: the packaged spec); returns its Outcome and the wall seconds it took.
+
+    `history_sink` sees every history entry.
+    """
     from shiftchange.core import InputError
     from shiftchange.sim.artifacts import play_with_artifacts
     from shiftchange.sim.world import play
@@ -315,9 +349,11 @@ def _sim_play(
     try:
         began = time.perf_counter()
         if args.artifacts is not None:
-            outcome = play_with_artifacts(config, args.seed, scenario, pattern, args.artifacts, args.faults, progress, history_sink)
+            outcome = play_with_artifacts(
+                config, args.seed, scenario, pattern, args.artifacts, args.faults, progress, history_sink, table=table
+            )
         else:
-            outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress, history_sink=history_sink)
+            outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress, history_sink=history_sink, table=table)
         return outcome, time.perf_counter() - began
     except InputError as error:
         raise BadInput(str(error)) from error
@@ -362,7 +398,7 @@ def _timeline_sink(args: argparse.Namespace, counted: Any) -> Any:
     return TimelineSink(then=counted)
 
 
-def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, timelines: Any) -> None:
+def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, timelines: Any, table: Any = None) -> None:
     """Write `--report`: the artifacts folder's report.html when there is one (the same page, not drawn twice), else drawn here."""
     import shutil
 
@@ -375,13 +411,13 @@ def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, time
         if args.artifacts is not None:
             shutil.copyfile(Path(args.artifacts) / "report.html", args.report)
         else:
-            write_report_page(outcome, elapsed_s, args.report, timelines)
+            write_report_page(outcome, elapsed_s, args.report, timelines, table)
     except (OSError, InputError) as error:
         raise BadInput(f"cannot write the report to {args.report}: {error}") from error
 
 
-def _coverage_sink(path: str | None) -> Any:
-    """With `--coverage`, a history sink counting the run's events per transition row (the file checked writable first); else None."""
+def _coverage_sink(path: str | None, table: Any = None) -> Any:
+    """With `--coverage`, a history sink counting the run's events per row of its table (the file checked writable first); else None."""
     from shiftchange.sim.coverage import CoverageSink
     from shiftchange.spec.coverage import CoverageError, check_writable
 
@@ -389,12 +425,12 @@ def _coverage_sink(path: str | None) -> Any:
         return None
     try:
         check_writable(path)
-        return CoverageSink()  # refuses a spec whose rows an event cannot tell apart
+        return CoverageSink(None if table is None else table.spec)  # refuses a spec whose rows an event cannot tell apart
     except CoverageError as error:
         raise BadInput(str(error)) from error
 
 
-def _write_coverage(path: str | None, counted: Any, outcome: Any) -> str | None:
+def _write_coverage(path: str | None, counted: Any, outcome: Any, table: Any = None) -> str | None:
     """Write the run's coverage to `path`, recorded by its replay command; returns the line the report ends with."""
     from shiftchange.sim.report import replay_command
     from shiftchange.spec.coverage import CoverageError, write_coverage
@@ -402,7 +438,7 @@ def _write_coverage(path: str | None, counted: Any, outcome: Any) -> str | None:
     if path is None:
         return None
     try:
-        coverage = counted.tally.coverage([replay_command(outcome)])
+        coverage = counted.tally.coverage([replay_command(outcome, table=table)])
         write_coverage(coverage, path)
     except CoverageError as error:
         raise BadInput(str(error)) from error
@@ -443,7 +479,7 @@ def _sim_list_faults(args: argparse.Namespace, config: Any, pattern: Any) -> int
     return EXIT_OK
 
 
-def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | None) -> dict[str, Any] | None:
+def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | None, table: Any = None) -> dict[str, Any] | None:
     """Search for the shortest run that still violates; returns what the report shows of it (the `minimal` object).
 
     None when there is nothing to shrink: the run failed only on unknown verdicts, and the shrinker chases violations.
@@ -454,7 +490,7 @@ def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | N
     if progress is not None:
         progress.show("the run failed: shrinking it to the shortest counterexample")
     # The config the run was given (scenario, file, settings), not `outcome.config`: play applies the anti-pattern's tuning itself.
-    shrunk = shrink(config, outcome.seed, outcome.scenario, pattern)
+    shrunk = shrink(config, outcome.seed, outcome.scenario, pattern, table=table)
     if shrunk is None:
         return None
     return {
@@ -463,7 +499,7 @@ def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | N
         "faults_kept": list(shrunk.faults_kept),
         "runs": shrunk.runs,
         "timeline": list(shrunk.timeline),
-        "replay": replay_command(shrunk.outcome, shrunk.faults_kept),
+        "replay": replay_command(shrunk.outcome, shrunk.faults_kept, table),
     }
 
 
@@ -508,6 +544,10 @@ def _sim_antipatterns(_args: argparse.Namespace) -> int:
 
 
 SPEC_HELP = "a spec directory (default: ./spec when it holds the spec files, as in a checkout; else the packaged spec)"
+SIM_SPEC_HELP = (
+    "the transition table the core runs: a spec folder, else a git revision (REV reads its spec/, REV:FOLDER another),"
+    " read as `spec check` reads one (default: the packaged spec); the report records its digest and the replay names it"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -555,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", type=_tasks, help=f"1 to {SIM_TASKS_MAX:,}; wins over --config and --set (default: the config's workload.tasks)"
     )
     run.add_argument("--antipattern", metavar="NAME", help="break the core in one named way (see `sim antipatterns`)")
+    run.add_argument("--spec", metavar="DIR|REV", help=SIM_SPEC_HELP)
     run.add_argument(
         "--faults", metavar="I,J,...", type=_faults, help="keep only these indices of the seed's fault schedule (`none`: no fault)"
     )

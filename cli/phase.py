@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from .sweep import _assignment, _axis, _seeds, _whole
+from .sweep import _assignment, _axis, _seeds, _spec_help, _whole
 
 __all__ = ["add_parser", "run_phase"]
 
@@ -59,6 +59,7 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
     phase.add_argument(
         "--set", metavar="PATH=VALUE", dest="assignments", action="append", type=_assignment, default=[], help="a fixed setting"
     )
+    phase.add_argument("--spec", metavar="DIR|REV", help=_spec_help("both arms of every job play it"))
     phase.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
     phase.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask")
     phase.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: a running scheduler (default: a local cluster)")
@@ -74,7 +75,7 @@ def run_phase(args: argparse.Namespace) -> int:
     """Play the map the arguments name and print it."""
     from pathlib import Path
 
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.phase import phase, write_rows
 
@@ -93,6 +94,7 @@ def run_phase(args: argparse.Namespace) -> int:
             from shiftchange.sim.plot import check_figure_path
 
             check_figure_path(args.plot)  # a suffix matplotlib cannot draw is refused before any job plays
+        table = sim_table(args.spec)
         result = phase(
             axes,
             args.trigger,
@@ -108,6 +110,7 @@ def run_phase(args: argparse.Namespace) -> int:
             out=args.out,
             progress=sys.stderr.isatty(),
             log=None if args.json else print,
+            spec=table,
         )
         if args.cells:
             write_rows(Path(args.cells), result.cells)

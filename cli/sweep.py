@@ -9,9 +9,11 @@ seeds, each with its exact interval (`shiftchange.sim.summary`); an `--out`
 resumed is summarized whole, the rows it held and the rows just played.
 Exit status follows `shiftchange`'s contract: 0 when every run held every
 invariant, 1 when any run violated one or could not judge one, 2 on bad input
-as one line on stderr. Nothing from `shiftchange.sim` is imported until the
-command runs: the core compiles the packaged spec on import, and the parser
-is built for every command, `spec check` of a broken spec among them.
+as one line on stderr. `--spec DIR|REV` is read before any run (see
+`shiftchange.cli.main.sim_table`); every run plays it and every row carries
+its digest. Nothing from `shiftchange.sim` is imported until the command
+runs: the parser is built for every command, and none of the others needs the
+simulator.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
     )
     sweep.add_argument("--config", metavar="FILE", help="settings from a TOML file, applied before --set")
     sweep.add_argument("--antipattern", metavar="NAME", help="break the core in one named way (see `sim antipatterns`)")
+    sweep.add_argument("--spec", metavar="DIR|REV", help=_spec_help("every run plays it, and each row carries its digest (spec_digest)"))
     sweep.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
     sweep.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask")
     sweep.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: a running scheduler (default: a local cluster)")
@@ -103,6 +106,13 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------ argument types
+
+
+def _spec_help(then: str) -> str:
+    """`--spec`'s help as `sim run` gives it, then what this command does with the spec."""
+    from shiftchange.cli.main import SIM_SPEC_HELP
+
+    return f"{SIM_SPEC_HELP}; {then}"
 
 
 def _whole(text: str) -> int:
@@ -174,7 +184,7 @@ def _seeds(text: str) -> list[int]:
 
 def run_sweep(args: argparse.Namespace) -> int:
     """Run the sweep the arguments name, print its table or where it was written, and each failing run's replay."""
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.sweep import sweep_rows
 
@@ -182,6 +192,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         grid = _grid(args.grid)
         _plottable(args, grid)
         _summarizable(args)
+        table = sim_table(args.spec)
         rows = sweep_rows(
             grid,
             args.seeds,
@@ -198,6 +209,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             faults=args.fault,
             log=print,
             coverage=args.coverage,
+            spec=table,
         )
     except InputError as error:
         raise BadInput(str(error)) from error

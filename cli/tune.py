@@ -20,7 +20,7 @@ import argparse
 import json
 from typing import Any
 
-from .sweep import _assignment, _axis, _seeds, _whole
+from .sweep import _assignment, _axis, _seeds, _spec_help, _whole
 
 __all__ = ["add_parser", "run_calls", "run_lease"]
 
@@ -58,6 +58,7 @@ def _add_lease(questions: Any) -> argparse.ArgumentParser:
     lease.add_argument("--tasks", metavar="N", type=_whole, help="tasks per run (default 300)")
     lease.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
     lease.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask (a local cluster)")
+    lease.add_argument("--spec", metavar="DIR|REV", help=_spec_help("every run, the holds' and the checks', plays it"))
     lease.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     lease.set_defaults(handler=run_lease)
     return lease
@@ -97,6 +98,7 @@ def _add_calls(questions: Any) -> argparse.ArgumentParser:
     calls.add_argument("--arrivals-s", metavar="S", type=_real, default=2400.0, help="seconds of arrivals per run (default %(default)g)")
     calls.add_argument("--jobs", metavar="N", type=_whole, help="local processes, or Dask workers (default: one per CPU)")
     calls.add_argument("--executor", metavar="NAME", default="processes", help="processes (default) or dask (a local cluster)")
+    calls.add_argument("--spec", metavar="DIR|REV", help=_spec_help("every run of the map plays it"))
     calls.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     calls.set_defaults(handler=run_calls)
     return calls
@@ -107,12 +109,13 @@ def run_calls(args: argparse.Namespace) -> int:
     import dataclasses
     import sys
 
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.tune_calls import DURATIONS_DEFAULT_S, TRIGGERS_DEFAULT, tune_calls
 
     try:
         durations = DURATIONS_DEFAULT_S if args.durations_s is None else _durations(args.durations_s)
+        table = sim_table(args.spec)
         result = tune_calls(
             args.scenario,
             args.assignments,
@@ -125,6 +128,7 @@ def run_calls(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             executor=args.executor,
             progress=sys.stderr.isatty(),
+            spec=table,
         )
     except InputError as error:
         raise BadInput(str(error)) from error
@@ -197,11 +201,12 @@ def run_lease(args: argparse.Namespace) -> int:
     """Answer the lease question the arguments ask, print the answer and its evidence; 0 when the runs confirm it."""
     import sys
 
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput
+    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.tune import TASKS_DEFAULT, tune_lease
 
     try:
+        table = sim_table(args.spec)
         result = tune_lease(
             args.tool_call_s,
             args.renewal_loss,
@@ -215,6 +220,7 @@ def run_lease(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             executor=args.executor,
             progress=sys.stderr.isatty(),
+            spec=table,
         )
     except InputError as error:
         raise BadInput(str(error)) from error

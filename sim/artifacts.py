@@ -1,6 +1,7 @@
 """Run artifacts: one folder per run with its report, config, time series, plot and whole history, like a Jepsen store directory.
 
     report.json     the `--json` report plus `schema_version` and the fault schedule as records with their times
+                    (its `spec` names the table the run played, by label and digest)
     config.toml     the run's full config; `sim run --config config.toml` with the same seed replays it
     series.csv      the recorder's rows, one per window
     series.png      the four panels of `plot.plot_series`
@@ -27,6 +28,7 @@ from typing import IO, Any
 
 from shiftchange.checkers.history import Fault, Landed, Retired
 from shiftchange.core import Event, InputError
+from shiftchange.core.table import Table
 
 from .config import SimConfig
 from .html_report import TimelineSink, sim_page, write_page
@@ -61,30 +63,35 @@ def play_with_artifacts(
     faults_kept: tuple[int, ...] | None = None,
     progress: Any = None,
     history_sink: Callable[[Any], None] | None = None,
+    table: Table | None = None,
 ) -> Outcome:
     """Play one run, streaming its history into `directory`, then write the rest of its artifacts there.
 
     `history_sink`, if given, receives every history entry too, after the file and the timelines (a coverage count).
+    `table` is the spec the run plays (default: the packaged one); the report records it and the replay names it.
     """
     folder = prepare(directory)
     began = time.perf_counter()
     timelines = TimelineSink(then=history_sink)
     with (folder / "history.jsonl").open("w", encoding="utf-8") as history:
         sink = _writer(history, timelines)
-        outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=sink)
-    write_run(outcome, folder, time.perf_counter() - began, timelines)
+        outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=sink, table=table)
+    write_run(outcome, folder, time.perf_counter() - began, timelines, table)
     return outcome
 
 
-def write_run(outcome: Outcome, directory: str | Path, elapsed_s: float, timelines: TimelineSink | None = None) -> Path:
+def write_run(
+    outcome: Outcome, directory: str | Path, elapsed_s: float, timelines: TimelineSink | None = None, table: Table | None = None
+) -> Path:
     """Write report.json, config.toml, series.csv, series.png and report.html of a played run (history.jsonl is written while it plays).
 
-    `timelines` is the sink that watched the run's history; without it the page shows no task's timeline.
+    `timelines` is the sink that watched the run's history; without it the page shows no task's timeline. `table` is the spec
+    the run was given (None: the packaged one).
     """
     from .settings import to_toml
 
     folder = prepare(directory)
-    found = report(outcome, elapsed_s)
+    found = report(outcome, elapsed_s, table)
     (folder / "report.json").write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
     (folder / "config.toml").write_text(to_toml(outcome.config), encoding="utf-8")
     write_series(outcome.series, folder / "series.csv")
@@ -95,19 +102,21 @@ def write_run(outcome: Outcome, directory: str | Path, elapsed_s: float, timelin
     return folder
 
 
-def write_report_page(outcome: Outcome, elapsed_s: float, path: str | Path, timelines: TimelineSink | None) -> Path:
+def write_report_page(
+    outcome: Outcome, elapsed_s: float, path: str | Path, timelines: TimelineSink | None, table: Table | None = None
+) -> Path:
     """Write the run's report page alone to `path` (`sim run --report`): the report.html an artifacts folder would hold."""
-    return write_page(sim_page(report(outcome, elapsed_s), outcome.series, timelines), path)
+    return write_page(sim_page(report(outcome, elapsed_s, table), outcome.series, timelines), path)
 
 
-def report(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
+def report(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> dict[str, Any]:
     """The `--json` report with a schema version and the schedule as records: index, time, kind, target, end, parameters."""
     kept = None if outcome.faults_kept is None else set(outcome.faults_kept)
     schedule = [
         {"index": index, **fault.as_record(), "played": kept is None or index in kept} for index, fault in enumerate(outcome.schedule)
     ]
     return {
-        **to_json(outcome, elapsed_s),
+        **to_json(outcome, elapsed_s, table),
         "faults": faults_played(outcome),
         "schedule": schedule,
         "series_windows": len(outcome.series),

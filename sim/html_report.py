@@ -273,6 +273,7 @@ def sim_page(report: Mapping[str, Any], series: Sequence[Mapping[str, Any]], tim
         ("seed", str(report["seed"])),
         ("tasks", f"{report['tasks']:,}"),
         ("anti-pattern", antipattern if antipattern is not None else "none"),
+        *_spec_fact(report.get("spec")),
         ("faults played", f"{report['faults']:,} of {len(report['schedule']):,} in the schedule"),
         ("SimPy events", f"{report['events_processed']:,}"),
         ("history digest", str(report["digest"])),
@@ -300,6 +301,11 @@ def sim_page(report: Mapping[str, Any], series: Sequence[Mapping[str, Any]], tim
         timelines=() if timelines is None else timelines.timelines,
         timelines_note="no timelines were kept" if timelines is None else timelines.note(),
     )
+
+
+def _spec_fact(spec: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The spec the run played, by label and digest (a report written before reports named it has none)."""
+    return [] if not spec else [("spec", f"{spec['label']}, digest {spec['digest']}")]
 
 
 _SCHEDULE_FIELDS = frozenset({"index", "at_s", "until_s", "kind", "target", "placed", "played"})

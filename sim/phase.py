@@ -53,7 +53,9 @@ counted), so every cell has the same span to judge.
 
 Rows, like a sweep's, are a function of their job alone and come back in job
 order: the same map on one process, a pool or a Dask cluster is the same
-table. Jobs go through the sweep's executors.
+table. Jobs go through the sweep's executors. A map of a spec other than the
+packaged one (`spec`, `--spec`) carries the compiled `Table` in every job, as
+a sweep's runs do (`sim/sweep.py` says why), and both arms' replays name it.
 """
 
 from __future__ import annotations
@@ -69,13 +71,14 @@ from typing import Any
 
 from shiftchange.core import InputError
 from shiftchange.core.config import require_positive, require_whole
+from shiftchange.core.table import Table
 
 from .config import FaultSpec, SimConfig, require_at_least_one
 from .report import replay_command
 from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, format_value
 from .settings import get as setting_at
-from .sweep import _seeds
+from .sweep import _seeds, resolve_table
 from .world import Outcome, play
 
 __all__ = [
@@ -179,6 +182,8 @@ class PhaseJob:
     control: SimConfig
     triggered: SimConfig
     judging: Judging
+    table: Table | None = None
+    """The spec both arms play (None: the packaged one); it travels to the worker as its spec."""
 
 
 # ------------------------------------------------------------------ planning
@@ -227,6 +232,7 @@ def build_jobs(
     arrivals_s: float,
     overrides: Mapping[str, Any] | Iterable[tuple[str, Any]],
     judging: Judging | None,
+    table: Table | None = None,
 ) -> list[PhaseJob]:
     """Every job of the map, in job order (discipline, trigger, cell, seed), each config built and checked; nothing runs."""
     parsed = {path: _parse_axis(path, values) for path, values in dict(axes).items()}
@@ -253,7 +259,8 @@ def build_jobs(
                     judged = judging or Judging.of(control)
                     typed = tuple((path, value if path.startswith(TRIGGER_PREFIX) else setting_at(control, path)) for path, value in cell)
                     triggered = replace_placed(control, trigger)
-                    jobs.append(PhaseJob(len(jobs), name, template, trigger, typed, seed, scenario, control, triggered, judged))
+                    job = PhaseJob(len(jobs), name, template, trigger, typed, seed, scenario, control, triggered, judged, table)
+                    jobs.append(job)
     return jobs
 
 
@@ -308,18 +315,18 @@ def _disciplines(disciplines: Mapping[str, Mapping[str, Any]] | Iterable[str]) -
 
 def play_phase_job(job: PhaseJob) -> dict[str, Any]:
     """Play a job's control and triggered runs and judge them; its row (module level, so pools and Dask can call it)."""
-    control = play(job.control, job.seed, job.scenario)
-    triggered = play(job.triggered, job.seed, job.scenario)
+    control = play(job.control, job.seed, job.scenario, table=job.table)
+    triggered = play(job.triggered, job.seed, job.scenario, table=job.table)
     row: dict[str, Any] = {"discipline": job.discipline, "trigger": str(job.template), "seed": job.seed}
     row.update(job.cell)
     row["trigger_played"] = str(job.trigger)
     row.update(judge(control, triggered, job.trigger, job.judging))
-    row.update(_arm("control", control))
-    row.update(_arm("triggered", triggered))
+    row.update(_arm("control", control, job.table))
+    row.update(_arm("triggered", triggered, job.table))
     return row
 
 
-def _arm(name: str, outcome: Outcome) -> dict[str, Any]:
+def _arm(name: str, outcome: Outcome, table: Table | None = None) -> dict[str, Any]:
     states = outcome.metrics.get("final_states", {})
     broken = sorted(verdict for verdict, found in outcome.verdicts.items() if verdict != SIDE_SUSTAINING and not found.ok)
     return {
@@ -332,7 +339,7 @@ def _arm(name: str, outcome: Outcome) -> dict[str, Any]:
         f"{name}.invariants_ok": not broken,
         f"{name}.invariants_broken": ",".join(broken),
         f"{name}.digest": outcome.digest,
-        f"{name}.replay": replay_command(outcome),
+        f"{name}.replay": replay_command(outcome, table=table),
     }
 
 
@@ -611,17 +618,21 @@ def phase(
     out: str | os.PathLike[str] | None = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
+    spec: str | os.PathLike[str] | Table | None = None,
 ) -> PhaseMap:
     """Play a recoverability map: every cell of `axes` (one or two, or more) times `triggers` times `disciplines`, per seed.
 
     `axes` maps dotted setting paths, or `trigger.FIELD`, to their values; `triggers` are placed provider faults
     (text or `FaultSpec`) whose fields the trigger axes override; `disciplines` are names from `DISCIPLINES` or a
     mapping of name to settings. `jobs` local processes (default: every CPU) or `executor="dask"` (a local cluster,
-    or `scheduler`). `out` (.csv) receives the rows. Bad input raises `InputError` before anything runs.
+    or `scheduler`). `out` (.csv) receives the rows. `spec` is the transition table both arms play (a spec folder, a git
+    revision, a `Spec` or a `Table`; default: the packaged spec), named by every replay. Bad input raises `InputError`
+    before anything runs.
     """
     from .sweep import _bar, _check_executor, _execute, _jobs
 
-    planned = build_jobs(axes, triggers, disciplines, seeds, scenario, tasks, arrivals_s, overrides, judging)
+    table = resolve_table(spec)
+    planned = build_jobs(axes, triggers, disciplines, seeds, scenario, tasks, arrivals_s, overrides, judging, table)
     jobs_count = _jobs(jobs)
     _check_executor(executor, scheduler)
     target = _writable(out) if out is not None else None

@@ -27,21 +27,31 @@ from typing import Any
 
 from shiftchange.checkers.history import Landed, Retired
 from shiftchange.core import Event
-from shiftchange.core.machine import LEASED, TASK_RESTING, TASK_TERMINAL
+from shiftchange.core.table import Table, packaged
 
-RETIRED_STATES = (*sorted(TASK_TERMINAL | TASK_RESTING), "lost")
-"""The final states a retired task is counted under; a task still live when the run ended counts as lost."""
 _CALL_FATES = ("offered", "retried", "answered", "landed", "timed_out", "refused")
 
 
 class Recorder:
     """Adds up one window at a time and closes each into a row; `rows` holds every closed window."""
 
-    def __init__(self, env: Any, window_s: float, dependencies: tuple[str, ...], gauges: Callable[[float], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        env: Any,
+        window_s: float,
+        dependencies: tuple[str, ...],
+        gauges: Callable[[float], dict[str, Any]],
+        table: Table | None = None,
+    ) -> None:
         self.env = env
         self.window_s = window_s
         self.dependencies = dependencies
         self._gauges = gauges
+        table = packaged() if table is None else table
+        self._at_rest = table.task_terminal | table.task_resting
+        self._leased_states = table.leased
+        self.retired_states = (*sorted(self._at_rest), "lost")
+        """The final states a retired task is counted under (the run's table's, default the packaged); one still live counts as lost."""
         self.rows: list[dict[str, Any]] = []
         self._leased: set[str] = set()
         self._spent: dict[str, float] = {}
@@ -63,7 +73,7 @@ class Recorder:
             0,
         )
         counts.update(dict.fromkeys(("expiries", "false_expiries", "spend_usd", "tokens"), 0))
-        counts.update({f"retired.{state}": 0 for state in RETIRED_STATES})
+        counts.update({f"retired.{state}": 0 for state in self.retired_states})
         counts.update({f"{dependency}.{fate}": 0 for dependency in self.dependencies for fate in _CALL_FATES})
         self._counts = counts
         self._latencies: dict[str, list[float]] = {dependency: [] for dependency in self.dependencies}
@@ -91,7 +101,7 @@ class Recorder:
             counts["spend_usd"] += cost_usd - before_usd
             counts["tokens"] += tokens - before_tokens
             self._spent[event.attempt_id] = (cost_usd, tokens)
-        if event.attempt_id in self._leased and event.to_state not in LEASED:
+        if event.attempt_id in self._leased and event.to_state not in self._leased_states:
             self._leased.discard(event.attempt_id)
             self._spent.pop(event.attempt_id, None)
 
@@ -100,7 +110,7 @@ class Recorder:
 
     def retired(self, retired: Retired) -> None:
         state = retired.task.state
-        self._counts[f"retired.{state if state in TASK_TERMINAL or state in TASK_RESTING else 'lost'}"] += 1
+        self._counts[f"retired.{state if state in self._at_rest else 'lost'}"] += 1
 
     def renewal(self, outcome: str) -> None:
         self._counts[f"renewals_{outcome}"] += 1

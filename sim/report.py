@@ -5,6 +5,12 @@ printed UNKNOWN with the checker's reason beneath it, never folded into PASS,
 and the closing line says a run with any unknown is not a pass. Every metric
 carries its unit; one that has nothing to measure (no crash hit a held
 Attempt) says so instead of printing zero.
+
+A run of a spec other than the packaged one (`--spec`, a `Table` handed to
+`play`) is reported with that table: the JSON report records its label and
+digest (the packaged spec's when none was given), and the replay command
+names it again with `--spec LABEL`, the folder or `REV:folder` it was read
+from, so the command plays the same table.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from shiftchange.checkers.history import invariant_rows, tally
+from shiftchange.core.table import Table, packaged
 
 from .antipatterns import antipattern
 from .config import SimConfig
@@ -22,7 +29,7 @@ from .settings import PLACED_PATH, diff, format_value
 if TYPE_CHECKING:
     from .world import Outcome
 
-__all__ = ["faults_played", "render_minimal", "render_text", "replay_command", "to_json"]
+__all__ = ["faults_played", "render_minimal", "render_text", "replay_command", "spec_given", "spec_record", "spec_words", "to_json"]
 
 
 def faults_played(outcome: Outcome) -> int:
@@ -30,13 +37,30 @@ def faults_played(outcome: Outcome) -> int:
     return len(outcome.schedule) if outcome.faults_kept is None else len(set(outcome.faults_kept))
 
 
-def replay_command(outcome: Outcome, faults_kept: tuple[int, ...] | None = None) -> str:
+def spec_given(table: Table | None) -> bool:
+    """Whether `table` is a spec the run was given (`--spec`), not the packaged one a run plays by default."""
+    return table is not None and table.label != packaged().label
+
+
+def spec_words(table: Table | None) -> list[str]:
+    """`--spec LABEL` for a run of a given spec (its folder, or `REV:folder`, as it was read); nothing for the packaged one."""
+    return ["--spec", table.label] if spec_given(table) else []
+
+
+def spec_record(table: Table | None) -> dict[str, str]:
+    """The spec a run played, as its report records it: its label and its digest (the packaged one's when `table` is None)."""
+    played = packaged() if table is None else table
+    return {"label": played.label, "digest": played.digest}
+
+
+def replay_command(outcome: Outcome, faults_kept: tuple[int, ...] | None = None, table: Table | None = None) -> str:
     """The `shiftchange sim run` command that plays this run again, exactly (the outcome's own kept faults unless given).
 
     `--faults` appears only when some fault of the seed's schedule was left out; `--faults none` when all were.
     Each setting the run's config changed from its scenario's follows as `--set PATH=VALUE`, and each fault
     it placed that the scenario does not as `--fault TEXT`. A run of a config no scenario names (play's
-    "custom") replays as baseline with those settings.
+    "custom") replays as baseline with those settings. `table`, the spec the run was given, follows as
+    `--spec LABEL` (nothing for None or the packaged spec).
     """
     kept = faults_kept if faults_kept is not None else outcome.faults_kept
     if kept is not None and set(kept) == set(range(len(outcome.schedule))):
@@ -47,7 +71,7 @@ def replay_command(outcome: Outcome, faults_kept: tuple[int, ...] | None = None)
         words += ["--antipattern", outcome.antipattern]
     if kept is not None:
         words += ["--faults", ",".join(str(index) for index in sorted(set(kept))) or "none"]
-    return shlex.join(words + _setting_words(outcome))
+    return shlex.join(words + spec_words(table) + _setting_words(outcome))
 
 
 def _setting_words(outcome: Outcome) -> list[str]:
@@ -82,8 +106,11 @@ SCHEMA_VERSION = 1
 """The version of the `--json` report (and of a run folder's report.json): it changes whenever a field changes meaning."""
 
 
-def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
-    """The DESIGN.md object (scenario, seed, tasks, antipattern, config, invariants, metrics, ok), plus what identifies the run."""
+def to_json(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> dict[str, Any]:
+    """The DESIGN.md object (scenario, seed, tasks, antipattern, config, invariants, metrics, ok), plus what identifies the run.
+
+    `spec` is the table the run was given (`table`; the packaged one when None), by label and digest.
+    """
     return {
         "schema_version": SCHEMA_VERSION,
         "scenario": outcome.scenario,
@@ -91,6 +118,7 @@ def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
         "tasks": outcome.tasks,
         "antipattern": outcome.antipattern,
         "config": outcome.config.as_dict(),
+        "spec": spec_record(table),
         "invariants": {
             name: {"ok": verdict.ok, "status": verdict.status, "violations": verdict.violations, "example": list(verdict.example)}
             for name, verdict in outcome.verdicts.items()
@@ -100,14 +128,14 @@ def to_json(outcome: Outcome, elapsed_s: float) -> dict[str, Any]:
         "digest": outcome.digest,
         "events_processed": outcome.events_processed,
         "faults": faults_played(outcome),
-        "replay": replay_command(outcome),
+        "replay": replay_command(outcome, table=table),
         "wall_s": round(elapsed_s, 3),
     }
 
 
-def render_text(outcome: Outcome, replay: str, elapsed_s: float) -> str:
-    """The report a person reads: what ran, each invariant's verdict, what was measured, and how to replay a failure."""
-    lines = [_header(outcome, elapsed_s), "", "invariants", *invariant_rows(outcome.verdicts), tally(outcome.verdicts)]
+def render_text(outcome: Outcome, replay: str, elapsed_s: float, table: Table | None = None) -> str:
+    """The report a person reads: what ran (and the spec, when one was given), each verdict, what was measured, how to replay a failure."""
+    lines = [_header(outcome, elapsed_s, table), "", "invariants", *invariant_rows(outcome.verdicts), tally(outcome.verdicts)]
     lines += ["", "metrics", *_metric_rows(outcome)]
     if not outcome.ok:
         lines += ["", f"replay: {replay}"]
@@ -124,13 +152,14 @@ def render_minimal(minimal: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header(outcome: Outcome, elapsed_s: float) -> str:
+def _header(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> str:
     antipattern = f", anti-pattern {outcome.antipattern}" if outcome.antipattern is not None else ""
+    spec = f", spec {table.label} (digest {table.digest})" if spec_given(table) else ""
     changed = len(diff(_base_config(outcome), outcome.config))
     settings = f" with {changed} setting{'' if changed == 1 else 's'} changed" if changed else ""
     scenario = outcome.scenario if outcome.scenario in SCENARIOS else f"baseline (a {outcome.scenario} config)"
     return (
-        f"shiftchange sim run: scenario {scenario}{settings}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}; "
+        f"shiftchange sim run: scenario {scenario}{settings}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}{spec}; "
         f"{faults_played(outcome):,} faults injected, {outcome.events_processed:,} SimPy events, {elapsed_s:.1f} s wall"
     )
 

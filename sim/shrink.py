@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shiftchange.checkers.history import Fault, Retired, describe
+from shiftchange.core.table import Table
 
 from .config import SimConfig
 from .world import Outcome, play
@@ -44,15 +45,24 @@ def _violated(outcome: Outcome, invariant: str) -> bool:
 
 
 def shrink(
-    config: SimConfig, seed: int, scenario: str, antipattern: Any = None, invariant: str | None = None, budget_runs: int = 40
+    config: SimConfig,
+    seed: int,
+    scenario: str,
+    antipattern: Any = None,
+    invariant: str | None = None,
+    budget_runs: int = 40,
+    table: Table | None = None,
 ) -> Shrunk | None:
-    """Shrink a violating run of `config`; None if the full run does not violate (`invariant`: the first violated one)."""
+    """Shrink a violating run of `config`; None if the full run does not violate (`invariant`: the first violated one).
+
+    Every run plays `table`, the spec the violating run was given (default: the packaged one).
+    """
     runs = 0
 
     def attempt(tasks: int, kept: tuple[int, ...] | None) -> Outcome:
         nonlocal runs
         runs += 1
-        return play(config.with_tasks(tasks), seed, scenario, antipattern, faults_kept=kept, keep_history=True)
+        return play(config.with_tasks(tasks), seed, scenario, antipattern, faults_kept=kept, keep_history=True, table=table)
 
     tasks = config.workload.tasks
     best = attempt(tasks, None)

@@ -8,20 +8,30 @@ anything runs, so a bad value is one error naming its path and value and no
 run, and no file, is started for nothing.
 
 Rows are a function of their run alone: identity (scenario, tasks,
-anti-pattern, seed), the swept values, the metrics flattened with dots, each
-invariant's verdict, the history digest and the replay command. Nothing in a
-row depends on the wall clock, the executor or the job count, and rows are
-kept in run order, not completion order, so the same sweep on one process, a
-pool or a Dask cluster gives the same table, and a table can be compared by
-its digests alone.
+anti-pattern, seed, the digests of its config and of its spec), the swept
+values, the metrics flattened with dots, each invariant's verdict, the
+history digest and the replay command. Nothing in a row depends on the wall
+clock, the executor or the job count, and rows are kept in run order, not
+completion order, so the same sweep on one process, a pool or a Dask cluster
+gives the same table, and a table can be compared by its digests alone.
 
-A row is keyed by (scenario, tasks, anti-pattern, seed, swept values), the
-values compared as formatted text (`settings.format_value`): that is exactly
-what makes one run differ from another in a sweep, it survives a CSV, which
-keeps only text, and it does not depend on how the value was spelled on the
-command line (`1` and `1.0` are the same drain). The key is what resuming
-matches: a run whose row is already in `out` is not played again, and the
-final file holds the old rows and the new in run order.
+A row is keyed by (scenario, tasks, anti-pattern, seed, config digest, spec
+digest, swept values), the values compared as formatted text
+(`settings.format_value`): that is exactly what makes one run differ from
+another in a sweep, it survives a CSV, which keeps only text, and it does
+not depend on how the value was spelled on the command line (`1` and `1.0`
+are the same drain). The key is what resuming matches: a run whose row is
+already in `out` is not played again, and the final file holds the old rows
+and the new in run order. A table written with other fixed settings or
+another spec (`spec`, `--spec`) holds no row of this sweep, and is refused
+rather than resumed.
+
+A sweep of a spec other than the packaged one carries the compiled `Table`
+in every `Run`: it is resolved once, before any run, so a bad folder or
+revision is one error and no run; a `Table` pickles as its spec, so a pool's
+worker or a Dask worker on another machine plays the very spec the sweep
+read, needing neither the folder nor the git repository it came from, and
+an edit to the folder while the sweep runs changes no run.
 
 The output file is rewritten whole, to a temporary file beside it then
 `os.replace`d over it, at most once a second as runs complete and once at
@@ -64,23 +74,38 @@ from typing import Any
 from tqdm import tqdm
 
 from shiftchange.core import InputError
-from shiftchange.core.machine import SPEC
-from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, from_counts, identity_of, write_coverage
+from shiftchange.core.table import Table, packaged, table_for
+from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, from_counts, write_coverage
+from shiftchange.spec.loader import SpecError
+from shiftchange.spec.source import SpecSourceError
 
 from .antipatterns import antipattern as antipattern_named
 from .artifacts import play_with_artifacts, prepare
 from .config import FaultSpec, SimConfig
 from .coverage import CoverageSink
-from .report import replay_command
+from .report import replay_command, spec_given, spec_words
 from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, diff, format_value, to_toml
 from .settings import get as setting_at
 from .world import Outcome, play
 
-__all__ = ["EXECUTORS", "IDENTITY", "RUNS_MAX", "Run", "build_runs", "columns", "play_run", "sweep", "sweep_rows"]
+__all__ = [
+    "EXECUTORS",
+    "IDENTITY",
+    "RUNS_MAX",
+    "Run",
+    "build_runs",
+    "columns",
+    "play_run",
+    "resolve_table",
+    "spec_digest",
+    "sweep",
+    "sweep_rows",
+]
 
-IDENTITY = ("scenario", "tasks", "antipattern", "seed", "config_digest")
-"""The columns that say which run a row is, before the swept paths; `config_digest` names the whole config the run played."""
+IDENTITY = ("scenario", "tasks", "antipattern", "seed", "config_digest", "spec_digest")
+"""The columns that say which run a row is, before the swept paths; `config_digest` names the whole config the run played,
+`spec_digest` the transition table (the packaged spec's digest when no spec was given)."""
 EXECUTORS = ("processes", "dask")
 RUNS_MAX = 100_000
 """A sweep plays at most this many runs (grid points times seeds); every config is built before the first run."""
@@ -88,7 +113,7 @@ _TAIL = ("ok", "digest", "replay")
 _VERDICT_PREFIXES = ("invariant.", "violations.")
 _ZERO_WHEN_MISSING = "final_states."
 """A final state no task of a run reached is a count of zero, not a missing value."""
-_TEXT_COLUMNS = frozenset({"scenario", "antipattern", "config_digest", "digest", "replay"})
+_TEXT_COLUMNS = frozenset({"scenario", "antipattern", "config_digest", "spec_digest", "digest", "replay"})
 _WHOLE_NUMBER = re.compile(r"-?\d+")
 WRITE_INTERVAL_S = 1.0
 """The output file is rewritten at most this often (wall seconds) while runs complete, and once at the end."""
@@ -113,15 +138,36 @@ class Run:
     """The directory this run's artifacts go to, or None for no artifacts."""
     coverage: bool = False
     """Count the run's events per transition row and return the counts with its row (`COVERAGE_KEY`)."""
+    table: Table | None = None
+    """The spec the run plays (`--spec`), compiled; None for the packaged one. It travels to the worker as its spec."""
 
     def key(self) -> tuple[str, ...]:
-        identity = (self.scenario, _cell(self.config.workload.tasks), _cell(self.antipattern), _cell(self.seed), config_digest(self.config))
-        return identity + tuple(format_value(value) for _, value in self.swept)
+        config = self.config
+        identity = (self.scenario, _cell(config.workload.tasks), _cell(self.antipattern), _cell(self.seed), config_digest(config))
+        return (*identity, spec_digest(self.table), *(format_value(value) for _, value in self.swept))
 
 
 def config_digest(config: SimConfig) -> str:
     """A short SHA-256 of the whole config as TOML: two rows with one digest ran the same settings, fixed ones included."""
     return hashlib.sha256(to_toml(config).encode()).hexdigest()[:16]
+
+
+def spec_digest(table: Table | None) -> str:
+    """The digest of what the run's spec decides (`Table.digest`); the packaged spec's for None."""
+    return (packaged() if table is None else table).digest
+
+
+def resolve_table(spec: str | os.PathLike[str] | Table | None) -> Table | None:
+    """The table a sweep (or map, or tuning) plays: None stays None (the packaged one), else `core.table.table_for(spec)`.
+
+    A folder or revision that names no spec, or a malformed one, is an `InputError` here, before anything runs.
+    """
+    if spec is None:
+        return None
+    try:
+        return table_for(spec)
+    except (SpecSourceError, SpecError) as error:
+        raise InputError(str(error)) from None
 
 
 # ------------------------------------------------------------------ planning
@@ -136,10 +182,12 @@ def build_runs(
     antipattern: str | None,
     artifacts: str | os.PathLike[str] | None = None,
     faults: tuple[FaultSpec, ...] = (),
+    table: Table | None = None,
 ) -> list[Run]:
     """Every run of the sweep, in run order, each config built and validated; nothing runs.
 
-    `faults` are placed in every run beside those the overrides place (a config file's `[[fault]]` tables).
+    `faults` are placed in every run beside those the overrides place (a config file's `[[fault]]` tables); every run
+    plays `table` (None: the packaged spec).
     """
     seeds = _seeds(seeds)
     grid = {path: _values(path, values) for path, values in grid.items()}
@@ -154,7 +202,7 @@ def build_runs(
         for seed in seeds:
             config = _config(scenario, seed, tasks, fixed, assignments, faults, pattern)
             swept = tuple((path, setting_at(config, path)) for path in grid)
-            runs.append(Run(len(runs), scenario, seed, antipattern, swept, config))
+            runs.append(Run(len(runs), scenario, seed, antipattern, swept, config, table=table))
     if artifacts is not None:
         folder = prepare(artifacts)
         runs = [_with_artifacts(run, folder) for run in runs]
@@ -238,13 +286,16 @@ def _check_distinct(runs: list[Run]) -> None:
 def _with_artifacts(run: Run, directory: Path) -> Run:
     """Each run's artifacts in their own directory, named for the run's key so a person can find it.
 
-    The name ends in the config's digest, so two sweeps with other fixed settings never write into one folder.
+    The name ends in the config's digest (and a given spec's), so two sweeps with other fixed settings, or of another
+    spec, never write into one folder.
     """
     words = [run.scenario, *([run.antipattern] if run.antipattern else []), f"seed{run.seed}"]
     words += [f"{path}={format_value(value)}" for path, value in run.swept]
     words.append(config_digest(run.config)[:8])
+    if spec_given(run.table):
+        words.append(f"spec{spec_digest(run.table)[:8]}")
     name = re.sub(r"[^A-Za-z0-9._=-]", "_", "-".join(words))
-    return Run(run.index, run.scenario, run.seed, run.antipattern, run.swept, run.config, str(directory / name))
+    return replace(run, artifacts=str(directory / name))
 
 
 # ------------------------------------------------------------------ one run
@@ -257,11 +308,12 @@ def play_run(run: Run) -> dict[str, Any]:
     dozen numbers, so the run's history never leaves the process that played it.
     """
     pattern = antipattern_named(run.antipattern) if run.antipattern is not None else None
-    counted = CoverageSink() if run.coverage else None
+    counted = CoverageSink(None if run.table is None else run.table.spec) if run.coverage else None
     if run.artifacts is None:
-        outcome = play(run.config, run.seed, run.scenario, pattern, history_sink=counted)
+        outcome = play(run.config, run.seed, run.scenario, pattern, history_sink=counted, table=run.table)
     else:
-        outcome = play_with_artifacts(run.config, run.seed, run.scenario, pattern, Path(run.artifacts), history_sink=counted)
+        directory = Path(run.artifacts)
+        outcome = play_with_artifacts(run.config, run.seed, run.scenario, pattern, directory, history_sink=counted, table=run.table)
     row = _row(run, outcome)
     if counted is not None:
         row[COVERAGE_KEY] = counted.tally.counts()
@@ -275,13 +327,14 @@ def _row(run: Run, outcome: Outcome) -> dict[str, Any]:
         "antipattern": outcome.antipattern,
         "seed": run.seed,
         "config_digest": config_digest(run.config),
+        "spec_digest": spec_digest(run.table),
     }
     row.update(run.swept)
     row.update(_flatten(outcome.metrics))
     for name, verdict in outcome.verdicts.items():
         row[f"invariant.{name}"] = verdict.status
         row[f"violations.{name}"] = verdict.violations
-    row.update(ok=outcome.ok, digest=outcome.digest, replay=replay_command(outcome))
+    row.update(ok=outcome.ok, digest=outcome.digest, replay=replay_command(outcome, table=run.table))
     return row
 
 
@@ -489,7 +542,7 @@ class _Output:
             if run is None:
                 raise InputError(
                     f"{self.path} holds a row that is no run of this sweep ({self._describe(text)}; a different config_digest means"
-                    " other fixed settings): choose another --out"
+                    " other fixed settings, a different spec_digest another spec): choose another --out"
                 )
             done[run.index] = self._typed(text, run)
         self.rows_written = len(done)
@@ -550,6 +603,7 @@ def sweep_rows(
     faults: Iterable[str | FaultSpec] = (),
     log: Callable[[str], None] | None = None,
     coverage: str | os.PathLike[str] | None = None,
+    spec: str | os.PathLike[str] | Table | None = None,
 ) -> list[dict[str, Any]]:
     """Run the sweep (see `sweep`) and return its rows as dicts, in run order, every row with every column.
 
@@ -559,11 +613,12 @@ def sweep_rows(
     grid = dict(grid or {})
     jobs = _jobs(jobs)
     _check_executor(executor, scheduler)
-    placed = tuple(spec if isinstance(spec, FaultSpec) else FaultSpec.parse(spec) for spec in faults)
-    runs = build_runs(grid, seeds, scenario, tasks, overrides, antipattern, artifacts, placed)
+    table = resolve_table(spec)
+    placed = tuple(fault if isinstance(fault, FaultSpec) else FaultSpec.parse(fault) for fault in faults)
+    runs = build_runs(grid, seeds, scenario, tasks, overrides, antipattern, artifacts, placed, table)
     output = _Output(Path(out), list(grid)) if out is not None else None
     done = output.resume(runs) if output is not None else {}
-    counting = _Counting(coverage, runs, done, output) if coverage is not None else None
+    counting = _Counting(coverage, runs, done, output, table) if coverage is not None else None
     pending = [run if counting is None else replace(run, coverage=True) for run in runs if run.index not in done]
     if log is not None:
         held = f", {len(done):,} of them already in {output.path}" if done else ""
@@ -583,7 +638,7 @@ def sweep_rows(
         if output is not None:
             output.flush(done, force=True)
     if counting is not None:
-        counting.write(_sweep_command(scenario, tasks, antipattern, runs, overrides, placed))
+        counting.write(_sweep_command(scenario, tasks, antipattern, runs, overrides, placed, table))
     rows = [done[index] for index in sorted(done)]
     return _complete(rows, columns(rows, list(grid)))
 
@@ -591,10 +646,12 @@ def sweep_rows(
 class _Counting:
     """The sweep's coverage: each run's counts summed as it completes, written once, whole, when every run has played."""
 
-    def __init__(self, path: str | os.PathLike[str], runs: list[Run], done: Mapping[int, Any], output: _Output | None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], runs: list[Run], done: Mapping[int, Any], output: _Output | None, table: Table | None
+    ) -> None:
         try:
             check_writable(path)
-            CoverageSink()  # refuses, here and not in a worker, a spec whose rows an event cannot tell apart
+            sink = CoverageSink(None if table is None else table.spec)  # refuses, here and not in a worker, rows no event tells apart
         except CoverageError as error:
             raise InputError(str(error)) from None
         if done:
@@ -603,7 +660,7 @@ class _Counting:
                 " be played, so --coverage could not count them: choose another --out, or give no --coverage"
             )
         self.path = path
-        self.identity = identity_of(SPEC)
+        self.identity = sink.tally.identity
         self.total: Coverage | None = None
 
     def add(self, counts: Mapping[str, Any] | None) -> None:
@@ -624,12 +681,19 @@ class _Counting:
 
 
 def _sweep_command(
-    scenario: str, tasks: int | None, antipattern: str | None, runs: list[Run], overrides: Any, faults: tuple[FaultSpec, ...]
+    scenario: str,
+    tasks: int | None,
+    antipattern: str | None,
+    runs: list[Run],
+    overrides: Any,
+    faults: tuple[FaultSpec, ...],
+    table: Table | None = None,
 ) -> str:
-    """A `shiftchange sim sweep` command for what a coverage file counted: the scenario, seeds, grid, fixed settings and faults."""
+    """A `shiftchange sim sweep` command for what a coverage file counted: the scenario, seeds, grid, spec, fixed settings, faults."""
     words = ["shiftchange", "sim", "sweep", "--scenario", scenario]
     words += ["--tasks", str(tasks)] if tasks is not None else []
     words += ["--antipattern", antipattern] if antipattern is not None else []
+    words += spec_words(table)
     words += ["--seeds", _seed_ranges(sorted({run.seed for run in runs}))]
     for path in dict(runs[0].swept):
         values = dict.fromkeys(format_value(dict(run.swept)[path]) for run in runs)
@@ -664,6 +728,7 @@ def sweep(
     progress: bool = False,
     faults: Iterable[str | FaultSpec] = (),
     coverage: str | os.PathLike[str] | None = None,
+    spec: str | os.PathLike[str] | Table | None = None,
 ) -> Any:
     """Play every run of a grid of settings times the seeds; one row per run, in run order.
 
@@ -674,12 +739,15 @@ def sweep(
     scheduler at `scheduler`. `out` (.csv or .parquet) is rewritten as runs complete and resumed
     from: rows already in it are not run again. `coverage` is a JSON file written at the end with the sum
     of every run's transition coverage (`shiftchange spec review --coverage` shows it); it needs every run
-    played, so an `out` that already holds rows is refused. Returns a pandas DataFrame when pandas is importable,
-    else a list of dicts. Bad input raises `InputError` before anything runs.
+    played, so an `out` that already holds rows is refused. `spec` is the transition table every run plays: a spec
+    folder, a git revision (`REV` or `REV:folder`, read as `shiftchange spec check` reads one), a `Spec` or a `Table`
+    (default: the packaged spec); rows carry its digest, and replays name it. Returns a pandas DataFrame when pandas is
+    importable, else a list of dicts. Bad input raises `InputError` before anything runs.
     """
     rows = sweep_rows(
-        grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress, faults, None, coverage
-    )
+        grid, seeds, scenario, tasks, overrides, antipattern, jobs, executor, scheduler, out, artifacts, progress, faults, None, coverage,
+        spec,
+    )  # fmt: skip
     try:
         pandas = importlib.import_module("pandas")
     except ImportError:

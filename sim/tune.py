@@ -64,14 +64,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shiftchange.core import Event, InputError
-from shiftchange.core.machine import EXPIRABLE
+from shiftchange.core.table import Table, packaged
 
 from .config import SimConfig
 from .report import replay_command
 from .scenarios import scenario_config
 from .settings import apply, diff
 from .stats import binomial_interval, binomial_tail_ge, binomial_tail_le
-from .sweep import EXECUTORS, sweep_rows
+from .sweep import EXECUTORS, resolve_table, sweep_rows
 from .world import play
 
 __all__ = [
@@ -215,8 +215,10 @@ class Holds:
 class _HoldClock:
     """A history sink that times each lease from its accepted claim until it leaves the expirable states."""
 
-    def __init__(self, ttl_s: float) -> None:
+    def __init__(self, ttl_s: float, expirable: frozenset[str]) -> None:
         self.ttl_s = ttl_s
+        self.expirable = expirable
+        """The states the reaper turns Suspect, as the run's table has them."""
         self.grants: dict[str, tuple[float, float]] = {}
         """Per held Attempt: (claimed at, last granted at)."""
         self.holds_s: list[float] = []
@@ -232,25 +234,29 @@ class _HoldClock:
             return
         if entry.kind == "renew":
             self.grants[entry.attempt_id] = (grant[0], entry.at)
-        elif entry.from_state in EXPIRABLE and entry.to_state not in EXPIRABLE:
+        elif entry.from_state in self.expirable and entry.to_state not in self.expirable:
             del self.grants[entry.attempt_id]
             ended_s = grant[1] + self.ttl_s if entry.kind == "expire" else entry.at  # an expiry ended when the lease ran out
             self.holds_s.append(ended_s - grant[0])
 
 
-def measure_holds(config: SimConfig, seeds: Iterable[int] = HOLD_SEEDS) -> Holds:
-    """Play `config` without loss on each seed, here in this process, and time every lease (nothing but counts is kept)."""
+def measure_holds(config: SimConfig, seeds: Iterable[int] = HOLD_SEEDS, table: Table | None = None) -> Holds:
+    """Play `config` without loss on each seed, here in this process, and time every lease (nothing but counts is kept).
+
+    `table` is the spec the runs play (None: the packaged one); a lease ends when it leaves that table's expirable states.
+    """
     lossless = apply(config, {"network.loss_probability": 0.0})
+    expirable = (packaged() if table is None else table).expirable
     holds_s: list[float] = []
     leases, replays, held = 0, [], True
     seeds = list(seeds)
     for seed in seeds:
-        clock = _HoldClock(lossless.core.lease_ttl_s)
-        outcome = play(lossless, seed, SCENARIO, series=False, history_sink=clock)
+        clock = _HoldClock(lossless.core.lease_ttl_s, expirable)
+        outcome = play(lossless, seed, SCENARIO, series=False, history_sink=clock, table=table)
         holds_s += clock.holds_s
         leases += outcome.metrics["leases"]
         held = held and outcome.ok
-        replays.append(replay_command(outcome))
+        replays.append(replay_command(outcome, table=table))
     if not holds_s:
         raise InputError(f"no lease ended in {len(seeds)} lossless runs of {lossless.workload.tasks} tasks: give more tasks")
     return Holds(tuple(holds_s), len(seeds), leases / len(seeds), held, tuple(replays))
@@ -515,6 +521,7 @@ def tune_lease(
     jobs: int | None = None,
     executor: str = "processes",
     progress: bool = False,
+    spec: str | Table | None = None,
 ) -> LeaseTuning:
     """Choose the lease TTL and heartbeat for a target, and confirm them in simulation (see the module docstring).
 
@@ -522,12 +529,14 @@ def tune_lease(
     the baseline's); `renewal_loss` the probability a renewal is lost; the target is false expiries per 1,000 leases at
     `confidence`, and optionally crashes detected within `detect_max_s`. `heartbeat_s` fixes the interval. `seeds` and
     `tasks` set the scale (no seeds: planned from the closed form, at most `RUNS_MAX` runs); `jobs` and `executor`
-    ("processes" or "dask") where the runs play. Bad input raises `InputError` before anything runs.
+    ("processes" or "dask") where the runs play. `spec` is the transition table every run plays (a spec folder, a git
+    revision or a `Table`; default: the packaged spec). Bad input raises `InputError` before anything runs.
     """
     _check(tool_call_s, renewal_loss, target_per_1000_leases, confidence, detect_max_s, heartbeat_s, tool_calls, tasks, jobs, executor)
+    table = resolve_table(spec)
     listed = _listed_seeds(seeds)
     config = _config(tool_call_s, tool_calls, tasks, heartbeat_s)
-    holds = measure_holds(config)
+    holds = measure_holds(config, table=table)
     reap_interval_s = config.control.reap_interval_s
     rule = lease_rule(target_per_1000_leases, renewal_loss, holds.holds_s, heartbeat_s, detect_max_s, reap_interval_s)
     target = target_per_1000_leases / 1000
@@ -544,7 +553,7 @@ def tune_lease(
             most = RUNS_MAX if candidate else SHORTER_RUNS_MAX
             runs = most if planned is None else min(most, max(1, math.ceil(planned / holds.leases_per_run)))
             played = list(range(SEED_FIRST, SEED_FIRST + runs))
-        checks.append(_check_ttl(config, rule, ttl_s, renewal_loss, played, confidence, holds, jobs, executor, progress))
+        checks.append(_check_ttl(config, rule, ttl_s, renewal_loss, played, confidence, holds, jobs, executor, progress, table))
     best = checks[0]
     met = best.interval_high_per_1000_leases <= target_per_1000_leases
     detect_met = None
@@ -611,6 +620,7 @@ def _check_ttl(
     jobs: int | None,
     executor: str,
     progress: bool,
+    table: Table | None = None,
 ) -> TtlCheck:
     """Play one TTL on the seeds through the sweep, a crash placed mid-run in each, and pool what the runs counted."""
     crash_at_s = round(config.workload.arrival_span_s() / 2)
@@ -630,6 +640,7 @@ def _check_ttl(
         executor=executor,
         progress=progress,
         faults=[f"crash busy at={crash_at_s} for={CRASH_RESTART_S:g}"],
+        spec=table,
     )
     leases = sum(row["leases"] for row in rows)
     false = sum(row["false_expiries"] for row in rows)

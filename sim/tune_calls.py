@@ -31,9 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from shiftchange.core import InputError
+from shiftchange.core.table import Table
 
 from .phase import OVERLOADED, RECOVERS, PhaseMap, phase
+from .report import spec_words
 from .settings import format_value
+from .sweep import resolve_table
 
 __all__ = ["CANDIDATE_GRID", "CallTuning", "Candidate", "tune_calls"]
 
@@ -115,10 +118,12 @@ def tune_calls(
     executor: str = "processes",
     scheduler: str | None = None,
     progress: bool = False,
+    spec: str | Table | None = None,
 ) -> CallTuning:
     """Play every candidate of `grid` over `triggers` x `durations_s` in the world (`scenario` plus `overrides`) and choose.
 
-    Bad input raises `InputError` before anything runs (the map checks every config first).
+    `spec` is the transition table every run plays (a spec folder, a git revision or a `Table`; default: the packaged
+    spec). Bad input raises `InputError` before anything runs (the map checks every config first).
     """
     if isinstance(recovery_max_s, bool) or not isinstance(recovery_max_s, int | float) or not 0 < recovery_max_s < float("inf"):
         raise InputError(f"recovery_max_s must be a positive finite number of seconds, not {recovery_max_s!r}")
@@ -130,6 +135,7 @@ def tune_calls(
         raise InputError("the candidate grid names the same candidate twice (a value given twice): give each value once")
     triggers = list(triggers)
     durations = list(durations_s)
+    table = resolve_table(spec)
     played = phase(
         {"trigger.for_s": durations},
         triggers,
@@ -142,13 +148,14 @@ def tune_calls(
         executor=executor,
         scheduler=scheduler,
         progress=progress,
+        spec=table,
     )
     judged = tuple(_judge(name, point, played, recovery_max_s) for name, point in zip(disciplines, settings, strict=True))
     meeting = [candidate for candidate in judged if candidate.meets]
     # a candidate whose recoveries were judged from the late span but never settled for three windows in a row has no
     # measured recovery time: it ranks after every candidate that has one
     answer = min(meeting, key=lambda c: (_slowest(c), c.spend_usd_mean, c.escalated_mean)) if meeting else None
-    command = _command(scenario, fixed, triggers, durations, seeds, arrivals_s, answer)
+    command = _command(scenario, fixed, triggers, durations, seeds, arrivals_s, answer, table)
     return CallTuning(answer, judged, float(recovery_max_s), played, command, _replays(played, answer))
 
 
@@ -197,8 +204,10 @@ def _command(
     seeds: Iterable[int],
     arrivals_s: float,
     answer: Candidate | None,
+    table: Table | None = None,
 ) -> str:
     words = ["shiftchange", "sim", "phase", "--scenario", scenario, "--axis", "trigger.for_s=" + ",".join(f"{d:g}" for d in durations)]
+    words += spec_words(table)
     words += ["--seeds", ",".join(str(seed) for seed in seeds), "--arrivals-s", f"{arrivals_s:g}"]
     words += [word for trigger in triggers for word in ("--trigger", trigger)]
     for path, value in [*fixed, *(answer.settings if answer else ())]:

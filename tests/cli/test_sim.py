@@ -164,15 +164,15 @@ def test_a_failing_run_reports_the_shrunk_counterexample_and_its_replay(capsys, 
     """Without --no-shrink, a failure goes to the shrinker with the scenario's config; its answer is printed, and put in the JSON."""
     asked = []
 
-    def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40):
-        asked.append((config, seed, scenario, antipattern.name))
+    def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40, table=None):
+        asked.append((config, seed, scenario, antipattern.name, table))
         outcome = play(config.with_tasks(5), seed, scenario, antipattern, keep_history=True)
         return Shrunk(5, (), outcome, ["t=1.00  first line", "t=2.00  second line"], 7, "complete_audit")
 
     monkeypatch.setitem(sys.modules, "shiftchange.sim.shrink", types.SimpleNamespace(shrink=shrink))
     status, out, _err = sim(capsys, "run", *FAILING)
     assert status == 1
-    assert asked == [(scenario_config("baseline", 1, 40), 1, "baseline", "unrecorded-effects")]
+    assert asked == [(scenario_config("baseline", 1, 40), 1, "baseline", "unrecorded-effects", None)]  # no --spec: the packaged
     assert "shortest counterexample found: 5 tasks, 0 faults (after 7 runs)" in out
     assert "  t=1.00  first line\n  t=2.00  second line\n" in out
     shrunk_replay = "shiftchange sim run --scenario baseline --seed 1 --tasks 5 --antipattern unrecorded-effects"
@@ -299,7 +299,7 @@ def test_a_failing_run_given_settings_shrinks_its_own_config(capsys, monkeypatch
     """The shrinker is handed the config the run played, settings included, not the bare scenario's."""
     asked = []
 
-    def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40):
+    def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40, table=None):
         asked.append(config)
 
     monkeypatch.setitem(sys.modules, "shiftchange.sim.shrink", types.SimpleNamespace(shrink=shrink))

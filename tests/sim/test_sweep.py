@@ -13,7 +13,7 @@ from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.cli.main import main
 from shiftchange.core import InputError
 from shiftchange.sim import sweep as sweep_module
-from shiftchange.sim.sweep import IDENTITY, sweep
+from shiftchange.sim.sweep import IDENTITY, sweep, sweep_rows
 
 SMALL = {"scenario": "baseline", "tasks": 15, "grid": {"workers.workers": [8, 16]}, "seeds": range(2)}
 """Four cheap runs: no faults, fifteen tasks, two worker counts times two seeds."""
@@ -61,6 +61,32 @@ def test_rows_are_identical_on_one_process_a_pool_and_a_dask_cluster():
     assert here["digest"].nunique() == 4
     pandas.testing.assert_frame_equal(here, pooled)
     pandas.testing.assert_frame_equal(here, dask)
+
+
+@pytest.mark.heavy
+def test_a_spec_travels_with_every_run_to_a_pool_and_a_dask_cluster(tmp_path):
+    """A sweep of an edited table (renewals unfenced) plays that table wherever its runs go, not the workers' packaged one."""
+    pytest.importorskip("distributed")
+    from shiftchange.core.table import packaged
+    from shiftchange.spec import DEFAULT_DIRECTORY, load_spec
+    from shiftchange.spec.edits import unfence
+    from shiftchange.spec.loader import FILES
+
+    folder = tmp_path / "renew-unfenced"
+    folder.mkdir()
+    for name in FILES.values():
+        (folder / name).write_text((DEFAULT_DIRECTORY / name).read_text())
+    rows = (folder / "attempt.toml").read_text().split("[[transition]]")
+    unfenced = [row.replace("fenced = true", "fenced = false") if '\ntrigger = "renew"\n' in row else row for row in rows]
+    (folder / "attempt.toml").write_text("[[transition]]".join(unfenced))
+    assert load_spec(folder).digest == unfence(load_spec(), "renew").digest
+    zombie = {"scenario": "zombie-worker", "tasks": 20, "seeds": range(2), "spec": str(folder)}
+    here = sweep_rows(**zombie, jobs=1)
+    assert [row["digest"] for row in here] != [row["digest"] for row in sweep_rows(**{**zombie, "spec": None}, jobs=1)]
+    assert not all(row["ok"] for row in here)  # a stale renewal lands on the retry's lease
+    assert {row["spec_digest"] for row in here} == {load_spec(folder).digest} != {packaged().digest}
+    for elsewhere in (sweep_rows(**zombie, jobs=2), sweep_rows(**zombie, jobs=2, executor="dask")):
+        assert elsewhere == here
 
 
 def test_rows_come_in_run_order_not_completion_order():
