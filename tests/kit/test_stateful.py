@@ -4,9 +4,10 @@ The machine is `shiftchange.testing.orchestrator_machine`; its model and the
 invariant checkers judge every step (see its module). Here the reference
 core runs under it on the memory and the SQLite store, with two invariants
 only the reference has: its admission bookkeeping agrees with the store, and
-every question it asks of its compiled tables gets the same answer from the
-`transitions` Machine built from the same rows (the differential oracle; the
-tables are passed in as `Seams`, recording each question). Then each mutant
+every row it fires (and every refusal) is the answer the `transitions`
+Machine built from the same rows gives, and every fence it checks or skips is
+the one the rows declare (the differential oracle: the orchestrator runs a
+`Table` whose compiled machines record each question asked of them). Then each mutant
 of `mutants.py` must make the machine fail, from a fixed seed, within a
 bounded number of examples, with the message naming the broken rule.
 """
@@ -21,11 +22,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
 
-from shiftchange.core import MemoryStore, Orchestrator, Seams
+from shiftchange.core import MemoryStore, Orchestrator
+from shiftchange.core.table import Table
 from shiftchange.spec import CompiledMachine, load_spec
 from shiftchange.spec.oracle import build_oracle, oracle_fire
 from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import orchestrator_machine, run_machine
+from shiftchange.testing.rig import World, fence
 from shiftchange.testing.stateful import TERMINAL, WORKSPACE, OrchestratorMachine
 from tests.kit.mutants import MUTANTS, mutant_factory
 
@@ -33,12 +36,31 @@ SPEC = load_spec()
 ORACLES = {name: build_oracle(SPEC.machines[name]) for name in ("attempt", "task")}
 
 
+FENCED_ROWS = {(source, row.trigger): row.fenced for source, _dest, row in SPEC.attempt.edges()}
+FENCED_TRIGGERS = frozenset(row.trigger for row in SPEC.attempt.rows if row.fenced)
+
+
+def fenced_by_the_rows(state: str, trigger: str) -> bool:
+    """Whether the spec's rows fence a call of `trigger` from `state`, read from the rows themselves, not the compiled lookup.
+
+    Where no row leaves `state` on `trigger` the call is refused either way; a trigger some row fences is still proved
+    first, so that a stale caller is told it is stale.
+    """
+    return FENCED_ROWS.get((state, trigger), trigger in FENCED_TRIGGERS)
+
+
 class RecordingMachine(CompiledMachine):
-    """A compiled table that keeps every question asked of it, for the differential check."""
+    """A compiled table that keeps every row it fires (or refuses) and every fence question, for the differential check."""
 
     def __init__(self, machine) -> None:
         super().__init__(machine)
         self.asked: list[tuple[str, str, dict[str, bool], str | None]] = []
+        self.fences: list[tuple[str, str, bool]] = []
+
+    def fenced(self, state, trigger):
+        answer = super().fenced(state, trigger)
+        self.fences.append((state, trigger, answer))
+        return answer
 
     def fire(self, state, trigger, holds):
         values = {name: holds(name) for name in self.guards_of(state, trigger)}
@@ -47,12 +69,19 @@ class RecordingMachine(CompiledMachine):
         return fired
 
 
+def recording_table() -> Table:
+    """The packaged spec compiled for the core, its two machines replaced by recording ones built from the same rows."""
+    table = Table(SPEC, "the packaged spec, recorded")
+    table.attempt = RecordingMachine(SPEC.attempt)
+    table.task = RecordingMachine(SPEC.task)
+    return table
+
+
 def recorded(make_store):
-    """The reference core over `make_store`, its compiled tables replaced by recording ones."""
+    """The reference core over `make_store`, running a table whose compiled machines record every question asked of them."""
 
     def make(*, clock, provider, config, reliability):
-        seams = Seams(attempt_machine=RecordingMachine(SPEC.attempt), task_machine=RecordingMachine(SPEC.task))
-        return Orchestrator(make_store(), clock, provider, config, reliability, seams=seams)
+        return Orchestrator(make_store(), clock, provider, config, reliability, table=recording_table())
 
     return make
 
@@ -82,13 +111,19 @@ class ReferenceLifecycle(OrchestratorMachine):
 
     @invariant()
     def compiled_table_agrees_with_transitions(self):
-        """Differential: every question the core asked of a compiled table gets the same answer from the transitions Machine."""
-        seams = self.orchestrator.seams
-        for name, recorder in (("attempt", seams.attempt_machine), ("task", seams.task_machine)):
+        """Differential: every row the core fired (or refused) is the transitions Machine's answer; every fence is the rows'."""
+        table = self.orchestrator.table
+        for name in ("attempt", "task"):
+            recorder = getattr(table, name)
+            assert isinstance(recorder, RecordingMachine), f"the core does not run the {name} machine it was given"
             oracle, model = ORACLES[name]
             for state, trigger, values, dest in recorder.asked:
                 assert oracle_fire(oracle, model, state, trigger, values) == dest, (name, state, trigger, values)
             recorder.asked.clear()
+        for state, trigger, answer in table.attempt.fences:
+            assert answer == fenced_by_the_rows(state, trigger), (state, trigger, answer)
+        table.attempt.fences.clear()
+        assert not table.task.fences, "the task table has no fence, and the core never asks it for one"
 
 
 class SQLiteLifecycle(ReferenceLifecycle):
@@ -169,3 +204,28 @@ def test_a_machine_needs_its_factory():
     """Goal: the unbound base class says how to make a runnable machine instead of failing obscurely."""
     with pytest.raises(TypeError, match="orchestrator_machine"):
         OrchestratorMachine()
+
+
+def test_the_recording_table_sees_every_row_the_core_fires():
+    """Goal: the differential check is not vacuous: each accepted move in the history is a row the recording table fired,
+    in order, and each fenced worker call asked the table whether its row is fenced."""
+    world = World(recorded(MemoryStore))
+    try:
+        lease = world.running()
+        world.orchestrator.renew_lease(*fence(lease))
+        world.orchestrator.complete_attempt(*fence(lease), "done", "sha-1")
+        world.orchestrator.renew_lease(lease.attempt_id, lease.generation + 1, lease.token)  # refused by the fence
+        table = world.orchestrator.table
+        events = [e for e in world.store.events() if e.accepted]
+        for name, ours in (("attempt", lambda e: e.attempt_id is not None), ("task", lambda e: e.attempt_id is None)):
+            moves = [(e.from_state, e.kind, e.to_state) for e in events if ours(e) and e.kind in SPEC.machines[name].triggers]
+            fired = [(state, trigger, dest) for state, trigger, _values, dest in getattr(table, name).asked if dest is not None]
+            assert moves and fired == moves, (name, fired, moves)
+        assert [(s, t) for s, t, fenced in table.attempt.fences if fenced] == [
+            ("claimed", "start"),
+            ("running", "renew"),
+            ("running", "complete"),
+            ("verifying", "renew"),
+        ]
+    finally:
+        world.close()
