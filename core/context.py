@@ -163,7 +163,7 @@ class Context:
         holds it (the chapter's stale worker "records completion over a
         replacement's work").
         """
-        if self.table.fences(trigger):
+        if trigger in self.table.attempt.fenced_triggers:
             attempt = self.fence.address(tx, attempt_id)
         else:
             named = tx.attempt(attempt_id)
@@ -249,6 +249,8 @@ class Context:
         detail: str = "",
         operation_key: str | None = None,
         out: dict[str, Any] | None = None,
+        task: Task | None = None,
+        asked: Call | None = None,
     ) -> Refused | Accepted:
         """The one firing path of the attempt table: fence if the row says so, ask its guards, apply its effects in order.
 
@@ -258,7 +260,10 @@ class Context:
         the effects' changes in one update guarded by the record's version,
         then its event, then the writes that must follow it (a new Attempt, an
         intent). What the effects hand back (a lease token, a manifest) is
-        copied into `out`.
+        copied into `out`. `task` spares a read when the contract holds the
+        Attempt's task already; `asked` is a `Call` on which the contract
+        already asked this table's guards with these same inputs (the gateway,
+        choosing a dependency), whose answers are not asked again.
         """
         before = attempt.state
         machine = self.table.attempt
@@ -269,7 +274,7 @@ class Context:
                 # No worker id: an unproven call cannot be attributed to the lease holder.
                 refusal = Refused(reason, code, state=before)
                 return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, operation_key=operation_key)
-        call = Call(self, tx, attempt, None, "attempt", _NOTHING if given is None else given, trigger)
+        call = asked or Call(self, tx, attempt, task, "attempt", _NOTHING if given is None else given, trigger)
         call.detail = detail
         fired = machine.fire(before, trigger, call.holds)
         if fired is None:

@@ -75,6 +75,8 @@ class _Ask:
     probe: bool = False
     """A half-open probe was spent on this call: given back if the table then refuses it."""
     why: str = ""
+    trial: Call | None = None
+    """The call on which the table's guards were asked for the chosen dependency, when their answers still hold."""
 
     @property
     def replaying(self) -> bool:
@@ -131,7 +133,8 @@ class ToolGateway:
             self._choose(tx, ask, given)
             detail = f"{minted}: {ask.why}" if ask.why else minted
             out: dict[str, Any] = {}
-            result = context.fire(tx, attempt, "grant_tool", "worker", given, generation, token, detail, minted, out)
+            asked = ask.trial
+            result = context.fire(tx, attempt, "grant_tool", "worker", given, generation, token, detail, minted, out, ask.task, asked)
             if not result.accepted:
                 if ask.probe:  # the table refused after the breaker let the call through (a stale fence): the probe is not spent
                     self.breakers.release_probe(ask.dependency)
@@ -189,11 +192,13 @@ class ToolGateway:
             trial = Call(context, tx, ask.attempt, ask.task, "attempt", given, "grant_tool")
             if context.table.attempt.fire(ask.attempt.state, "grant_tool", trial.holds) is None:
                 ask.why = _denial(chosen, trial)
+                ask.trial = trial
                 return
             if self.breakers.allow(chosen, now):
                 ask.probe = True
                 context.on_rollback(partial(self.breakers.release_probe, chosen))
                 ask.why = ""
+                ask.trial = trial
                 return
             ask.why = self._circuit_refusal(chosen)
         ask.dependency, ask.cost_usd, ask.circuit = dependency, ask.call.cost_usd, False

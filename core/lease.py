@@ -134,7 +134,7 @@ class Leases:
         attempt = attempts[-1]
         given = {"attempts": attempts, "worker_id": worker_id, "workspace": workspace, "healthy": healthy}
         out: dict[str, Any] = {}
-        result = context.fire(tx, attempt, "claim", "worker", given, out=out)
+        result = context.fire(tx, attempt, "claim", "worker", given, out=out, task=task)
         if not result.accepted:
             return result
         lease = new_lease(attempt.attempt_id, task.task_id, worker_id, out["generation"], out["token"], attempt.expires_at)
