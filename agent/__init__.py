@@ -12,7 +12,7 @@ driver.
 """
 
 from .commands import Call, Command, Look, Looked, Perform, Stop, Wait, Work
-from .control import Agenda, Delays, Retry, blind_retry, next_hypothesis, reconcile_settled, rest_states, retry_for
+from .control import Agenda, Delays, Retry, blind_retry, next_hypothesis, reconcile_settled, retry_for
 from .heartbeat import Cadence, renewals_inside_lease
 from .worker import LEASE_GONE, Agent, AgentConfig, WorkerSeams
 from .workflow import ChapterWorkflow, OperationsWorkflow, Step, Workflow, head_sha, resume_after
@@ -43,7 +43,6 @@ __all__ = [
     "next_hypothesis",
     "reconcile_settled",
     "renewals_inside_lease",
-    "rest_states",
     "resume_after",
     "retry_for",
 ]

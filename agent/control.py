@@ -26,22 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shiftchange.core import Plan
-from shiftchange.core.states import ATTEMPT_TERMINAL
+from shiftchange.core.states import ATTEMPT_TERMINAL, TASK_AT_REST
 
 RECOVERING = ("suspect", "reconciling")
-
-
-def rest_states(table: Any = None) -> frozenset[str]:
-    """The task states a task rests in (terminal, or resting until an operator acts) in `table` (None: the packaged one).
-
-    Which states rest is the table's to say, so this is read from the table a
-    control plane runs, when it runs, and never at import.
-    """
-    if table is None:
-        from shiftchange.core.table import packaged
-
-        table = packaged()
-    return table.task_terminal | table.task_resting
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +97,6 @@ class Agenda:
     decided_after: dict[str, str] = field(default_factory=dict)
     """From the records: task id -> the ended Attempt the loop last decided after. The history makes a task due once per
     Attempt that ends; a survey would find a task whose retry was refused undecided again every round, so it remembers."""
-    at_rest: frozenset[str] | None = None
-    """The task states retirement waits for (`rest_states(table)` of the table the control plane runs); None: the packaged
-    table's, read at the first task-level change noted."""
 
     # ------------------------------------------------- from the history
 
@@ -124,7 +108,7 @@ class Agenda:
         if event.attempt_id is None:  # a task-level change
             if state == "review":
                 self.approve[event.task_id] = event.at + self.delays.review_s
-            elif state in (self.at_rest if self.at_rest is not None else self._packaged_at_rest()):
+            elif state in TASK_AT_REST:
                 self.retire[event.task_id] = event.at + self.delays.retire_grace_s
             else:
                 self.retire.pop(event.task_id, None)
@@ -140,10 +124,6 @@ class Agenda:
         if state == "queued" or state in ATTEMPT_TERMINAL:
             self.admission_due = True  # a new Attempt waits, or an ended one freed its slot
         return state
-
-    def _packaged_at_rest(self) -> frozenset[str]:
-        self.at_rest = rest_states()
-        return self.at_rest
 
     # ------------------------------------------------- from the records
 

@@ -158,13 +158,24 @@ def run_child(argv: list[str], path_entry: Path | None, tree: Path) -> dict:
     return figures
 
 
-def interleaved(measure: Callable[[Path | None], dict], path_entry: Path, repeat: int) -> tuple[list[dict], list[dict]]:
-    """`measure(None)` (current) and `measure(path_entry)` (baseline) alternately, `repeat` times each: A, B, A, B, ..."""
+def side_by_side_runs(
+    title: str, revision: str, argv: list[str], repeat: int, show: Callable[[dict], str]
+) -> tuple[list[dict], list[dict]]:
+    """Run the measuring child `argv` on the current code and on `revision`, alternately (A, B, A, B, ...), `repeat` times
+    each, printing what is compared and one line a run (`show` of its figures); returns (current runs, baseline runs)."""
+    commit = resolve_revision(revision)
+    print(f"{title}: current against {revision} ({commit[:12]}), {repeat} fresh processes each, alternately")
+    print(f"   current  = {describe_current()}")
     current: list[dict] = []
     baseline: list[dict] = []
-    for _ in range(repeat):
-        current.append(measure(None))
-        baseline.append(measure(path_entry))
+    with baseline_tree(commit) as path_entry:
+        print(f"   baseline = {commit[:12]}, importable from {path_entry}")
+        for _ in range(repeat):
+            for entry, runs in ((None, current), (path_entry, baseline)):
+                figures = run_child(argv, entry, path_entry)
+                runs.append(figures)
+                number = len(current) + len(baseline)
+                print(f"   {number:>2}. {'current ' if entry is None else 'baseline'}  {show(figures)}")
     return current, baseline
 
 

@@ -48,7 +48,7 @@ import sys
 import time
 import tracemalloc
 
-from common import baseline_tree, describe_current, interleaved, positive, resolve_revision, run_child, spread, verdict
+from common import positive, side_by_side_runs, spread, verdict
 
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import CountingEnvironment, play
@@ -129,27 +129,16 @@ def speed_child(tasks: int, seed: int) -> None:
 
 def side_by_side(tasks: int, seed: int, revision: str, repeat: int) -> bool:
     """CPU per simulated task of the current code against `revision`'s, fresh processes played alternately."""
-    commit = resolve_revision(revision)
-    print(f"side by side: current against {revision} ({commit[:12]}), {repeat} fresh processes each, alternately")
-    print(f"   current  = {describe_current()}")
-    with baseline_tree(commit) as path_entry:
-        print(f"   baseline = {commit[:12]}, importable from {path_entry}")
-        argv = [__file__, "--speed-child", str(tasks), "--seed", str(seed)]
-        runs = 0
+    argv = [__file__, "--speed-child", str(tasks), "--seed", str(seed)]
 
-        def measure(entry):
-            nonlocal runs
-            figures = run_child(argv, entry, path_entry)
-            runs += 1
-            name = "current " if entry is None else "baseline"
-            held = "invariants hold" if figures["ok"] else "INVARIANTS DO NOT ALL HOLD"
-            print(
-                f"   {runs:>2}. {name}  {figures['events']:>12,} events  {figures['cpu_s']:>7.2f} s CPU  {figures['wall_s']:>7.2f} s wall"
-                f"  {1e3 * figures['cpu_s'] / tasks:>6.3f} ms CPU/task  {held}; digest {figures['digest'][:16]}"
-            )
-            return figures
+    def show(figures: dict) -> str:
+        held = "invariants hold" if figures["ok"] else "INVARIANTS DO NOT ALL HOLD"
+        return (
+            f"{figures['events']:>12,} events  {figures['cpu_s']:>7.2f} s CPU  {figures['wall_s']:>7.2f} s wall"
+            f"  {1e3 * figures['cpu_s'] / tasks:>6.3f} ms CPU/task  {held}; digest {figures['digest'][:16]}"
+        )
 
-        current, baseline = interleaved(measure, path_entry, repeat)
+    current, baseline = side_by_side_runs("side by side", revision, argv, repeat, show)
     summary = {}
     for name, figures in (("current", current), ("baseline", baseline)):
         cpu_min, cpu_median, _ = spread([1e3 * each["cpu_s"] / tasks for each in figures])

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import baseline_tree, describe_current, interleaved, positive, resolve_revision, run_child, spread, verdict
+from common import positive, side_by_side_runs, spread, verdict
 
 from shiftchange.core import (
     AdmissionConfig,
@@ -213,23 +213,12 @@ def memory_child(cycles: int, rounds: int) -> None:
 
 def memory_side_by_side(cycles: int, rounds: int, revision: str, repeat: int) -> bool:
     """MemoryStore cycles/s of the current code against `revision`'s, fresh processes played alternately."""
-    commit = resolve_revision(revision)
-    print(f"MemoryStore side by side: current against {revision} ({commit[:12]}), {repeat} fresh processes each, alternately")
-    print(f"   current  = {describe_current()}")
-    with baseline_tree(commit) as path_entry:
-        print(f"   baseline = {commit[:12]}, importable from {path_entry}")
-        argv = [__file__, "--memory-child", str(cycles), "--rounds", str(rounds)]
-        runs = 0
+    argv = [__file__, "--memory-child", str(cycles), "--rounds", str(rounds)]
 
-        def measure(entry):
-            nonlocal runs
-            figures = run_child(argv, entry, path_entry)
-            runs += 1
-            rates = ", ".join(f"{rate:,.0f}" for rate in figures["cycles_per_s"])
-            print(f"   {runs:>2}. {'current ' if entry is None else 'baseline'}  cycles/s of its {rounds} rounds: {rates}")
-            return figures
+    def show(figures: dict) -> str:
+        return f"cycles/s of its {rounds} rounds: " + ", ".join(f"{rate:,.0f}" for rate in figures["cycles_per_s"])
 
-        current, baseline = interleaved(measure, path_entry, repeat)
+    current, baseline = side_by_side_runs("MemoryStore side by side", revision, argv, repeat, show)
     summary = {}
     for name, figures in (("current", current), ("baseline", baseline)):
         rates = [rate for each in figures for rate in each["cycles_per_s"]]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import CoreConfig, ReliabilityConfig
 from .errors import NotFound, StoreContention, StoreRetryable
@@ -29,6 +29,9 @@ from .store import Store, Transaction
 from .table import Table, packaged
 from .validate import text
 from .vocabulary import EFFECTS, Call, Unaskable
+
+if TYPE_CHECKING:
+    from shiftchange.spec.model import Row
 
 _NOTHING: dict[str, Any] = {}
 """The inputs of a call that gathers none (its rows' guards and effects read only its records)."""
@@ -282,15 +285,7 @@ class Context:
             worker = call.given.get("worker_id", attempt.worker_id) if actor == "worker" else None
             return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, worker, detail, operation_key)
         dest, row = fired
-        apply = EFFECTS["attempt"]
-        try:
-            for effect in row.effects:
-                apply[effect](call)
-        except KeyError as missing:
-            raise Unaskable(
-                f"row {row.where} cannot apply its effects to a {trigger!r} call: one needs {missing.args[0]!r},"
-                " which that contract does not gather"
-            ) from None
+        _apply(EFFECTS["attempt"], row, call)
         writes = call.writes
         if dest != before:
             writes["state"] = dest
@@ -360,15 +355,7 @@ class Context:
             refusal = Refused(machine.why_refused(before, trigger, call.holds), guard_code(failed) if failed else "no_row", failed, before)
             return self.refuse(tx, actor, trigger, task.task_id, None, before, refusal, detail=detail)
         dest, row = fired
-        apply = EFFECTS["task"]
-        try:
-            for effect in row.effects:
-                apply[effect](call)
-        except KeyError as missing:
-            raise Unaskable(
-                f"row {row.where} cannot apply its effects to a {trigger!r} call: one needs {missing.args[0]!r},"
-                " which that contract does not gather"
-            ) from None
+        _apply(EFFECTS["task"], row, call)
         tx.update_task(task, state=dest, **call.writes)
         self.event(tx, actor, trigger, task.task_id, None, True, "accepted", before, dest, detail=call.detail)
         for followup in call.followups:
@@ -381,6 +368,18 @@ class Context:
         """How long the Attempt has run: from its start (or its claim, if it never started) to `now`."""
         start = attempt.started_at if attempt.started_at is not None else attempt.claimed_at
         return 0.0 if start is None else max(0.0, now - start)
+
+
+def _apply(implemented: dict[str, Callable[[Call], None]], row: Row, call: Call) -> None:
+    """Apply the row's effects, in its order, to the call being fired."""
+    try:
+        for effect in row.effects:
+            implemented[effect](call)
+    except KeyError as missing:
+        raise Unaskable(
+            f"row {row.where} cannot apply its effects to a {call.trigger!r} call: one needs {missing.args[0]!r},"
+            " which that contract does not gather"
+        ) from None
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])

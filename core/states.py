@@ -1,9 +1,10 @@
 """The states the core names, and which of them end a record: the one list the stores, the vocabulary and the tables share.
 
 A table may move between these states as it likes; it may not add or drop
-one, or make a terminal state non-terminal (`vocabulary.check` refuses it when
-the table is compiled). So the stores can know, without compiling a spec,
-which Attempts are immutable evidence.
+one, or change which end a record or rest (`vocabulary.check` refuses it when
+the table is compiled). So the stores, the agent and the drivers can know,
+without compiling a spec, which Attempts are immutable evidence and which
+tasks are at rest.
 """
 
 from __future__ import annotations
@@ -19,3 +20,7 @@ ATTEMPT_TERMINAL = frozenset({"succeeded", "failed", "cancelled", "blocked", "qu
 
 TASK_STATES = frozenset({"inbox", "ready", "in_progress", "review", "done", "blocked", "escalated", "quarantined", "cancelled"})
 TASK_TERMINAL = frozenset({"done", "cancelled"})
+TASK_RESTING = frozenset({"blocked", "escalated", "quarantined"})
+"""A task resting here waits for an operator: only a release moves it."""
+TASK_AT_REST = TASK_TERMINAL | TASK_RESTING
+"""Where a task stays until someone acts: ended, or resting."""

@@ -40,7 +40,7 @@ from shiftchange.spec.model import Machine, Spec
 from .fence import token_digest
 from .policy import budget_exhausted, poison
 from .records import Manifest, Plan, new_manifest
-from .states import ATTEMPT_STATES, ATTEMPT_TERMINAL, TASK_STATES, TASK_TERMINAL
+from .states import ATTEMPT_STATES, ATTEMPT_TERMINAL, TASK_RESTING, TASK_STATES, TASK_TERMINAL
 
 if TYPE_CHECKING:
     from .context import Context
@@ -76,8 +76,9 @@ FIRED = {
 }  # fmt: skip
 """The triggers the core's contracts fire, per machine: a table may declare no other, and must declare these."""
 
-STATES = {"attempt": (ATTEMPT_STATES, ATTEMPT_TERMINAL), "task": (TASK_STATES, TASK_TERMINAL)}
-"""The states the core names and the terminal ones (`core.states`): a table may move between them, not add, drop or redefine one."""
+STATES = {"attempt": (ATTEMPT_STATES, ATTEMPT_TERMINAL, frozenset()), "task": (TASK_STATES, TASK_TERMINAL, TASK_RESTING)}
+"""The states the core names, the terminal ones and the resting ones (`core.states`): a table may move between them, not
+add, drop or redefine one."""
 
 
 def guard(machine: str, name: str) -> Callable[[Guard], Guard]:
@@ -616,7 +617,7 @@ def _check_machine(machine: Machine) -> None:
     missing = sorted(FIRED[name] - set(machine.triggers))
     if missing:
         raise SpecError(machine.where, f"the core fires {name} trigger {missing[0]!r}, which the vocabulary does not declare", fix)
-    known, terminal = STATES[name]
+    known, terminal, resting = STATES[name]
     states = set(machine.states)
     if states != known:
         extra = sorted(states - known)
@@ -625,6 +626,7 @@ def _check_machine(machine: Machine) -> None:
         where = machine.states[extra[0]].where if extra else machine.where
         raise SpecError(where, problem, "a table moves between the core's states; it may not add or drop one")
     for state in machine.states.values():
-        if state.terminal != (state.name in terminal):
-            said = "terminal" if state.terminal else "not terminal"
-            raise SpecError(state.where, f"{name} state {state.name!r} is declared {said}; the core's is the opposite", fix)
+        for flag, declared, core_set in (("terminal", state.terminal, terminal), ("resting", state.resting, resting)):
+            if declared != (state.name in core_set):
+                said = flag if declared else f"not {flag}"
+                raise SpecError(state.where, f"{name} state {state.name!r} is declared {said}; the core's is the opposite", fix)

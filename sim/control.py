@@ -34,6 +34,7 @@ from typing import Any
 from shiftchange.agent import Agenda, Delays, blind_retry, retry_for
 from shiftchange.checkers.history import Retired
 from shiftchange.core import Event
+from shiftchange.core.states import ATTEMPT_TERMINAL, TASK_AT_REST
 
 from .config import ControlConfig
 from .worker import Offer
@@ -70,9 +71,6 @@ class ControlPlane:
         control = context.control
         self.agenda = Agenda(Delays(ci_s=context.ci_s, review_s=control.review_s, retire_grace_s=control.retire_grace_s))
         self.offered: dict[str, tuple[float, Offer]] = {}
-        table = context.orchestrator.table  # the table this run plays, not one read at import
-        self._terminal = table.attempt_terminal
-        self._at_rest = table.task_terminal | table.task_resting
 
     # ------------------------------------------------------ the listener
 
@@ -85,7 +83,7 @@ class ControlPlane:
         if state == "admitted":
             self._offer(event.task_id, attempt_id)
             self.context.queue_watch.admitted(attempt_id, event.at)
-        elif state == "claimed" or state in self._terminal:
+        elif state == "claimed" or state in ATTEMPT_TERMINAL:
             self.offered.pop(attempt_id, None)
         elif state == "queued":
             self.context.queue_watch.queued(attempt_id, self.peek(attempt_id), event.at)
@@ -186,7 +184,7 @@ class ControlPlane:
     def cancel(self, task_id: str) -> None:
         """An operator cancels a task (if it still exists and is not already at rest)."""
         state = self._peek_task_state(task_id)
-        if state is not None and state not in self._at_rest:
+        if state is not None and state not in TASK_AT_REST:
             self.context.orchestrator.cancel_task(task_id, "operator cancelled the task")
 
     # --------------------------------------------------------- retirement
@@ -194,7 +192,7 @@ class ControlPlane:
     def _retire(self, task_id: str, now: float, drained: bool = False) -> None:
         with self.context.store.transaction() as tx:
             attempts = tx.attempts_of(task_id)
-            if not drained and any(a.state not in self._terminal for a in attempts):
+            if not drained and any(a.state not in ATTEMPT_TERMINAL for a in attempts):
                 self.agenda.retire[task_id] = now + self.context.control.retire_grace_s  # not finished yet: look again later
                 return
             # Shallow copies suffice: a record's fields are strings, numbers and frozen values.

@@ -55,7 +55,8 @@ from typing import Any
 from shiftchange.checkers.history import Landed, Retired
 from shiftchange.checkers.measures import Measures
 from shiftchange.core import Event
-from shiftchange.core.table import Table, packaged
+from shiftchange.core.states import ATTEMPT_TERMINAL as _TERMINAL
+from shiftchange.core.states import TASK_AT_REST as _AT_REST
 
 RENEWAL_OUTCOMES = ("sent", "unanswered", "accepted", "refused")
 
@@ -74,14 +75,10 @@ class _Holding:
 class Metrics:
     """Counters and distributions of one run."""
 
-    def __init__(self, lease_ttl_s: float, series: Any = None, table: Table | None = None) -> None:
+    def __init__(self, lease_ttl_s: float, series: Any = None) -> None:
         self.lease_ttl_s = lease_ttl_s
         self.series = series
         """The recorder, told of each expiry's verdict and each renewal's fate (None: no time series)."""
-        table = packaged() if table is None else table
-        self._terminal = table.attempt_terminal
-        """The Attempt states that end a record, and the Task states at rest: the run's table's (default: the packaged)."""
-        self._at_rest = table.task_terminal | table.task_resting
         self.final_states: dict[str, int] = {}
         self.attempts = 0
         self.attempts_max = 0
@@ -136,7 +133,7 @@ class Metrics:
             self._expires_at[event.attempt_id] = (event.at + self.lease_ttl_s, False)
         elif kind == "expire":
             self._expired(event)
-        if event.attempt_id is not None and event.to_state in self._terminal:
+        if event.attempt_id is not None and event.to_state in _TERMINAL:
             self._held.pop(event.attempt_id, None)
             self._expires_at.pop(event.attempt_id, None)
             self._since.pop(event.attempt_id, None)  # shed or cancelled while it waited: it never reached admission
@@ -163,7 +160,7 @@ class Metrics:
 
     def retired(self, retired: Retired) -> None:
         task = retired.task
-        state = task.state if not retired.drained or task.state in self._at_rest else f"lost ({task.state})"
+        state = task.state if not retired.drained or task.state in _AT_REST else f"lost ({task.state})"
         self.final_states[state] = self.final_states.get(state, 0) + 1
         self.tasks_retired += 1
         self.attempts += len(retired.attempts)

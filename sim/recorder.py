@@ -27,8 +27,10 @@ from typing import Any
 
 from shiftchange.checkers.history import Landed, Retired
 from shiftchange.core import Event
-from shiftchange.core.table import Table, packaged
+from shiftchange.core.states import TASK_AT_REST
 
+RETIRED_STATES = (*sorted(TASK_AT_REST), "lost")
+"""The final states a retired task is counted under; a task still live when the run ended counts as lost."""
 _CALL_FATES = ("offered", "retried", "answered", "landed", "timed_out", "refused")
 
 
@@ -41,17 +43,14 @@ class Recorder:
         window_s: float,
         dependencies: tuple[str, ...],
         gauges: Callable[[float], dict[str, Any]],
-        table: Table | None = None,
+        leased: frozenset[str],
     ) -> None:
         self.env = env
         self.window_s = window_s
         self.dependencies = dependencies
         self._gauges = gauges
-        table = packaged() if table is None else table
-        self._at_rest = table.task_terminal | table.task_resting
-        self._leased_states = table.leased
-        self.retired_states = (*sorted(self._at_rest), "lost")
-        """The final states a retired task is counted under (the run's table's, default the packaged); one still live counts as lost."""
+        self._leased_states = leased
+        """The Attempt states a lease is held in: those the run's table lets a renewal leave (`Table.leased`)."""
         self.rows: list[dict[str, Any]] = []
         self._leased: set[str] = set()
         self._spent: dict[str, float] = {}
@@ -73,7 +72,7 @@ class Recorder:
             0,
         )
         counts.update(dict.fromkeys(("expiries", "false_expiries", "spend_usd", "tokens"), 0))
-        counts.update({f"retired.{state}": 0 for state in self.retired_states})
+        counts.update({f"retired.{state}": 0 for state in RETIRED_STATES})
         counts.update({f"{dependency}.{fate}": 0 for dependency in self.dependencies for fate in _CALL_FATES})
         self._counts = counts
         self._latencies: dict[str, list[float]] = {dependency: [] for dependency in self.dependencies}
@@ -110,7 +109,7 @@ class Recorder:
 
     def retired(self, retired: Retired) -> None:
         state = retired.task.state
-        self._counts[f"retired.{state if state in self._at_rest else 'lost'}"] += 1
+        self._counts[f"retired.{state if state in TASK_AT_REST else 'lost'}"] += 1
 
     def renewal(self, outcome: str) -> None:
         self._counts[f"renewals_{outcome}"] += 1

@@ -106,7 +106,7 @@ class World:
         context = CheckContext(config.core.lease_ttl_s, config.reliability.attempt_spend_max_usd, config.core.reason_length_min)
         self.history = History(all_checkers(context), keep_all=keep_history, sink=history_sink)
         self.bench = Workbench(env, config.workload, self.stream("work"))
-        self.recorder = Recorder(env, config.series.window_s, PROVIDERS, self._gauges) if series else None
+        self.recorder = Recorder(env, config.series.window_s, PROVIDERS, self._gauges, self.table.leased) if series else None
         self.metrics = Metrics(config.core.lease_ttl_s, self.recorder)
         self.transport = Transport(env, config.network, self.stream("network"))
         workload = config.workload
