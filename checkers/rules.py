@@ -163,6 +163,11 @@ class _Fold:
         self._entries = 0
         self._retired = 0
 
+    @functools.cached_property
+    def sets(self) -> _StateSets:
+        """The packaged spec's state sets, read when a rule first needs them (then an attribute), never at import."""
+        return _sets()
+
     def live(self) -> int:
         """How many tasks this checker still keeps state for (zero once every task retired)."""
         return len(self._tasks)
@@ -277,7 +282,7 @@ class SingleOwner(_Fold):
             return
         attempt_id = event.attempt_id
         if event.kind == "claim":
-            leased = _sets().leased
+            leased = self.sets.leased
             for holder_id, lease in leases.items():
                 if lease.state in leased and event.at < lease.expires_at:
                     whose = "its own earlier lease" if holder_id == attempt_id else f"{holder_id}'s lease"
@@ -292,7 +297,7 @@ class SingleOwner(_Fold):
         lease = leases.get(attempt_id)
         if lease is None:
             return
-        if event.to_state in _sets().attempt_terminal:
+        if event.to_state in self.sets.attempt_terminal:
             del leases[attempt_id]
             return
         if event.kind == "renew":
@@ -436,7 +441,7 @@ class AppendOnlyAttempts(_Fold):
             state.appends.add(attempt_id)
             state.count = max(state.count, number)
             return
-        terminal = _sets().attempt_terminal
+        terminal = self.sets.attempt_terminal
         ended = state.ended.get(attempt_id)
         if ended is not None or event.from_state in terminal:
             shown = [describe(ended)] if ended is not None else []
@@ -504,7 +509,7 @@ class SuspectThenReconcile(_Fold):
             suspects[attempt_id] = event
         elif event.to_state == "reconciling":
             suspects.pop(attempt_id, None)
-        elif attempt_id in suspects and event.to_state in _sets().attempt_terminal:
+        elif attempt_id in suspects and event.to_state in self.sets.attempt_terminal:
             self._violation(
                 f"{attempt_id} went from suspect to {event.to_state} without reconciling",
                 describe(suspects.pop(attempt_id)),
@@ -575,7 +580,7 @@ class NoLostTasks(_Fold):
                     describe(retired),
                 )
                 break
-        sets = _sets()
+        sets = self.sets
         if task.state in sets.task_terminal or task.state in sets.task_resting:
             return
         how = "was drained" if retired.drained else "retired"

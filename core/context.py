@@ -28,7 +28,7 @@ from .seams import Seams
 from .store import Store, Transaction
 from .table import Table, packaged
 from .validate import text
-from .vocabulary import EFFECTS, Call, Unaskable
+from .vocabulary import ATTEMPT_EFFECTS, ATTEMPT_GUARDS, TASK_EFFECTS, TASK_GUARDS, Call, Unaskable
 
 if TYPE_CHECKING:
     from shiftchange.spec.model import Row
@@ -50,6 +50,7 @@ class Context:
         "clock",
         "config",
         "fence",
+        "fenced_triggers",
         "moved",
         "provider",
         "racing",
@@ -79,6 +80,8 @@ class Context:
         self.fence = seams.fence
         self.table = packaged() if table is None else table
         """The spec this orchestrator runs: every state change is one of its rows (`fire`, `fire_task`)."""
+        self.fenced_triggers = self.table.attempt.fenced_triggers
+        """The triggers the fence addresses and proves (`addressed`): the table's, read once."""
         self.moved: Callable[[str, str, str], None] | None = None
         """Told (attempt id, from state, to state) of every accepted move, inside the transaction (the admission gate)."""
         self._pending: list[Callable[[], None]] = []
@@ -166,7 +169,7 @@ class Context:
         holds it (the chapter's stale worker "records completion over a
         replacement's work").
         """
-        if trigger in self.table.attempt.fenced_triggers:
+        if trigger in self.fenced_triggers:
             attempt = self.fence.address(tx, attempt_id)
         else:
             named = tx.attempt(attempt_id)
@@ -277,15 +280,22 @@ class Context:
                 # No worker id: an unproven call cannot be attributed to the lease holder.
                 refusal = Refused(reason, code, state=before)
                 return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, operation_key=operation_key)
-        call = asked or Call(self, tx, attempt, task, "attempt", _NOTHING if given is None else given, trigger)
-        call.detail = detail
+        if asked is None:
+            call = Call(self, tx, attempt, task, ATTEMPT_GUARDS, _NOTHING if given is None else given, trigger, out, detail)
+        else:
+            call = asked
+            call.out, call.detail = out, detail
         fired = machine.fire(before, trigger, call.holds)
         if fired is None:
             refusal = self._refusal(attempt, trigger, call.holds)
             worker = call.given.get("worker_id", attempt.worker_id) if actor == "worker" else None
             return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, worker, detail, operation_key)
         dest, row = fired
-        _apply(EFFECTS["attempt"], row, call)
+        try:
+            for effect in row.effects:
+                ATTEMPT_EFFECTS[effect](call)
+        except KeyError as missing:
+            raise _unaskable(row, call, missing) from None
         writes = call.writes
         if dest != before:
             writes["state"] = dest
@@ -314,10 +324,9 @@ class Context:
             operation_key=operation_key,
             retries=self.retries,
         )
-        for followup in call.followups:
-            followup()
-        if out is not None:
-            out.update(call.out)
+        if call.followups is not None:
+            for followup in call.followups:
+                followup()
         return Accepted(dest, detail) if detail else _accepted_in(dest)
 
     def _refusal(self, attempt: Attempt, trigger: str, holds: Callable[[str], bool]) -> Refused:
@@ -347,21 +356,23 @@ class Context:
         """The firing path of the task table: ask the row's guards, apply its effects, write the change and its event."""
         machine = self.table.task
         before = task.state
-        call = Call(self, tx, None, task, "task", _NOTHING if given is None else given, trigger)
-        call.detail = detail
+        call = Call(self, tx, None, task, TASK_GUARDS, _NOTHING if given is None else given, trigger, out, detail)
         fired = machine.fire(before, trigger, call.holds)
         if fired is None:
             failed = machine.failed_guards(before, trigger, call.holds)
             refusal = Refused(machine.why_refused(before, trigger, call.holds), guard_code(failed) if failed else "no_row", failed, before)
             return self.refuse(tx, actor, trigger, task.task_id, None, before, refusal, detail=detail)
         dest, row = fired
-        _apply(EFFECTS["task"], row, call)
+        try:
+            for effect in row.effects:
+                TASK_EFFECTS[effect](call)
+        except KeyError as missing:
+            raise _unaskable(row, call, missing) from None
         tx.update_task(task, state=dest, **call.writes)
         self.event(tx, actor, trigger, task.task_id, None, True, "accepted", before, dest, detail=call.detail)
-        for followup in call.followups:
-            followup()
-        if out is not None:
-            out.update(call.out)
+        if call.followups is not None:
+            for followup in call.followups:
+                followup()
         return Accepted(dest, call.detail)
 
     def elapsed_s(self, attempt: Attempt, now: float) -> float:
@@ -370,16 +381,12 @@ class Context:
         return 0.0 if start is None else max(0.0, now - start)
 
 
-def _apply(implemented: dict[str, Callable[[Call], None]], row: Row, call: Call) -> None:
-    """Apply the row's effects, in its order, to the call being fired."""
-    try:
-        for effect in row.effects:
-            implemented[effect](call)
-    except KeyError as missing:
-        raise Unaskable(
-            f"row {row.where} cannot apply its effects to a {call.trigger!r} call: one needs {missing.args[0]!r},"
-            " which that contract does not gather"
-        ) from None
+def _unaskable(row: Row, call: Call, missing: KeyError) -> Unaskable:
+    """An effect of `row` needed an input its contract does not gather: a design error of the table, named."""
+    return Unaskable(
+        f"row {row.where} cannot apply its effects to a {call.trigger!r} call: one needs {missing.args[0]!r},"
+        " which that contract does not gather"
+    )
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])

@@ -15,6 +15,7 @@ keep its tokens elsewhere, and so that the simulator can switch fencing off
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from typing import Protocol
@@ -22,9 +23,20 @@ from typing import Protocol
 from .records import Attempt
 from .store import Transaction
 
+TOKENS_REMEMBERED_MAX = 4096
+"""How many lease tokens' digests a process remembers: about one per lease it serves at once, with room to spare."""
 
+
+@functools.lru_cache(maxsize=TOKENS_REMEMBERED_MAX)
 def token_digest(token: str) -> str:
-    """What an Attempt keeps of its lease token: the SHA-256, so a leaked database cannot forge a fence."""
+    """What an Attempt keeps of its lease token: the SHA-256, so a leaked database cannot forge a fence.
+
+    Every fenced call hashes the token it presents, and a lease holder
+    presents the same token on each renewal, grant, receipt and checkpoint:
+    the digests of the most recent tokens are remembered (a bounded cache in
+    this process's memory, which holds the tokens it is sent anyway; the store
+    still keeps digests only).
+    """
     return hashlib.sha256(token.encode()).hexdigest()
 
 

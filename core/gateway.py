@@ -35,7 +35,7 @@ from .retry_budget import RetryBudgets
 from .seams import KeyRequest
 from .store import Transaction
 from .validate import fence_arguments, flag, number, text, whole
-from .vocabulary import Call
+from .vocabulary import ATTEMPT_GUARDS, Call
 
 _HELD_BACK = frozenset({"circuit_allows", "retry_budget_allows", "concurrency_allows"})
 """Guards that hold a call back for its dependency's sake, not the caller's: the call may be asked again later."""
@@ -189,7 +189,7 @@ class ToolGateway:
                 ask.why = self._circuit_refusal(chosen)
                 continue
             ask.circuit = True
-            trial = Call(context, tx, ask.attempt, ask.task, "attempt", given, "grant_tool")
+            trial = Call(context, tx, ask.attempt, ask.task, ATTEMPT_GUARDS, given, "grant_tool", remember=True)
             if context.table.attempt.fire(ask.attempt.state, "grant_tool", trial.holds) is None:
                 ask.why = _denial(chosen, trial)
                 ask.trial = trial
@@ -244,8 +244,8 @@ class ToolGateway:
         replay = None
         if ask.replaying:
             replay = ask.intent.result if ask.intent is not None and ask.intent.receipt is not None else ask.receipt
-        call.followups.append(partial(self._persisted, call.tx, ask, now, deadline, replay, cost_usd, tokens))
-        call.out["grant"] = Grant(ask.minted, replay, deadline, chosen, _timeout_left_s(attempt, now))
+        call.then(partial(self._persisted, call.tx, ask, now, deadline, replay, cost_usd, tokens))
+        call.hand(grant=Grant(ask.minted, replay, deadline, chosen, _timeout_left_s(attempt, now)))
 
     def _persisted(self, tx: Transaction, ask: _Ask, now: float, deadline: float, replay: str | None, cost_usd: float, tokens: int) -> None:
         """The key's intent (new, handed over by a replay, or granted again) and the task's charge, after the grant's event."""
@@ -302,11 +302,9 @@ class ToolGateway:
         context, tx, given = self._context, call.tx, call.given
         intent, key = given["intent"], given["key"]
         if intent.receipt is None:
-            call.followups.append(
-                partial(tx.update_intent, intent, receipt=given["provider_id"], result=given["result"] or given["provider_id"])
-            )
+            call.then(partial(tx.update_intent, intent, receipt=given["provider_id"], result=given["result"] or given["provider_id"]))
         if intent.outcome is None:
-            call.followups.append(partial(tx.update_intent, intent, outcome="succeeded"))
+            call.then(partial(tx.update_intent, intent, outcome="succeeded"))
             context.after_commit(partial(self.breakers.record_success, intent.dependency, call.now))
             context.after_commit(partial(self.concurrency.limit(intent.dependency).succeeded, key, call.now))
 
@@ -327,7 +325,7 @@ class ToolGateway:
         context, given = self._context, call.given
         intent = given["intent"]
         if intent.outcome is None:
-            call.followups.append(partial(call.tx.update_intent, intent, outcome="failed"))
+            call.then(partial(call.tx.update_intent, intent, outcome="failed"))
             context.after_commit(partial(self.breakers.record_failure, intent.dependency, call.now, given["signature"]))
             context.after_commit(partial(self.concurrency.limit(intent.dependency).failed, given["key"], call.now))
 

@@ -47,13 +47,30 @@ if TYPE_CHECKING:
     from .records import Attempt, Task
     from .store import Transaction
 
-__all__ = ["EFFECTS", "FIRED", "GUARDS", "MATERIAL", "NOTHING_WRITTEN", "STATES", "Call", "check"]
+__all__ = [
+    "ATTEMPT_EFFECTS",
+    "ATTEMPT_GUARDS",
+    "EFFECTS",
+    "FIRED",
+    "GUARDS",
+    "MATERIAL",
+    "NOTHING_WRITTEN",
+    "STATES",
+    "TASK_EFFECTS",
+    "TASK_GUARDS",
+    "Call",
+    "check",
+]
 
 Guard = Callable[["Call"], bool]
 Effect = Callable[["Call"], None]
 
 GUARDS: dict[str, dict[str, Guard]] = {"attempt": {}, "task": {}}
 EFFECTS: dict[str, dict[str, Effect]] = {"attempt": {}, "task": {}}
+ATTEMPT_GUARDS = GUARDS["attempt"]
+TASK_GUARDS = GUARDS["task"]
+ATTEMPT_EFFECTS = EFFECTS["attempt"]
+TASK_EFFECTS = EFFECTS["task"]
 MATERIAL: dict[str, dict[str, bool]] = {"attempt": {}, "task": {}}
 NOTHING_WRITTEN: dict[tuple[str, str], str] = {}
 """(machine, effect) -> why its implementation writes no record."""
@@ -124,8 +141,19 @@ class Call:
     )
 
     def __init__(
-        self, context: Context, tx: Transaction, attempt: Attempt | None, task: Task | None, machine: str, given: dict, trigger: str
+        self,
+        context: Context,
+        tx: Transaction,
+        attempt: Attempt | None,
+        task: Task | None,
+        guards: dict[str, Guard],
+        given: dict,
+        trigger: str,
+        out: dict[str, Any] | None = None,
+        detail: str = "",
+        remember: bool = False,
     ) -> None:
+        # The firing path builds one of these per contract call: nothing is allocated here that most calls never use.
         self.context = context
         self.tx = tx
         self.attempt = attempt
@@ -133,12 +161,24 @@ class Call:
         self.now = context.clock.now()
         self.given = given
         self.writes: dict[str, Any] = {}
-        self.detail = ""
-        self.followups: list[Callable[[], None]] = []
-        self.out: dict[str, Any] = {}
-        self._cache: dict[str, bool] = {}
-        self._guards = GUARDS[machine]
+        self.detail = detail
+        self.followups: list[Callable[[], None]] | None = None
+        self.out = out
+        self._cache: dict[str, bool] | None = {} if remember else None
+        self._guards = guards
         self.trigger = trigger
+
+    def then(self, step: Callable[[], None]) -> None:
+        """Run `step` after the row's own write and its event, inside the same transaction."""
+        if self.followups is None:
+            self.followups = [step]
+        else:
+            self.followups.append(step)
+
+    def hand(self, **values: Any) -> None:
+        """Hand `values` back to the contract (in the `out` it gave the firing path; nothing when it gave none)."""
+        if self.out is not None:
+            self.out.update(values)
 
     @property
     def task(self) -> Task:
@@ -148,17 +188,27 @@ class Call:
         return task
 
     def holds(self, name: str) -> bool:
-        """Whether the guard `name` holds for this call: asked of its evaluator once, only if a row names it."""
+        """Whether the guard `name` holds for this call, asked of its evaluator only if a row names it.
+
+        Evaluators read and do not write, so asking twice gives the same
+        answer; a call that remembers (`remember=True`: the gateway's, whose
+        guards are asked while it chooses a dependency and again when it fires)
+        asks each once.
+        """
         cache = self._cache
-        held = cache.get(name)
-        if held is None:
-            try:
-                held = cache[name] = bool(self._guards[name](self))
-            except KeyError as missing:
-                raise Unaskable(
-                    f"guard {name!r} cannot be asked of a {self.trigger!r} call: its evaluator needs {missing.args[0]!r},"
-                    " which that contract does not gather; name it on a row whose contract does"
-                ) from None
+        if cache is not None:
+            held = cache.get(name)
+            if held is not None:
+                return held
+        try:
+            held = self._guards[name](self)
+        except KeyError as missing:
+            raise Unaskable(
+                f"guard {name!r} cannot be asked of a {self.trigger!r} call: its evaluator needs {missing.args[0]!r},"
+                " which that contract does not gather; name it on a row whose contract does"
+            ) from None
+        if cache is not None:
+            cache[name] = held
         return held
 
 
@@ -353,15 +403,17 @@ def _issue_lease(call: Call) -> None:
         expires_at=now + call.context.config.lease_ttl_s,
         timeout_budget_s=call.context.config.timeout_budget_s,
     )
-    call.out["token"] = token
-    call.out["generation"] = generation
+    out = call.out
+    if out is not None:
+        out["token"], out["generation"] = token, generation
 
 
 @effect("attempt", "freeze_manifest", material=True)
 def _freeze_manifest(call: Call) -> None:
     manifest = manifest_for(call.task, call.attempt)
     call.writes.update(manifest_digest=manifest.digest(), worktree=manifest.worktree, base_sha=manifest.base_sha)
-    call.out["manifest"] = manifest
+    if call.out is not None:
+        call.out["manifest"] = manifest
 
 
 @effect("attempt", "record_start", material=True)
@@ -371,7 +423,9 @@ def _record_start(call: Call) -> None:
 
 @effect("attempt", "extend_lease", material=True)
 def _extend_lease(call: Call) -> None:
-    call.writes.update(heartbeat_at=call.now, expires_at=call.now + call.context.config.lease_ttl_s)
+    writes, now = call.writes, call.now
+    writes["heartbeat_at"] = now
+    writes["expires_at"] = now + call.context.config.lease_ttl_s
 
 
 @effect("attempt", "persist_intent", material=True)
@@ -528,7 +582,7 @@ def _record_decision(call: Call) -> None:
 def _append_attempt(call: Call) -> None:
     """Attempt N+1 through the recovery seam, after the task's own event: a retry appends, never rewrites."""
     append = call.given["append"]
-    call.followups.append(append)
+    call.then(append)
 
 
 @effect(
@@ -548,7 +602,7 @@ def _cancel_active_attempt(call: Call) -> None:
     attempts = call.given["attempts"]
     active = call.context.table.active
     if attempts and attempts[-1].state in active:
-        call.out["cancel_attempt"] = attempts[-1].attempt_id
+        call.hand(cancel_attempt=attempts[-1].attempt_id)
 
 
 @effect(
