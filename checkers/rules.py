@@ -154,6 +154,12 @@ class _Fold:
 
     name = ""
     judges_final_records = False
+    _follows_events = False
+    """Whether the rule reads accepted events (it overrides `_on_event`): one that does not keeps no state for them."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._follows_events = cls._on_event is not _Fold._on_event
 
     def __init__(self, context: CheckContext) -> None:
         self.context = context
@@ -174,7 +180,7 @@ class _Fold:
 
     def event(self, event: Event) -> None:
         self._entries += 1
-        if event.accepted:
+        if event.accepted and self._follows_events:
             self._on_event(self._state(event.task_id), event)
 
     def landed(self, landed: Landed) -> None:

@@ -819,7 +819,9 @@ def test_checkers_forget_each_task_when_it_retires():
     checkers = history.checkers
     for batch in range(200):
         stories = [clean_start(Story(history, f"task-{batch}-{index}")) for index in range(10)]
-        assert [checker.live() for checker in checkers] == [10] * len(checkers)
+        # A rule that reads events keeps each live task's state; one that does not keeps at most that.
+        assert all(checker.live() == 10 if checker._follows_events else checker.live() <= 10 for checker in checkers)
+        assert sum(checker._follows_events for checker in checkers) >= 7
         for started in stories:
             clean_finish(started)
         assert [checker.live() for checker in checkers] == [0] * len(checkers)
