@@ -28,7 +28,7 @@ from .seams import Seams
 from .store import Store, Transaction
 from .table import Table, packaged
 from .validate import text
-from .vocabulary import ATTEMPT_EFFECTS, ATTEMPT_GUARDS, TASK_EFFECTS, TASK_GUARDS, Call, Unaskable
+from .vocabulary import ATTEMPT_EFFECTS, ATTEMPT_GUARDS, TASK_EFFECTS, TASK_GUARDS, UNCHOSEN, Call, Unaskable, choose
 
 if TYPE_CHECKING:
     from shiftchange.spec.model import Row
@@ -282,10 +282,11 @@ class Context:
                 return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, operation_key=operation_key)
         if asked is None:
             call = Call(self, tx, attempt, task, ATTEMPT_GUARDS, _NOTHING if given is None else given, trigger, out, detail)
+            fired = choose(machine, before, trigger, call)
         else:
             call = asked
             call.out, call.detail = out, detail
-        fired = machine.fire(before, trigger, call.holds)
+            fired = call.chosen if call.chosen is not UNCHOSEN else choose(machine, before, trigger, call)
         if fired is None:
             refusal = self._refusal(attempt, trigger, call.holds)
             worker = call.given.get("worker_id", attempt.worker_id) if actor == "worker" else None
@@ -357,7 +358,7 @@ class Context:
         machine = self.table.task
         before = task.state
         call = Call(self, tx, None, task, TASK_GUARDS, _NOTHING if given is None else given, trigger, out, detail)
-        fired = machine.fire(before, trigger, call.holds)
+        fired = choose(machine, before, trigger, call)
         if fired is None:
             failed = machine.failed_guards(before, trigger, call.holds)
             refusal = Refused(machine.why_refused(before, trigger, call.holds), guard_code(failed) if failed else "no_row", failed, before)

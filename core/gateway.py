@@ -35,7 +35,7 @@ from .retry_budget import RetryBudgets
 from .seams import KeyRequest
 from .store import Transaction
 from .validate import fence_arguments, flag, number, text, whole
-from .vocabulary import ATTEMPT_GUARDS, Call
+from .vocabulary import ATTEMPT_GUARDS, Call, choose
 
 _HELD_BACK = frozenset({"circuit_allows", "retry_budget_allows", "concurrency_allows"})
 """Guards that hold a call back for its dependency's sake, not the caller's: the call may be asked again later."""
@@ -189,8 +189,9 @@ class ToolGateway:
                 ask.why = self._circuit_refusal(chosen)
                 continue
             ask.circuit = True
-            trial = Call(context, tx, ask.attempt, ask.task, ATTEMPT_GUARDS, given, "grant_tool", remember=True)
-            if context.table.attempt.fire(ask.attempt.state, "grant_tool", trial.holds) is None:
+            trial = Call(context, tx, ask.attempt, ask.task, ATTEMPT_GUARDS, given, "grant_tool")
+            trial.chosen = choose(context.table.attempt, ask.attempt.state, "grant_tool", trial)
+            if trial.chosen is None:
                 ask.why = _denial(chosen, trial)
                 ask.trial = trial
                 return

@@ -63,6 +63,8 @@ class Table:
         self.digest = spec.digest
         self.attempt = CompiledMachine(spec.attempt)
         self.task = CompiledMachine(spec.task)
+        self.attempt.bind(vocabulary.GUARDS["attempt"])
+        self.task.bind(vocabulary.GUARDS["task"])
         self.attempt_terminal = self.attempt.terminal
         self.task_terminal = self.task.terminal
         self.task_resting = frozenset(s.name for s in spec.task.states.values() if s.resting)

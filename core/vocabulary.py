@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shiftchange.spec.loader import SpecError
-from shiftchange.spec.model import Machine, Spec
+from shiftchange.spec.model import Machine, Row, Spec
 
 from .fence import token_digest
 from .policy import budget_exhausted, poison
@@ -43,6 +43,8 @@ from .records import Manifest, Plan, new_manifest
 from .states import ATTEMPT_STATES, ATTEMPT_TERMINAL, TASK_RESTING, TASK_STATES, TASK_TERMINAL
 
 if TYPE_CHECKING:
+    from shiftchange.spec.compiled import CompiledMachine
+
     from .context import Context
     from .records import Attempt, Task
     from .store import Transaction
@@ -58,8 +60,10 @@ __all__ = [
     "STATES",
     "TASK_EFFECTS",
     "TASK_GUARDS",
+    "UNCHOSEN",
     "Call",
     "check",
+    "choose",
 ]
 
 Guard = Callable[["Call"], bool]
@@ -121,14 +125,18 @@ def effect(machine: str, name: str, *, material: bool, nothing_written: str | No
     return register
 
 
+UNCHOSEN = object()
+"""`Call.chosen` before the table was asked."""
+
+
 class Call:
     """One firing of a row: what the contract read and gathered, what the row's guards found and what its effects write."""
 
     __slots__ = (
-        "_cache",
         "_guards",
         "_task",
         "attempt",
+        "chosen",
         "context",
         "detail",
         "followups",
@@ -151,7 +159,6 @@ class Call:
         trigger: str,
         out: dict[str, Any] | None = None,
         detail: str = "",
-        remember: bool = False,
     ) -> None:
         # The firing path builds one of these per contract call: nothing is allocated here that most calls never use.
         self.context = context
@@ -164,7 +171,8 @@ class Call:
         self.detail = detail
         self.followups: list[Callable[[], None]] | None = None
         self.out = out
-        self._cache: dict[str, bool] | None = {} if remember else None
+        self.chosen: tuple[str, Row] | object | None = UNCHOSEN
+        """The row the table chose for this call, when a contract already asked (the gateway, choosing a dependency)."""
         self._guards = guards
         self.trigger = trigger
 
@@ -188,28 +196,29 @@ class Call:
         return task
 
     def holds(self, name: str) -> bool:
-        """Whether the guard `name` holds for this call, asked of its evaluator only if a row names it.
+        """Whether the guard `name` holds for this call, asked of its evaluator by name.
 
-        Evaluators read and do not write, so asking twice gives the same
-        answer; a call that remembers (`remember=True`: the gateway's, whose
-        guards are asked while it chooses a dependency and again when it fires)
-        asks each once.
+        The firing path asks the evaluators the table bound to its rows
+        (`CompiledMachine.choose`); this is for the words of a refusal and for
+        naming a guard whose evaluator lacks an input. Evaluators read and do
+        not write, so asking twice gives the same answer.
         """
-        cache = self._cache
-        if cache is not None:
-            held = cache.get(name)
-            if held is not None:
-                return held
         try:
-            held = self._guards[name](self)
+            return self._guards[name](self)
         except KeyError as missing:
             raise Unaskable(
                 f"guard {name!r} cannot be asked of a {self.trigger!r} call: its evaluator needs {missing.args[0]!r},"
                 " which that contract does not gather; name it on a row whose contract does"
             ) from None
-        if cache is not None:
-            cache[name] = held
-        return held
+
+
+def choose(machine: CompiledMachine, state: str, trigger: str, call: Call) -> tuple[str, Row] | None:
+    """The row `machine` enables for this call, its guards asked through the evaluators the table bound to its rows."""
+    try:
+        return machine.choose(state, trigger, call)
+    except KeyError:
+        machine.fire(state, trigger, call.holds)  # asked again by name, so the guard short of an input is named (Unaskable)
+        raise
 
 
 class Unaskable(RuntimeError):

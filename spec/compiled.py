@@ -9,7 +9,8 @@ framework in the loop. The `transitions` Machine built from the same rows
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .model import Machine, Row
 
@@ -35,7 +36,7 @@ def _enabled(required: tuple[str, ...], forbidden: tuple[str, ...], holds: Holds
 class CompiledMachine:
     """A (state, trigger) -> candidate rows lookup with guard evaluation."""
 
-    __slots__ = ("_fenced_at", "_table", "fenced_triggers", "initial", "name", "states", "terminal", "triggers")
+    __slots__ = ("_bound", "_fenced_at", "_table", "fenced_triggers", "initial", "name", "states", "terminal", "triggers")
 
     def __init__(self, machine: Machine) -> None:
         self.name = machine.name
@@ -52,6 +53,7 @@ class CompiledMachine:
             table.setdefault((source, row.trigger), []).append(entry)
         self._table = {key: tuple(value) for key, value in table.items()}
         self._fenced_at = {key: any(entry[3].fenced for entry in value) for key, value in table.items()}
+        self._bound: dict[tuple[str, str], tuple] = {}
         self.fenced_triggers = frozenset(row.trigger for row in machine.rows if row.fenced)
         """Triggers with at least one fenced row: a call of one is addressed, and proved, by the fence."""
 
@@ -64,6 +66,38 @@ class CompiledMachine:
         """
         fenced = self._fenced_at.get((state, trigger))
         return trigger in self.fenced_triggers if fenced is None else fenced
+
+    def bind(self, evaluators: Mapping[str, Callable[[Any], bool]]) -> None:
+        """Keep, for every row, the evaluators of its guards, so `choose` asks them of a subject with no lookup by name."""
+        self._bound = {
+            key: tuple(
+                (tuple(evaluators[g] for g in required), tuple(evaluators[g] for g in forbidden), dest, row)
+                for required, forbidden, dest, row in entries
+            )
+            for key, entries in self._table.items()
+        }
+
+    def choose(self, state: str, trigger: str, subject: Any) -> tuple[str, Row] | None:
+        """`fire` with the evaluators given to `bind`, each asked of `subject`: the path a core that has bound them takes.
+
+        The same rows in the same order, each guard asked only until its row
+        is decided, so the answer is `fire`'s with `holds(name) =
+        evaluators[name](subject)`.
+        """
+        chosen = None
+        for required, forbidden, dest, row in self._bound.get((state, trigger), ()):
+            for guard in required:
+                if not guard(subject):
+                    break
+            else:
+                for guard in forbidden:
+                    if guard(subject):
+                        break
+                else:
+                    if chosen is not None:
+                        raise AmbiguousTransition(f"{trigger!r} from {state!r}: rows {chosen[1].where} and {row.where} both enabled")
+                    chosen = (dest, row)
+        return chosen
 
     def fire(self, state: str, trigger: str, holds: Holds) -> tuple[str, Row] | None:
         """The destination and row enabled for this call, or None when refused."""

@@ -214,6 +214,21 @@ def test_dropping_extend_lease_from_renew_accepts_the_renewal_but_leaves_the_exp
     assert result.expires_at == before.expires_at
 
 
+def test_a_guard_named_on_a_row_whose_contract_does_not_gather_its_input_is_named_when_asked():
+    """Goal: a table may name any guard on any row, but a guard asked of a call that lacks its input (the claimer's
+    workspace, on a renewal) is a design error named with the guard, the trigger and the missing input, never a KeyError."""
+    from dataclasses import replace
+
+    from shiftchange.core.vocabulary import Unaskable
+
+    rows = tuple(replace(row, guards=(*row.guards, "workspace_matches")) if row.trigger == "renew" else row for row in SHIPPED.attempt.rows)
+    table = edited(replace(SHIPPED, attempt=replace(SHIPPED.attempt, rows=rows)))
+    with world(table) as w:
+        lease = w.running()
+        with pytest.raises(Unaskable, match=r"guard 'workspace_matches' cannot be asked of a 'renew' call.*'workspace'"):
+            w.orchestrator.renew_lease(*fence(lease))
+
+
 def test_shipped_complete_records_the_result():
     result, attempt, _path = completed(shipped())
     assert result.accepted and (attempt.result, attempt.head_sha) == ("all tests pass", "sha-1")

@@ -24,6 +24,7 @@ from hypothesis.stateful import invariant
 
 from shiftchange.core import MemoryStore, Orchestrator
 from shiftchange.core.table import Table
+from shiftchange.core.vocabulary import GUARDS
 from shiftchange.spec import CompiledMachine, load_spec
 from shiftchange.spec.oracle import build_oracle, oracle_fire
 from shiftchange.stores.sqlite import SQLiteStore
@@ -54,6 +55,7 @@ class RecordingMachine(CompiledMachine):
 
     def __init__(self, machine) -> None:
         super().__init__(machine)
+        self.bind(GUARDS[machine.name])  # as core.table.Table binds the machines it compiles
         self.asked: list[tuple[str, str, dict[str, bool], str | None]] = []
         self.fences: list[tuple[str, str, bool]] = []
 
@@ -65,6 +67,13 @@ class RecordingMachine(CompiledMachine):
     def fire(self, state, trigger, holds):
         values = {name: holds(name) for name in self.guards_of(state, trigger)}
         fired = super().fire(state, trigger, holds)
+        self.asked.append((state, trigger, values, fired[0] if fired else None))
+        return fired
+
+    def choose(self, state, trigger, subject):
+        """The core's path: the bound evaluators asked of the call; recorded with every guard's value as `fire` records it."""
+        values = {name: subject.holds(name) for name in self.guards_of(state, trigger)}
+        fired = super().choose(state, trigger, subject)
         self.asked.append((state, trigger, values, fired[0] if fired else None))
         return fired
 
