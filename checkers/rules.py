@@ -103,9 +103,9 @@ def _packaged() -> Spec:
     check; so the checkers read the installed spec files themselves, once,
     when a rule first asks. Only record types come from `core`.
     """
-    from shiftchange.spec.loader import DEFAULT_DIRECTORY, load_spec
+    from shiftchange.spec.loader import packaged_spec
 
-    return load_spec(DEFAULT_DIRECTORY)
+    return packaged_spec()
 
 
 @functools.cache

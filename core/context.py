@@ -28,7 +28,7 @@ from .seams import Seams
 from .store import Store, Transaction
 from .table import Table, packaged
 from .validate import text
-from .vocabulary import ATTEMPT_EFFECTS, ATTEMPT_GUARDS, TASK_EFFECTS, TASK_GUARDS, UNCHOSEN, Call, Unaskable, choose
+from .vocabulary import ATTEMPT_EFFECTS, ATTEMPT_GUARDS, TASK_EFFECTS, TASK_GUARDS, UNCHOSEN, Call, Unaskable, choose, remembered
 
 if TYPE_CHECKING:
     from shiftchange.spec.model import Row
@@ -282,13 +282,17 @@ class Context:
                 return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, operation_key=operation_key)
         if asked is None:
             call = Call(self, tx, attempt, task, ATTEMPT_GUARDS, _NOTHING if given is None else given, trigger, out, detail)
-            fired = choose(machine, before, trigger, call)
+            try:
+                fired = machine.choose(before, trigger, call)
+            except KeyError:
+                choose(machine, before, trigger, call)  # asks again by name, naming the guard short of an input
+                raise
         else:
             call = asked
             call.out, call.detail = out, detail
             fired = call.chosen if call.chosen is not UNCHOSEN else choose(machine, before, trigger, call)
         if fired is None:
-            refusal = self._refusal(attempt, trigger, call.holds)
+            refusal = self._refusal(attempt, trigger, remembered(call))
             worker = call.given.get("worker_id", attempt.worker_id) if actor == "worker" else None
             return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, worker, detail, operation_key)
         dest, row = fired
@@ -358,10 +362,15 @@ class Context:
         machine = self.table.task
         before = task.state
         call = Call(self, tx, None, task, TASK_GUARDS, _NOTHING if given is None else given, trigger, out, detail)
-        fired = choose(machine, before, trigger, call)
+        try:
+            fired = machine.choose(before, trigger, call)
+        except KeyError:
+            choose(machine, before, trigger, call)  # asks again by name, naming the guard short of an input
+            raise
         if fired is None:
-            failed = machine.failed_guards(before, trigger, call.holds)
-            refusal = Refused(machine.why_refused(before, trigger, call.holds), guard_code(failed) if failed else "no_row", failed, before)
+            holds = remembered(call)
+            failed = machine.failed_guards(before, trigger, holds)
+            refusal = Refused(machine.why_refused(before, trigger, holds), guard_code(failed) if failed else "no_row", failed, before)
             return self.refuse(tx, actor, trigger, task.task_id, None, before, refusal, detail=detail)
         dest, row = fired
         try:

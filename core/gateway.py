@@ -77,15 +77,15 @@ class _Ask:
     why: str = ""
     trial: Call | None = None
     """The call on which the table's guards were asked for the chosen dependency, when their answers still hold."""
+    replaying: bool = False
+    """The key is receipted (recorded, or found once at the provider): the recorded result comes back, no call is made."""
+    retrying: bool = False
+    """Granted before and never receipted: asking again is a retry."""
 
-    @property
-    def replaying(self) -> bool:
-        return self.receipt is not None
-
-    @property
-    def retrying(self) -> bool:
-        """Granted before and never receipted: asking again is a retry."""
-        return self.intent is not None and self.receipt is None
+    def __post_init__(self) -> None:
+        # Fields, not properties: every guard of a grant reads them.
+        self.replaying = self.receipt is not None
+        self.retrying = self.intent is not None and self.receipt is None
 
 
 class ToolGateway:
@@ -346,10 +346,11 @@ def _timeout_left_s(attempt: Attempt, now: float) -> float:
 
 def _denial(dependency: str, trial: Call) -> str:
     """Why the table would refuse a grant on the dependency's verdicts, in words for the refused event."""
-    if not trial.holds("rate_allows"):
+    holds = trial.holds
+    if not holds("rate_allows"):
         return f"rate limit of {dependency} reached (a capacity denial)"
-    if not trial.holds("retry_budget_allows"):
+    if not holds("retry_budget_allows"):
         return f"retry budget of {dependency} spent: retries are held to their share of first calls"
-    if not trial.holds("concurrency_allows"):
+    if not holds("concurrency_allows"):
         return f"calls in flight to {dependency} are at its adaptive concurrency limit"
     return ""

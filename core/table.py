@@ -26,7 +26,7 @@ import functools
 from pathlib import Path
 
 from shiftchange.spec.compiled import CompiledMachine
-from shiftchange.spec.loader import SpecError, load_spec
+from shiftchange.spec.loader import SpecError, packaged_spec
 from shiftchange.spec.model import Spec, Where
 
 from .errors import InputError
@@ -91,7 +91,7 @@ class Table:
 @functools.cache
 def packaged() -> Table:
     """The installed spec's table, compiled on first use and kept for the process."""
-    return Table(load_spec(), "the packaged spec")
+    return Table(packaged_spec(), "the packaged spec")
 
 
 @functools.cache

@@ -64,6 +64,7 @@ __all__ = [
     "Call",
     "check",
     "choose",
+    "remembered",
 ]
 
 Guard = Callable[["Call"], bool]
@@ -219,6 +220,19 @@ def choose(machine: CompiledMachine, state: str, trigger: str, call: Call) -> tu
     except KeyError:
         machine.fire(state, trigger, call.holds)  # asked again by name, so the guard short of an input is named (Unaskable)
         raise
+
+
+def remembered(call: Call) -> Callable[[str], bool]:
+    """`call.holds` asking each guard once: for the words of a refusal, which ask every guard of every row more than once."""
+    known: dict[str, bool] = {}
+
+    def holds(name: str) -> bool:
+        held = known.get(name)
+        if held is None:
+            held = known[name] = call.holds(name)
+        return held
+
+    return holds
 
 
 class Unaskable(RuntimeError):

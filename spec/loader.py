@@ -13,6 +13,7 @@ clear message beats a wall of consequences.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from pathlib import Path
@@ -131,6 +132,12 @@ def shown_directory(directory: str | Path) -> str:
         return str(root.resolve().relative_to(Path.cwd().resolve())) or "."
     except ValueError:
         return str(directory)
+
+
+@functools.cache
+def packaged_spec() -> Spec:
+    """The installed spec, read once a process: the core compiles it and the checkers read its catalogue, each its own way."""
+    return load_spec(DEFAULT_DIRECTORY)
 
 
 def load_spec(directory: str | Path | None = None) -> Spec:
