@@ -91,8 +91,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from shiftchange.core.states import TASK_AT_REST
-
 if TYPE_CHECKING:
     from shiftchange.checkers import LedgerEntry, Measures
     from shiftchange.core import Event
@@ -559,14 +557,17 @@ class _Run:
         self.load_ended = 0.0
         self.drain_ended = 0.0
         self.drained = False
+        self.at_rest: frozenset[str] = frozenset()
 
     # -------------------------------------------------------------- set-up
 
     def prepare(self) -> None:
         from shiftchange.core import CoreError
+        from shiftchange.core.states import TASK_AT_REST
         from shiftchange.runtime.clock import lease_clock
         from shiftchange.stores import open_store
 
+        self.at_rest = TASK_AT_REST
         if self.spec is None:
             self.spec = resolve_spec(None)
         if self.ledger_path.exists():
@@ -763,7 +764,7 @@ class _Run:
                 task = self.store.get_task(task_id)
             except StoreError:
                 return  # asked again at the next check
-            if task is not None and task.state in TASK_AT_REST:
+            if task is not None and task.state in self.at_rest:
                 self.pending.discard(task_id)
 
     # -------------------------------------------------------------- processes
@@ -1034,7 +1035,7 @@ class _Run:
         for task_id, task in tasks.items():
             state = task.state if task is not None else "missing"
             states[state] = states.get(state, 0) + 1
-            if task is None or task.state not in TASK_AT_REST:
+            if task is None or task.state not in self.at_rest:
                 lost.append(f"{task_id} ({state})")
         counts = dict.fromkeys(FAULT_KINDS, 0)
         for item in self.delivered:
@@ -1048,7 +1049,7 @@ class _Run:
         return {
             "tasks_submitted": len(tasks),
             "tasks_done": done,
-            "tasks_at_rest_otherwise": {state: n for state, n in sorted(states.items()) if state != "done" and state in TASK_AT_REST},
+            "tasks_at_rest_otherwise": {state: n for state, n in sorted(states.items()) if state != "done" and state in self.at_rest},
             "tasks_lost": len(lost),
             "lost": lost[:20],
             "final_states": dict(sorted(states.items())),
