@@ -609,7 +609,7 @@ def _where(conninfo: Any) -> str:
     try:
         params = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as error:
-        from .stores import describe  # libpq quotes the string it could not parse: never print its password
+        from .urls import describe  # libpq quotes the string it could not parse: never print its password
 
         raise InputError(f"not a PostgreSQL connection string: {_first_line(error).replace(conninfo, describe(conninfo))}") from None
     host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost"
@@ -624,12 +624,23 @@ def _connection_options(connect_timeout_s: float) -> dict[str, Any]:
     return {"autocommit": True, "connect_timeout": max(2, math.ceil(connect_timeout_s)), "client_encoding": "UTF8"}
 
 
+_BAD_PARAMETER = re.compile(r"(?:connection is bad: )?(invalid .*)")
+"""How libpq words a connection parameter's value it refused before connecting (`invalid sslmode value: "x"`)."""
+
+
 def _connect(conninfo: str, connect_timeout_s: float, where: str) -> Any:
     """One connection outside the pool (migrations); StoreUnavailable in one line if the server cannot be reached."""
     try:
         connection = psycopg.connect(conninfo, **_connection_options(connect_timeout_s))
     except psycopg.OperationalError as error:
-        raise StoreUnavailable(f"cannot reach PostgreSQL at {where}: {_first_line(error)}") from None
+        line = _first_line(error)
+        # libpq checks a parameter's value (sslmode, port, ...) before it sends anything: bad input, not an unreachable server.
+        refused = _BAD_PARAMETER.match(line)
+        if refused is not None:
+            raise InputError(f"not a usable PostgreSQL connection string: {refused[1]}") from None
+        if "FATAL:" in line:  # the server answered, and refused the session (credentials, database, options)
+            raise StoreUnavailable(f"PostgreSQL at {where} refused the connection: {line.partition('FATAL:')[2].strip()}") from None
+        raise StoreUnavailable(f"cannot reach PostgreSQL at {where}: {line}") from None
     except psycopg.Error as error:
         raise StoreError(f"cannot open PostgreSQL at {where}: {_first_line(error)}") from None
     _adapt_text(connection)
