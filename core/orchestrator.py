@@ -30,6 +30,7 @@ from .admission_gate import AdmissionGate
 from .breaker import Breakers
 from .cancellation import Cancellation
 from .clock import Clock
+from .concurrency import ConcurrencyLimits
 from .config import CoreConfig, ReliabilityConfig
 from .context import Context, contract
 from .errors import InputError
@@ -157,6 +158,11 @@ class Orchestrator:
     @property
     def retry_budgets(self) -> RetryBudgets:
         return self._gateway.retry_budgets
+
+    @property
+    def concurrency(self) -> ConcurrencyLimits:
+        """The adaptive concurrency limit of each dependency (this process's view, as the breakers are)."""
+        return self._gateway.concurrency
 
     # ------------------------------------------------------------- tasks
 
