@@ -24,6 +24,24 @@ def process_arguments(parser: argparse.ArgumentParser, kind: str) -> None:
     parser.add_argument("--config", metavar="FILE", help="a runtime configuration (JSON, as RuntimeConfig.to_json writes it)")
     parser.add_argument("--id", metavar="NAME", default=None, help=f"this {kind}'s id (default {kind}-<pid>)")
     spec_argument(parser, f"the spec this {kind}'s core runs")
+    parser.add_argument(
+        "--metrics-port",
+        metavar="N",
+        type=_port,
+        default=None,
+        help="serve Prometheus metrics on this port (0: any free one, logged); needs the metrics extra; docs/metrics.md",
+    )
+    parser.add_argument("--metrics-host", metavar="ADDR", default="127.0.0.1", help="the address metrics are served on (default 127.0.0.1)")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 65535, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 65535, not {value}")
+    return value
 
 
 def spec_argument(parser: argparse.ArgumentParser, what: str) -> None:
