@@ -169,7 +169,10 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[Any], Any] | Non
 
         return make_file, (lambda store: open_store(f"sqlite:///{store.path}")), lambda: shutil.rmtree(holder, True)
     if scheme not in ("postgresql", "postgres"):
-        raise BadInput(f"check-store {describe(url)}: not MODULE:FACTORY nor a store URL (memory:, sqlite:///DIR, postgresql://...)")
+        raise BadInput(
+            f"check-store: not a store URL: {describe(url)!r}; use memory:, sqlite:///DIR (a directory for fresh store files)"
+            " or postgresql://... (a fresh schema per store), or MODULE:FACTORY"
+        )
     if "schema=" in url:
         raise BadInput(f"check-store {describe(url)}: the kit makes a fresh schema per store; leave schema= out of the URL")
     schemas: list[str] = []

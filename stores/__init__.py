@@ -5,8 +5,9 @@ and `Transaction`) and the in-memory store; this package holds the stores
 that do I/O, so the core imports no database driver. Public surface:
 
 - `open_store(url)`: `memory:`, `sqlite:///path.db`, `postgresql://...`;
-  `migrate_url(url)` brings a store's schema up to date; `describe(url)` is
-  the URL fit to print;
+  `migrate_url(url)` brings a store's schema up to date; `check_url(url)`
+  says what opening it would refuse, without opening anything; `describe(url)`
+  is the URL fit to print;
 - `SQLiteStore` (stdlib sqlite3) and `PostgresStore` (psycopg 3, imported
   only when a PostgreSQL store is first named here).
 
@@ -17,9 +18,9 @@ A port of the store implements `Store` and `Transaction`
 from typing import Any
 
 from .sqlite import SQLiteStore
-from .urls import describe, migrate_url, open_store
+from .urls import check_url, describe, migrate_url, open_store
 
-__all__ = ["PostgresStore", "SQLiteStore", "describe", "migrate_url", "open_store"]
+__all__ = ["PostgresStore", "SQLiteStore", "check_url", "describe", "migrate_url", "open_store"]
 
 
 def __getattr__(name: str) -> Any:

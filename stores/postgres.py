@@ -664,6 +664,28 @@ def _applied(connection: Any, schema: str, where: str) -> dict[int, str] | None:
     return dict(connection.execute(query).fetchall())
 
 
+STORE_SCHEMAS = (
+    "SELECT n.nspname FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid"
+    " WHERE c.relkind IN ('r', 'p') AND c.relname IN ('schema_migrations', 'tasks', 'attempts', 'events')"
+    " GROUP BY n.nspname HAVING count(DISTINCT c.relname) = 4 ORDER BY 1"
+)
+"""The schemas of a database that hold a shiftchange store (its migrations' table and its three main ones)."""
+SCHEMA_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s)"
+STORES_LISTED = 8
+"""How many of a database's store schemas a message names (the rest are counted)."""
+
+
+def _no_store(connection: Any, schema: str, where: str) -> str:
+    """Why there is no store in `schema` (it does not exist, or holds nothing), and which schemas of the database hold one."""
+    (exists,) = connection.execute(SCHEMA_EXISTS, (schema,)).fetchone()
+    found = [name for (name,) in connection.execute(STORE_SCHEMAS)]
+    said = f"schema {schema!r} at {where} holds no shiftchange store" if exists else f"no schema {schema!r} at {where}"
+    if not found:
+        return f"{said}, and no schema of that database holds one: is the URL's database the right one?"
+    listed = ", ".join(found[:STORES_LISTED]) + (f" and {len(found) - STORES_LISTED} more" if len(found) > STORES_LISTED else "")
+    return f"{said}; the schemas there that hold one: {listed} (name one with ?schema=NAME)"
+
+
 def _migrate(connection: Any, schema: str, where: str, *, apply: bool) -> list[int]:
     """Bring `schema` to SCHEMA_VERSION (apply) or check that it is there (not apply), in one transaction; the versions applied."""
     try:
@@ -679,6 +701,8 @@ def _migrate(connection: Any, schema: str, where: str, *, apply: bool) -> list[i
                 )
             missing = [migration for migration in MIGRATIONS if migration[0] not in (applied or {})]
             if not apply:
+                if applied is None:  # no store there at all: `db migrate` would make an empty one, not find the one meant
+                    raise StoreError(_no_store(connection, schema, where))
                 if missing:
                     current = max(applied or {0: ""})
                     raise StoreError(
@@ -1401,19 +1425,15 @@ class PostgresStore(Store):
         idle_in_transaction_timeout_s: float = 3.0,
     ) -> None:
         _require_psycopg()
-        self.schema = check_schema_name(schema)
-        for name, value in (("pool_min", pool_min), ("pool_max", pool_max)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"{name} must be an integer >= 1, not {value!r}")
-        if pool_min > pool_max:
-            raise InputError(f"pool_min ({pool_min}) must not exceed pool_max ({pool_max})")
-        for name, value in (
-            ("connect_timeout_s", connect_timeout_s),
-            ("lock_timeout_s", lock_timeout_s),
-            ("idle_in_transaction_timeout_s", idle_in_transaction_timeout_s),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-                raise InputError(f"{name} must be a number of seconds > 0, not {value!r}")
+        self.check_options(
+            schema=schema,
+            pool_min=pool_min,
+            pool_max=pool_max,
+            connect_timeout_s=connect_timeout_s,
+            lock_timeout_s=lock_timeout_s,
+            idle_in_transaction_timeout_s=idle_in_transaction_timeout_s,
+        )
+        self.schema = schema
         self.lock_timeout_s, self.idle_in_transaction_timeout_s = float(lock_timeout_s), float(idle_in_transaction_timeout_s)
         self.where = _where(conninfo)
         """host:port/database, for messages."""
@@ -1444,6 +1464,32 @@ class PostgresStore(Store):
             pool.close()
             raise StoreUnavailable(f"cannot reach PostgreSQL at {self.where}: no connection within {self.connect_timeout_s:g} s") from None
         self._pool = pool
+
+    @staticmethod
+    def check_options(
+        *,
+        schema: Any = "shiftchange",
+        pool_min: Any = 1,
+        pool_max: Any = 8,
+        connect_timeout_s: Any = 10.0,
+        lock_timeout_s: Any = 2.0,
+        idle_in_transaction_timeout_s: Any = 3.0,
+        migrate: Any = True,
+    ) -> None:
+        """InputError for an option the constructor would refuse, said before anything connects (`stores.check_url`)."""
+        check_schema_name(schema)
+        for name, value in (("pool_min", pool_min), ("pool_max", pool_max)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be an integer >= 1, not {value!r}")
+        if pool_min > pool_max:
+            raise InputError(f"pool_min ({pool_min}) must not exceed pool_max ({pool_max})")
+        for name, value in (
+            ("connect_timeout_s", connect_timeout_s),
+            ("lock_timeout_s", lock_timeout_s),
+            ("idle_in_transaction_timeout_s", idle_in_transaction_timeout_s),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise InputError(f"{name} must be a number of seconds > 0, not {value!r}")
 
     def _configure(self, connection: Any) -> None:
         """Every pooled connection: the NUL-escaping text adapters, the schema as its search_path, and the two lock bounds."""

@@ -431,11 +431,16 @@ class SQLiteStore(Store):
     races: typing.ClassVar[bool] = False
     """BEGIN IMMEDIATE takes the write lock first: transactions never run side by side, so none loses a race."""
 
-    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    @staticmethod
+    def check_options(synchronous: Any = "FULL", *, busy_timeout_s: Any = BUSY_TIMEOUT_S) -> None:
+        """InputError for an option the constructor would refuse, said before any file is opened (`stores.check_url`)."""
         if synchronous not in SYNCHRONOUS_LEVELS:
             raise InputError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
         if isinstance(busy_timeout_s, bool) or not isinstance(busy_timeout_s, int | float) or not busy_timeout_s >= 0:
             raise InputError(f"busy_timeout_s must be a number of seconds >= 0, not {busy_timeout_s!r}")
+
+    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.check_options(synchronous, busy_timeout_s=busy_timeout_s)
         self.path = Path(path)
         self.synchronous = synchronous
         self.busy_timeout_s = float(busy_timeout_s)

@@ -26,36 +26,85 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from shiftchange.core.errors import InputError
 from shiftchange.core.store import MemoryStore, Store
 
-__all__ = ["describe", "migrate_url", "open_store"]
+__all__ = ["check_url", "describe", "migrate_url", "open_store"]
 
 FORMS = "memory:, sqlite:///relative/path.db, sqlite:////absolute/path.db, or postgresql://user@host:5432/db[?schema=name]"
 
 
 def open_store(url: str, **options: Any) -> Store:
     """The store `url` names, opened; InputError (one line, listing the forms) for anything else."""
+    kind = _kind(url)
+    if kind == "memory":
+        return _construct(MemoryStore, "memory:", (), options)
+    if kind == "sqlite":
+        return _open_sqlite(url, options)
+    return _open_postgres(url, options)
+
+
+def check_url(url: str, **options: Any) -> str:
+    """What `open_store(url, **options)` would refuse the URL for, said without opening, creating or connecting to anything.
+
+    Its kind (`memory`, `sqlite` or `postgresql`) if the URL and the options
+    are well formed; InputError (one line) otherwise. A command checks its
+    store URL with this before it makes anything else, so that a store URL it
+    would refuse later does not leave a file or a schema behind (and neither
+    does another argument refused after the URL: check those first).
+    Whether the file or server is there is only known by opening it.
+    """
+    kind = _kind(url)
+    if kind == "memory":
+        _bind(MemoryStore, url, (), options)
+    elif kind == "sqlite":
+        from .sqlite import SQLiteStore
+
+        path, options = _sqlite_arguments(url, options)
+        _bind(SQLiteStore, url, (path,), options)
+        SQLiteStore.check_options(**options)
+    else:
+        from .postgres import PostgresStore, _require_psycopg, _where
+
+        conninfo, options = _postgres_arguments(url, options)
+        _bind(PostgresStore, url, (conninfo,), options)
+        _require_psycopg()
+        PostgresStore.check_options(**options)
+        _where(conninfo)  # InputError if libpq cannot parse it
+    return kind
+
+
+def _kind(url: Any) -> str:
     if not isinstance(url, str):
         raise InputError(f"a store URL is a string ({FORMS}), not {type(url).__name__}")
     scheme = url.partition(":")[0].lower()
     if url == "memory:":
-        return _construct(MemoryStore, "memory:", (), options)
+        return "memory"
     if scheme == "sqlite":
-        return _open_sqlite(url, options)
+        return "sqlite"
     if scheme in ("postgresql", "postgres"):
-        return _open_postgres(url, options)
+        return "postgresql"
     raise InputError(f"not a store URL: {describe(url)!r}; use {FORMS}")
 
 
-def _construct(kind: Any, url: str, arguments: tuple, options: dict[str, Any]) -> Store:
+def _bind(kind: Any, url: str, arguments: tuple, options: dict[str, Any]) -> None:
     try:
         inspect.signature(kind).bind(*arguments, **options)
     except TypeError as error:
         raise InputError(f"{describe(url)}: {kind.__name__} {error}") from None
+
+
+def _construct(kind: Any, url: str, arguments: tuple, options: dict[str, Any]) -> Store:
+    _bind(kind, url, arguments, options)
     return kind(*arguments, **options)
 
 
 def _open_sqlite(url: str, options: dict[str, Any]) -> Store:
     from .sqlite import SQLiteStore
 
+    path, options = _sqlite_arguments(url, options)
+    return _construct(SQLiteStore, url, (path,), options)
+
+
+def _sqlite_arguments(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The file's path and the store's options (with the URL's synchronous=, if any); InputError for a malformed URL."""
     if not url.startswith("sqlite:///"):
         raise InputError(f"not a store URL: {url!r}; an SQLite URL has no host: sqlite:///relative/path.db or sqlite:////absolute/path.db")
     parts = urlsplit(url)
@@ -72,7 +121,7 @@ def _open_sqlite(url: str, options: dict[str, Any]) -> Store:
         if "synchronous" in options:
             raise InputError(f"{url}: synchronous is given both in the URL and as an option")
         options = {**options, "synchronous": query[0][1].upper()}
-    return _construct(SQLiteStore, url, (path,), options)
+    return path, options
 
 
 def _open_postgres(url: str, options: dict[str, Any]) -> Store:
@@ -123,23 +172,19 @@ def migrate_url(url: str) -> list[int]:
     A store migrates itself when opened; this is the same step on its own,
     for a deployment that migrates before it starts its processes.
     """
-    if not isinstance(url, str):
-        raise InputError(f"a store URL is a string ({FORMS}), not {type(url).__name__}")
-    scheme = url.partition(":")[0].lower()
-    if url == "memory:":
+    kind = _kind(url)
+    if kind == "memory":
         raise InputError("memory: has no schema to migrate: it is made anew by every process that opens it")
-    if scheme == "sqlite":
-        path = unquote(urlsplit(url).path[1:])
+    if kind == "sqlite":
+        path, _options = _sqlite_arguments(url, {})
         before = _sqlite_version(path)
-        _open_sqlite(url, {}).close()  # checks the URL and the file, and migrates it
+        _open_sqlite(url, {}).close()  # checks the file, and migrates it
         after = _sqlite_version(path)
         return list(range(before + 1, after + 1)) if before else [after]
-    if scheme in ("postgresql", "postgres"):
-        from .postgres import migrate
+    from .postgres import migrate
 
-        conninfo, options = _postgres_arguments(url, {})
-        return migrate(conninfo, **options)
-    raise InputError(f"not a store URL: {describe(url)!r}; use {FORMS}")
+    conninfo, options = _postgres_arguments(url, {})
+    return migrate(conninfo, **options)
 
 
 _AUTHORITY = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#]*)(?P<rest>.*)", re.DOTALL)
