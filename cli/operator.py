@@ -75,6 +75,10 @@ def open_for_reading(target: str) -> Any:
         return open_store(target, migrate=False)  # a command that only reads creates no schema
     if target == "memory:":
         raise BadInput("memory: holds no history another process wrote: name a SQLite file or a PostgreSQL URL")
+    if "://" in target and not target.startswith("sqlite:///"):
+        from shiftchange.stores import check_url
+
+        check_url(target)  # a URL, but of no store: InputError "not a store URL", naming the forms that are
     path = Path(target.removeprefix("sqlite:///"))
     # SQLite creates a database for a path that does not exist, and the store lays its schema into an empty file;
     # a command that only reads must change neither, so both are refused before opening.
