@@ -467,7 +467,7 @@ def _kind_of(url: str) -> str:
         return "sqlite"
     if url.strip() == "memory:":
         raise ValueError("chaos needs a store its processes can share: sqlite:///path or postgresql://... (memory: is one process's)")
-    raise ValueError(f"store URL {_masked(url)!r}: sqlite:///path or postgresql://USER@HOST/DB")
+    raise ValueError(f"not a store URL: {_masked(url)!r}; chaos takes sqlite:///path or postgresql://USER@HOST/DB")
 
 
 def _admin_conninfo(url: str) -> str:
