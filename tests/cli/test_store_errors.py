@@ -64,3 +64,26 @@ def test_the_console_script_says_it_in_one_line(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert 'invalid URI query parameter: "bogus"' in done.stderr
+
+
+# ---- defect 6: a URL of no store scheme is "not a store URL" naming the ones that are; a mistyped schema is not told to
+# run `db migrate` (which would make an empty store there).
+
+
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS.keys())
+def test_a_url_of_no_store_scheme_is_not_a_store_url(capsys, tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    said = refused(capsys, ["nosuch://x" if word == "URL" else word for word in command])
+    assert "not a store URL" in said and "'nosuch://x'" in said
+    assert "sqlite:///" in said and "postgresql://" in said  # the schemes that are
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["status", "timeline"])
+def test_a_mistyped_schema_is_said_not_to_exist(capsys, make_postgres_store, command):
+    store = make_postgres_store()
+    typo = store.schema + "x"
+    argv = [command, "--store", f"{make_postgres_store.url}?schema={typo}"] + (["--list"] if command == "timeline" else [])
+    said = refused(capsys, argv)
+    assert f"no schema '{typo}' at " in said and store.schema in said
+    assert "migrate" not in said
