@@ -39,18 +39,77 @@ def _typed(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
 
 
 def _worker(args: argparse.Namespace) -> int:
+    _check_process(args)
     from shiftchange.runtime.worker import run_worker
 
     return run_worker(args)
 
 
 def _orchestrator(args: argparse.Namespace) -> int:
+    _check_process(args)
     from shiftchange.runtime.control import run_orchestrator
 
     return run_orchestrator(args)
 
 
+def _check_process(args: argparse.Namespace) -> None:
+    """Every argument of a worker or an orchestrator, checked before it opens its store (which may create a file or a schema).
+
+    The configuration, the store URL (its form and options, not yet opened),
+    the spec, the metrics address (free to bind) and the provider (its URL,
+    and that it answers): each refused here is refused before anything is
+    made, in one line. What only opening the store can tell (the file or the
+    server is not there) is said by opening it, which makes nothing then.
+    """
+    from shiftchange.core import InputError
+    from shiftchange.core.table import table_for
+    from shiftchange.runtime.codehost import HttpProvider
+    from shiftchange.runtime.config import load_config
+    from shiftchange.stores import check_url
+
+    load_config(args.config)
+    if check_url(args.store) == "memory":
+        raise InputError(f"{args.process_noun} needs a store other processes can share: sqlite:///path or postgresql://...")
+    table_for(args.spec)
+    if getattr(args, "metrics_port", None) is not None:
+        _check_bindable(args.metrics_host, args.metrics_port, f"--metrics-host {args.metrics_host} --metrics-port {args.metrics_port}")
+    HttpProvider(args.provider, timeout_s=PROVIDER_PROBE_S)  # its URL, and its health endpoint answers
+
+
+PROVIDER_PROBE_S = 5.0
+"""How long a process waits for the provider's health answer before it refuses to start."""
+
+
+def _check_bindable(host: str, port: int, what: str) -> None:
+    """BadInput unless a server could bind `host`:`port` now (the name resolves, the port is free); the probe is closed at once."""
+    import socket
+
+    from .main import BadInput
+
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, protocol, _, address = found[0]
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: a port in TIME_WAIT is free
+            probe.bind(address)
+    except OSError as error:
+        raise BadInput(f"{what}: cannot serve on {host}:{port}: {error.strerror or error}") from None
+
+
 def _provider(args: argparse.Namespace) -> int:
+    """The code host's server; its address and --url-file are checked before its ledger is made (opened or created)."""
+    from pathlib import Path
+
+    from .main import BadInput
+
+    _check_bindable(args.host, args.port, f"--host {args.host} --port {args.port}")
+    if args.url_file is not None and not Path(args.url_file).resolve().parent.is_dir():
+        raise BadInput(f"--url-file {args.url_file}: no directory {Path(args.url_file).parent}")
+    ledger = Path(args.ledger)
+    if not ledger.resolve().parent.is_dir():
+        raise BadInput(f"--ledger {args.ledger}: no directory {ledger.parent}")
+    if ledger.is_dir():
+        raise BadInput(f"--ledger {args.ledger} is a directory, not a file")
     from shiftchange.runtime.codehost import run
 
     return run(args)
@@ -71,12 +130,12 @@ def add_parsers(commands: Any) -> None:
 
     worker = commands.add_parser("worker", help="run one worker process against a shared store until SIGTERM")
     process_arguments(worker, "worker")
-    worker.set_defaults(handler=_typed(_worker))
+    worker.set_defaults(handler=_typed(_worker), process_noun="a worker")
     orchestrator = commands.add_parser(
         "orchestrator", help="run the control plane (admission, reaper, reconciliation, the loop) until SIGTERM"
     )
     process_arguments(orchestrator, "orchestrator")
-    orchestrator.set_defaults(handler=_typed(_orchestrator))
+    orchestrator.set_defaults(handler=_typed(_orchestrator), process_noun="an orchestrator process")
     provider = commands.add_parser("provider", help="serve the code host and model provider over HTTP, with a ledger on disk")
     provider_arguments(provider)
     provider.set_defaults(handler=_typed(_provider))

@@ -57,7 +57,7 @@ def spec_argument(parser: argparse.ArgumentParser, what: str) -> None:
 def provider_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", metavar="FILE", required=True, help="the JSON-lines ledger (created, or reloaded and appended to)")
     parser.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", metavar="N", type=int, default=0, help="the port (default 0: any free port)")
+    parser.add_argument("--port", metavar="N", type=_port, default=0, help="the port (default 0: any free port)")
     parser.add_argument("--no-idempotency", action="store_true", help="ignore operation keys: every request lands a new effect")
     parser.add_argument("--url-file", metavar="F", help="write the bound URL to this file (atomically) once serving")
     parser.add_argument("--log-requests", action="store_true", help="log each request on stderr")
