@@ -16,6 +16,9 @@ needs a clock, a process or a socket lives here.
   simulator's two dependencies (`code_host`, `model_provider`) that lands
   every effect in a JSON-lines ledger on disk before it answers, with fault
   switches; and `HttpProvider`, the client adapter the processes use;
+- `metrics`: what `--metrics-port N` serves to Prometheus (docs/metrics.md),
+  fed by what the worker and the control plane already see; the
+  `prometheus_client` library is an optional extra, imported only then;
 - `chaos`: `shiftchange chaos`, all of them as OS processes under kills,
   pauses, cut connections, dropped responses and skewed clocks, judged by
   the checkers;

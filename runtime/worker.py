@@ -56,12 +56,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import queue
 import random
 import signal
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +85,7 @@ from shiftchange.stores import describe, open_store, wakeup
 from .clock import WallClock, judged_by, lease_clock, waiting
 from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
+from .metrics import Metrics, start_metrics
 
 __all__ = ["Beat", "Worker", "agent_config", "ask", "call"]
 
@@ -90,6 +93,8 @@ log = logging.getLogger("shiftchange.worker")
 
 WORK_S = {"tool": "tool_call_s", "commit": "commit_s"}
 """How long each kind of `Work` takes: the runtime configuration's field for it."""
+DEPENDENCIES_EVERY_S = 1.0
+"""How often, at most, the metrics read this worker's breakers and concurrency limits (after a command, on the workflow thread)."""
 
 
 def worker_store_url(url: str, worker_id: str) -> str:
@@ -118,19 +123,30 @@ def ask(contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     and a contract that reads provider truth (the gateway asking whether an
     unreceipted call landed) may find the provider away.
     """
+    return _asked(contract, args, kwargs)[0]
+
+
+def _asked(contract: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    """`ask`, and whether an answer came back (a contract may answer None: `claim_next` with nothing to claim)."""
     try:
-        return contract(*args, **kwargs)
+        return contract(*args, **kwargs), True
     except (StoreError, ProviderTimeout, ProviderRefused) as error:
         log.warning("no answer to %s: %s", getattr(contract, "__name__", "call"), error)
-        return None
+        return None, False
     except CoreError as error:  # a defect, not a fault: said loudly, but it costs one call, not the process
         log.error("%s raised %s: %s", getattr(contract, "__name__", "call"), type(error).__name__, error)
-        return None
+        return None, False
 
 
-def call(orchestrator: Any, command: Call) -> Any:
-    """Carry out a `Call` on `orchestrator`: the contract's answer, or None when none came back."""
-    return ask(getattr(orchestrator, command.contract), *command.args, **command.kwargs)
+def call(orchestrator: Any, command: Call, metrics: Metrics | None = None) -> Any:
+    """Carry out a `Call` on `orchestrator`: the contract's answer, or None when none came back (counted in `metrics`, if given)."""
+    answer, answered = _asked(getattr(orchestrator, command.contract), command.args, command.kwargs)
+    if metrics is not None:
+        if answered:
+            metrics.answered(command.contract, answer)
+        else:
+            metrics.unanswered(command.contract)
+    return answer
 
 
 class Beat:
@@ -203,7 +219,7 @@ class Heartbeat(threading.Thread):
             if clock.wait(beat.done, beat.cadence.next_at() - clock.now()):
                 return
             beat.cadence.beat(clock.now())  # a pause swallowed beats: they are not sent late in a burst; the next goes now
-            answer = call(orchestrator, beat.renewal)
+            answer = call(orchestrator, beat.renewal, self.worker.metrics)
             self.worker.counts["renewals"] += 1
             if answer is not None:
                 beat.heard(answer)
@@ -226,9 +242,14 @@ class Worker:
         *,
         clock: Any = None,
         open_orchestrator: Callable[[], Any] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        """`open_orchestrator` gives the heartbeat thread an Orchestrator over a connection of its own; None shares `orchestrator`."""
+        """`open_orchestrator` gives the heartbeat thread an Orchestrator over a connection of its own; None shares `orchestrator`.
+
+        `metrics` counts what the worker sees (`runtime.metrics`); None counts nothing."""
         self.orchestrator = orchestrator
+        self.metrics = Metrics("worker") if metrics is None else metrics
+        self._dependencies_at = -math.inf
         self.provider = provider
         self.config = config
         self.worker_id = worker_id
@@ -247,7 +268,15 @@ class Worker:
         """Claims taken, renewals sent, Attempts the agent stopped, Attempts left to their lease (told to stop, or a defect)."""
 
     @classmethod
-    def connect(cls, store_url: str, provider_url: str, config: RuntimeConfig, worker_id: str, table: Table | None = None) -> Worker:
+    def connect(
+        cls,
+        store_url: str,
+        provider_url: str,
+        config: RuntimeConfig,
+        worker_id: str,
+        table: Table | None = None,
+        metrics: Metrics | None = None,
+    ) -> Worker:
         """A worker over the shared store at `store_url` and the provider at `provider_url`, on the store's clock (or the wall clock).
 
         Every Orchestrator it builds (its own, its heartbeat's) runs `table` (`core.table.table_for`); None: the packaged spec.
@@ -274,7 +303,7 @@ class Worker:
                 own.close()
                 raise
 
-        return cls(orchestrator(store), provider, config, worker_id, clock=waiting(clock), open_orchestrator=orchestrator)
+        return cls(orchestrator(store), provider, config, worker_id, clock=waiting(clock), open_orchestrator=orchestrator, metrics=metrics)
 
     def _new_agent(self) -> Agent:
         config = self.config
@@ -321,6 +350,7 @@ class Worker:
         if not agent.holding:
             return False
         self.counts["claims"] += 1
+        self.metrics.lease_held(True)
         renewal = agent.renewal()
         log.info("claimed %s generation %d", renewal.args[0], renewal.args[1])
         self._follow(renewal)
@@ -348,6 +378,7 @@ class Worker:
             self.beat.done.set()
         self.heartbeat.follow(None)
         self.beat = None
+        self.metrics.lease_held(False)
 
     def _heard(self) -> Command | None:
         """Hand the agent every renewal answer heard since it last asked: the command an interrupt asks for, or None."""
@@ -370,22 +401,51 @@ class Worker:
                 return interrupt
             answer = None
         elif isinstance(command, Call):
-            answer = call(self.orchestrator, command)
+            answer = call(self.orchestrator, command, self.metrics)
         elif isinstance(command, Perform):
             answer = self._perform(command)
         elif isinstance(command, Look):
             answer = self._look(command)
         else:
             raise AssertionError(f"{self.worker_id} cannot carry out {command!r}")
-        return self.agent.on(answer, self.clock.now())
+        held_back, now = self.agent.held_back, self.clock.now()
+        following = self.agent.on(answer, now)
+        if self.metrics.on:
+            self._count(command, answer, held_back, now)
+        return following
+
+    def _count(self, command: Command, answer: Any, held_back: int, now: float) -> None:
+        """What the metrics take from a command the agent has just read: a call it held back, and (at most every
+        DEPENDENCIES_EVERY_S) the breakers and concurrency limits of this worker's gateway, read at the time the agent was handed."""
+        if isinstance(command, Call) and self.agent.held_back > held_back:
+            dependency = str(command.kwargs.get("dependency") or "unknown")
+            self.metrics.held_back(dependency, getattr(answer, "guards", ()), self.agent.held_back - held_back)
+        if now < self._dependencies_at + DEPENDENCIES_EVERY_S:
+            return
+        self._dependencies_at = now
+        orchestrator = self.orchestrator
+        try:
+            names = tuple(orchestrator.reliability.rate_limits)
+            breakers = {name: orchestrator.breakers.state(name, now) for name in names}
+            limits = {name: _limit(orchestrator.concurrency.limit(name), now) for name in names}
+        except (CoreError, AttributeError) as error:  # an orchestrator without them (a test's stand-in), or a clock that stepped back
+            log.debug("dependencies not read for the metrics: %s", error)
+            return
+        self.metrics.dependencies(breakers, limits)
 
     def _perform(self, command: Perform) -> Any:
+        began = time.monotonic()
         try:
-            return self.provider.call(
+            answer = self.provider.call(
                 command.key, command.operation, command.identity, command.task_id, self.worker_id, command.deadline_at, command.via_gateway
             )
-        except (ProviderTimeout, ProviderRefused) as error:
-            return error  # the provider's answer: the agent reads it
+            outcome = "landed"
+        except ProviderTimeout as error:
+            answer, outcome = error, "timeout"  # the provider's answer: the agent reads it
+        except ProviderRefused as error:
+            answer, outcome = error, "refused"
+        self.metrics.performed(command.dependency, outcome, time.monotonic() - began)
+        return answer
 
     def _look(self, command: Look) -> Looked | None:
         try:
@@ -409,6 +469,10 @@ class Worker:
         return None
 
 
+def _limit(limit: Any, now: float) -> tuple[float, int]:
+    return limit.limit, limit.in_flight(now)
+
+
 # ---------------------------------------------------------------- the command
 
 
@@ -419,20 +483,26 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.store.strip() == "memory:":
         raise InputError("a worker needs a store other processes can share: sqlite:///path or postgresql://...")
     table = table_for(getattr(args, "spec", None))  # a bad --spec is said before the store is opened
-    worker = Worker.connect(args.store, args.provider, config, worker_id, table)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    log.info(
-        "worker %s started on %s, %s; running %s (digest %s)",
-        worker_id,
-        describe(args.store),
-        judged_by(worker.orchestrator.clock),
-        table.label,
-        table.digest,
-    )
+    # Then the metrics: a missing prometheus_client or a port taken is said before the store is opened (SQLite would create it).
+    metrics = start_metrics("worker", getattr(args, "metrics_port", None), getattr(args, "metrics_host", "127.0.0.1"))
     try:
-        worker.run()
+        worker = Worker.connect(args.store, args.provider, config, worker_id, table, metrics)
+        metrics.identify(worker_id, table.label, table.digest)
+        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+        log.info(
+            "worker %s started on %s, %s; running %s (digest %s)",
+            worker_id,
+            describe(args.store),
+            judged_by(worker.orchestrator.clock),
+            table.label,
+            table.digest,
+        )
+        try:
+            worker.run()
+        finally:
+            worker.close()
     finally:
-        worker.close()
+        metrics.close()
     log.info("worker %s stopped: %s", worker_id, worker.counts)
     return 0
 
