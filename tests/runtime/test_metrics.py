@@ -313,3 +313,24 @@ def test_a_worker_and_an_orchestrator_serve_real_counts_after_a_pause_past_the_l
     assert total(control_seen, "shiftchange_decisions_total") >= 1
     assert total(control_seen, "shiftchange_admission_leader") == 1
     assert ("shiftchange_attempts", (("state", "suspect"),)) in control_seen
+
+
+# ---------------------------------------------------------------- the document
+
+
+@needs_client
+def test_docs_metrics_lists_every_metric_a_process_serves_and_no_other():
+    """Goal: docs/metrics.md is the list an operator reads: each metric either process registers has its row (by the name a
+    scrape shows: counters with _total, the info with _info), and the document names no metric that is not served."""
+    served = set()
+    for kind in ("worker", "orchestrator"):
+        for family in Metrics(kind, fresh_registry()).registry.collect():
+            suffix = {"counter": "_total", "info": "_info"}.get(family.type, "")
+            served.add(family.name + suffix)
+    document = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `(shiftchange_\w+)` \|", document, flags=re.MULTILINE))
+    named = set(re.findall(r"\b(shiftchange_[a-z_]+?)(?:_bucket|_sum|_count)?\b", document))
+    assert rows == served, f"not documented: {sorted(served - rows)}; not served: {sorted(rows - served)}"
+    assert named <= served, f"named in the document but not served: {sorted(named - served)}"
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "(docs/metrics.md)" in readme
