@@ -26,6 +26,7 @@ lost a race is refused, but it is not late: it never had a lease.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -45,6 +46,7 @@ __all__ = [
     "build_timeline",
     "moment",
     "offset",
+    "readable_times",
     "render_timeline",
 ]
 
@@ -263,7 +265,7 @@ def render_timeline(timeline: Timeline) -> str:
     for attempt in timeline.attempts:
         lines.append("")
         lines.extend(_attempt_block(attempt, timeline.created_at, width))
-    return "\n".join(lines) + "\n"
+    return readable_times("\n".join(lines) + "\n")
 
 
 def _header(timeline: Timeline, width: int) -> list[str]:
@@ -357,6 +359,17 @@ def moment(at: float, origin: float | None = None) -> str:
     else:
         text = f"t={at:.1f}s"
     return text if origin is None else f"{text} ({offset(at - origin)})"
+
+
+EPOCH_FLOAT = re.compile(r"(?<![\w.])(?:t=)?(\d{10,}\.\d+)(?![\w.])")
+"""A Unix time written as a bare number (10 digits or more: from EPOCH_PLAUSIBLE_S on), with any `t=` before it."""
+
+
+def readable_times(text: str) -> str:
+    """`text` with every Unix time written as a bare number ("expired at 1796499303.7910109", a checker's "t=1796499303.79")
+    written as `moment` writes it, ISO 8601 UTC. Reasons are recorded in the core's words with the clock's number in them
+    (the core cannot tell a Unix clock from a simulated one); what a person reads is a time."""
+    return EPOCH_FLOAT.sub(lambda found: moment(float(found.group(1))), text)
 
 
 def offset(seconds: float) -> str:
