@@ -4,15 +4,22 @@ Both take `--store URL` (a SQLite file, `sqlite:///...`, or `postgresql://...`)
 and only read: a SQLite path that holds no store is refused before it is
 opened (SQLite would create it), and a PostgreSQL schema is not migrated.
 
-- `timeline --store URL TASK_ID`: one task's recovery timeline (hypotheses,
-  actions, evidence, cost and budget left per Attempt), times in ISO 8601 UTC
-  with their offset after the task's creation.
-- `timeline --store URL --list [--state S] [--limit N]`: the tasks, newest
-  first, each with its state, Attempts, when it was created and its objective,
-  so the operator can find the id to ask for.
+- `timeline --store URL TASK_ID [--json]`: one task's recovery timeline
+  (hypotheses, actions, evidence, cost and budget left per Attempt), times in
+  ISO 8601 UTC with their offset after the task's creation.
+- `timeline --store URL --list [--state S] [--limit N] [--json]`: the tasks,
+  newest first, each with its state, Attempts, when it was created and its
+  objective, so the operator can find the id to ask for.
 - `status --store URL [--json]`: tasks and Attempts by state, how long the
   oldest admitted Attempt has waited, the leases held (and how many of them
   have run out unreaped), and the latest refusals in the history.
+
+Each is data first (`core.timeline.build_timeline`, `task_list`,
+`store_status`), then text, so `--json` prints exactly what the text is
+made of: times as the store's clock numbers them (Unix seconds), reasons as
+recorded. The text writes every time as a person reads it, the times inside
+recorded reasons too (`core.timeline.readable_times`: "expired at
+2026-12-05T19:35:03.791Z", not the clock's bare number).
 
 "Now" for ages and leases is the store's clock where it has one (PostgreSQL:
 the server's, the one leases are judged by), else this machine's.
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +50,7 @@ def add_parsers(commands: Any) -> None:
     timeline.add_argument(
         "--limit", metavar="N", type=_count, default=LIST_LIMIT_DEFAULT, help=f"with --list: at most N tasks (default {LIST_LIMIT_DEFAULT})"
     )
+    timeline.add_argument("--json", action="store_true", help="one JSON object instead of text (the timeline, or the --list)")
     timeline.set_defaults(handler=_timeline)
 
     status = commands.add_parser("status", help="a store at a glance: states, the oldest wait, leases held, recent refusals")
@@ -130,13 +139,15 @@ def _timeline(args: argparse.Namespace, store: Any) -> int:
     if args.list:
         if args.task_id is not None:
             raise UsageError("timeline: give a TASK_ID or --list, not both")
-        print(_task_list(store, args.state, args.limit), end="")
+        found = task_list(store, args.state, args.limit)
+        print(json.dumps(found, indent=2) if args.json else _task_list_text(found), end="\n" if args.json else "")
         return EXIT_OK
     if args.task_id is None:
         raise UsageError("timeline: name a TASK_ID, or --list the tasks to find one")
     if args.state is not None:
         raise UsageError("timeline: --state filters --list; a timeline is of one task")
-    print(render_timeline(build_timeline(store, args.task_id)), end="")
+    timeline = build_timeline(store, args.task_id)
+    print(json.dumps(asdict(timeline), indent=2) if args.json else render_timeline(timeline), end="\n" if args.json else "")
     return EXIT_OK
 
 
@@ -151,9 +162,9 @@ def _did_you_mean(word: str, known: tuple[str, ...]) -> str:
     return f", did you mean {close[0]!r}" if close else ""
 
 
-def _task_list(store: Any, states: list[str] | None, limit: int) -> str:
+def task_list(store: Any, states: list[str] | None, limit: int) -> dict[str, Any]:
+    """What `timeline --list` reports, as data: how many tasks (in `states`), and the newest `limit` of them."""
     from shiftchange.core.table import packaged
-    from shiftchange.core.timeline import moment
 
     from .main import UsageError
 
@@ -165,18 +176,49 @@ def _task_list(store: Any, states: list[str] | None, limit: int) -> str:
         tasks = tx.tasks_in(states or known)
         attempts = {task.task_id: tx.attempts_of(task.task_id) for task in tasks}
     tasks.sort(key=lambda task: (-task.created_at, task.task_id))
-    now, _ = _now(store, max((a.created_at for tries in attempts.values() for a in tries), default=tasks[0].created_at if tasks else None))
-    shown = tasks[:limit]
-    wanted = "" if not states else " in " + ", ".join(states)
-    lines = [f"{len(tasks):,} task(s){wanted}, newest first" + (f"; the newest {limit:,} shown (--limit)" if len(tasks) > limit else "")]
+    now, judged_by = _now(
+        store, max((a.created_at for tries in attempts.values() for a in tries), default=tasks[0].created_at if tasks else None)
+    )
+
+    def latest(task_id: str) -> dict[str, Any] | None:
+        tries = attempts[task_id]
+        return {"number": tries[-1].number, "state": tries[-1].state} if tries else None
+
+    return {
+        "now": now,
+        "now_from": judged_by,
+        "states": list(states) if states else None,
+        "limit": limit,
+        "tasks": len(tasks),
+        "shown": [
+            {
+                "task_id": task.task_id,
+                "state": task.state,
+                "attempts": len(attempts[task.task_id]),
+                "latest_attempt": latest(task.task_id),
+                "created_at": task.created_at,
+                "objective": task.objective,
+            }
+            for task in tasks[:limit]
+        ],
+    }
+
+
+def _task_list_text(found: dict[str, Any]) -> str:
+    from shiftchange.core.timeline import moment, readable_times
+
+    shown, limit = found["shown"], found["limit"]
+    wanted = "" if not found["states"] else " in " + ", ".join(found["states"])
+    more = f"; the newest {limit:,} shown (--limit)" if found["tasks"] > limit else ""
+    lines = [f"{found['tasks']:,} task(s){wanted}, newest first{more}"]
     if shown:
-        width = max(len(task.task_id) for task in shown)
+        width = max(len(task["task_id"]) for task in shown)
         for task in shown:
-            tries = attempts[task.task_id]
-            latest = f"attempt {tries[-1].number} {tries[-1].state}" if tries else "no attempt"
-            created = f"{moment(task.created_at)} ({ago(task.created_at, now)})"
-            lines.append(f"  {task.task_id:<{width}}  {task.state:<12} {latest:<24} {created}  {task.objective[:60]}")
-    return "\n".join(lines) + "\n"
+            tried = task["latest_attempt"]
+            latest = "no attempt" if tried is None else f"attempt {tried['number']} {tried['state']}"
+            created = f"{moment(task['created_at'])} ({ago(task['created_at'], found['now'])})"
+            lines.append(f"  {task['task_id']:<{width}}  {task['state']:<12} {latest:<24} {created}  {task['objective'][:60]}")
+    return readable_times("\n".join(lines) + "\n")
 
 
 @_reading
@@ -240,7 +282,7 @@ def _counts(states: Any) -> dict[str, int]:
 
 
 def _status_text(found: dict[str, Any]) -> str:
-    from shiftchange.core.timeline import moment, offset
+    from shiftchange.core.timeline import moment, offset, readable_times
 
     def by_state(counts: dict[str, int]) -> str:
         return ", ".join(f"{state} {count:,}" for state, count in counts.items()) or "none"
@@ -261,4 +303,4 @@ def _status_text(found: dict[str, Any]) -> str:
             what = event["attempt_id"] or event["task_id"]
             when = f"{moment(event['at'])} ({ago(event['at'], found['now'])})"
             lines.append(f"    {when}  {event['kind']:<16} {what}: {event['reason']}")
-    return "\n".join(lines) + "\n"
+    return readable_times("\n".join(lines) + "\n")
