@@ -1229,8 +1229,13 @@ def run_chaos(
 
 
 def render_text(report: ChaosReport) -> str:
-    """The report a person reads: what ran, each invariant's verdict (as `sim run` prints them), then the figures."""
+    """The report a person reads: what ran, each invariant's verdict (as `sim run` prints them), then the figures.
+
+    An invariant's example holds recorded words with the store's Unix times as bare numbers (a refusal's "expired at
+    1796499303.79..."): they are written as ISO times here (`core.timeline.readable_times`); report.json keeps them as recorded.
+    """
     from shiftchange.checkers.history import invariant_rows, tally
+    from shiftchange.core.timeline import readable_times
 
     m = report.metrics
     lines = [
@@ -1252,7 +1257,7 @@ def render_text(report: ChaosReport) -> str:
         lines += ["", f"lost: {m['tasks_lost']} tasks not at rest after the drain, e.g. {', '.join(m['lost'][:5])}"]
     verdict = "PASS: every invariant holds and no task was lost" if report.ok else "FAIL: see above; the processes' logs are in the run dir"
     lines += ["", verdict]
-    return "\n".join(lines) + "\n"
+    return readable_times("\n".join(lines) + "\n")
 
 
 def _seconds(m: Mapping[str, Any], measure: str, what: str) -> str:

@@ -395,3 +395,31 @@ def test_without_idempotency_keys_dropped_responses_still_land_once(tmp_path):
     metrics = report["metrics"]
     assert report["idempotency"] is False and metrics["dropped_responses"] >= 3
     assert metrics["duplicate_effects"] == 0 and metrics["tasks_lost"] == 0
+
+
+# ---------------------------------------------------------------- the report's words
+
+
+def test_the_report_writes_unix_times_in_its_examples_as_iso_times(tmp_path):
+    """Goal (issue 42, defect 5): an invariant's example holds the core's and the checkers' words, with the store's Unix
+    times as bare numbers ('expired at 1796499303.7910109', 't=1796499303.79'); the report a person reads writes them
+    as ISO times, and report.json keeps them as recorded."""
+    import re
+
+    from shiftchange.checkers import Measures
+    from shiftchange.checkers.history import Verdict
+    from shiftchange.runtime.chaos import ChaosReport, _Run
+    from shiftchange.runtime.config import RuntimeConfig
+
+    example = (
+        "  #41 worker worker-2: renew chaos-1#1 gen 1 REFUSED (late: the lease is no longer honoured (expired at 1796499303.7910109))",
+        "  accepted complete on chaos-1#1 after its lease expired at t=1796499303.79",
+    )
+    run = _Run("sqlite:///x.db", 2, 15.0, 0, 1.0, tmp_path, ChaosFaults(), True, RuntimeConfig(), 60.0, None)
+    verdicts = {"fenced_writes": Verdict("fenced_writes", "violated", 1, example)}
+    metrics = run._metrics([], [], verdicts, {}, Measures(), 0)
+    report = ChaosReport("sqlite:///x.db", "chaos-", str(tmp_path), 2, 15.0, 0, 1.0, True, ChaosFaults(), {}, verdicts, metrics)
+    text = render_text(report)
+    assert "expired at 2026-12-05T19:35:03.791Z" in text and "expired at 2026-12-05T19:35:03.790Z" in text, text
+    assert not re.search(r"\d{10,}\.\d+", text), text
+    assert report.to_json()["invariants"]["fenced_writes"]["example"] == list(example)
