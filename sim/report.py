@@ -15,6 +15,7 @@ from, so the command plays the same table.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,17 @@ from .settings import PLACED_PATH, diff, format_value
 if TYPE_CHECKING:
     from .world import Outcome
 
-__all__ = ["faults_played", "render_minimal", "render_text", "replay_command", "spec_given", "spec_record", "spec_words", "to_json"]
+__all__ = [
+    "faults_played",
+    "render_minimal",
+    "render_text",
+    "replay_command",
+    "rounded_times",
+    "spec_given",
+    "spec_record",
+    "spec_words",
+    "to_json",
+]
 
 
 def faults_played(outcome: Outcome) -> int:
@@ -139,7 +150,7 @@ def render_text(outcome: Outcome, replay: str, elapsed_s: float, table: Table | 
     lines += ["", "metrics", *_metric_rows(outcome)]
     if not outcome.ok:
         lines += ["", f"replay: {replay}"]
-    return "\n".join(lines) + "\n"
+    return rounded_times("\n".join(lines) + "\n")
 
 
 def render_minimal(minimal: dict[str, Any]) -> str:
@@ -149,7 +160,19 @@ def render_minimal(minimal: dict[str, Any]) -> str:
     lines = [f"shortest counterexample found: {minimal['tasks']} tasks, {faults} {noun} (after {minimal['runs']} runs)"]
     lines += [f"  {line}" for line in minimal["timeline"]]
     lines.append(f"replay: {minimal['replay']}")
-    return "\n".join(lines) + "\n"
+    return rounded_times("\n".join(lines) + "\n")
+
+
+RAW_TIME = re.compile(r"\b(until|by|at) (\d+\.\d{3,})(?![\w.])")
+"""A simulated time as the core words it in a reason, the clock's float unrounded ("circuit open until 238.7556096241188")."""
+
+
+def rounded_times(text: str) -> str:
+    """`text` with each unrounded simulated time a recorded reason holds after "until", "by" or "at" written `t=238.76 s`.
+
+    The core words its refusals with the clock's number as it is (it cannot tell a simulated clock from a Unix one);
+    the `--json` report keeps the words as recorded, and the text a person reads rounds them as the rest of it does."""
+    return RAW_TIME.sub(lambda found: f"{found.group(1)} t={float(found.group(2)):.2f} s", text)
 
 
 def _header(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> str:
