@@ -179,6 +179,19 @@ class Context:
             raise NotFound(f"unknown attempt {attempt_id!r}")
         return attempt
 
+    @staticmethod
+    def caller(tx: Transaction, attempt: Attempt, presented: int | None) -> str | None:
+        """Who sent a worker's call that touches `attempt`: the holder of the generation it presented.
+
+        Usually the Attempt's own holder. Where the table does not fence the
+        trigger, a stale worker's call lands on the task's current Attempt
+        (`addressed`), and the event must name the stale worker that wrote,
+        never the replacement whose Attempt it overwrote.
+        """
+        if presented is None or presented == attempt.generation:
+            return attempt.worker_id
+        return next((other.worker_id for other in tx.attempts_of(attempt.task_id) if other.generation == presented), None)
+
     def lease_current(self, attempt: Attempt) -> bool:
         return self.fence.honoured(attempt, self.clock.now())
 
@@ -293,7 +306,7 @@ class Context:
             fired = call.chosen if call.chosen is not UNCHOSEN else choose(machine, before, trigger, call)
         if fired is None:
             refusal = self._refusal(attempt, trigger, remembered(call))
-            worker = call.given.get("worker_id", attempt.worker_id) if actor == "worker" else None
+            worker = (call.given.get("worker_id") or self.caller(tx, attempt, presented)) if actor == "worker" else None
             return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, worker, detail, operation_key)
         dest, row = fired
         try:
@@ -306,7 +319,7 @@ class Context:
             writes["state"] = dest
             if self.moved is not None:
                 self.moved(attempt.attempt_id, before, dest)
-        worker = writes.get("worker_id", attempt.worker_id) if actor == "worker" else None
+        worker = (writes.get("worker_id") or self.caller(tx, attempt, presented)) if actor == "worker" else None
         tx.update_attempt(attempt, **writes)
         detail = call.detail
         # The event written out rather than through `event`: every accepted contract takes this path.

@@ -73,6 +73,8 @@ CONTRACTS = (
     "acknowledge_cancel",
 )
 """The contract calls a worker sends over the network (what `lossy_calls` and a `message_loss` fault may name)."""
+WORKER_CALLS = tuple(call for call in CONTRACTS if call != "renew_lease")
+"""The calls a worker's workflow sends (the heartbeat sends the renewals): what a pause's `before=` may wait for."""
 PROVIDERS = ("code_host", "model_provider")
 OUTAGE_MODES = ("fail", "hang")
 """An outage refuses every call at once (503), or accepts it and never answers until its deadline passes."""
@@ -308,7 +310,7 @@ MESSAGE_LOSS_PROBABILITY = 1.0
 
 _FAULT_PARAMETERS: dict[str, dict[str, Any]] = {
     "crash": {},
-    "pause": {},
+    "pause": {"before": None, "wake": None},
     "partition": {},
     "duplicate_burst": {"probability": DUPLICATE_BURST_PROBABILITY},
     "outage": {"mode": "fail"},
@@ -335,7 +337,12 @@ class FaultSpec:
     lost_responses, message_loss), `factor` (slow_tools and slowdown multiply
     time by it; capacity_drop multiplies capacity by it, at most 1), `mode`
     (outage: fail or hang), `calls` (message_loss: contract names joined by
-    commas; empty means every call). A parameter left out takes its default.
+    commas; empty means every call), `before` (pause: a worker's contract
+    call; the pause waits, from `at`, for the next worker about to send that
+    call, the target or any busy one, and freezes it just before it sends,
+    for `for` seconds), `wake` (an aimed pause: `replaced` ends it early, the
+    moment another worker starts the task's next Attempt, the zombie's worst
+    moment to wake). A parameter left out takes its default.
     """
 
     kind: str
@@ -346,12 +353,14 @@ class FaultSpec:
     factor: float | None = None
     mode: str | None = None
     calls: tuple[str, ...] | None = None
+    before: str | None = None
+    wake: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _FAULT_PARAMETERS:
             raise InputError(f"unknown fault kind {self.kind!r}; use any of {', '.join(PLACED_FAULTS)}")
         allowed = _FAULT_PARAMETERS[self.kind]
-        for name in ("probability", "factor", "mode", "calls"):
+        for name in ("probability", "factor", "mode", "calls", "before", "wake"):
             value = getattr(self, name)
             if value is None:
                 object.__setattr__(self, name, allowed.get(name))
@@ -377,6 +386,10 @@ class FaultSpec:
             if isinstance(self.calls, list):
                 object.__setattr__(self, "calls", tuple(self.calls))
             require_names(self, "calls", CONTRACTS)
+        if self.before is not None and self.before not in WORKER_CALLS:
+            raise InputError(f"a pause's before= names a worker's contract call, one of {', '.join(WORKER_CALLS)}; not {self.before!r}")
+        if self.wake is not None and (self.wake != "replaced" or self.before is None):
+            raise InputError(f"a pause's wake= is 'replaced', and only with before= (an aimed pause); not {self.wake!r}")
 
     def _check_target(self) -> None:
         kind, target = self.kind, self.target
@@ -399,8 +412,8 @@ class FaultSpec:
         return self.at_s + self.for_s
 
     def parameters(self) -> dict[str, Any]:
-        """The parameters this kind takes, with their values."""
-        return {name: getattr(self, name) for name in _FAULT_PARAMETERS[self.kind]}
+        """The parameters this kind takes, with their values (one whose default is none, left out, is not listed)."""
+        return {name: value for name in _FAULT_PARAMETERS[self.kind] if (value := getattr(self, name)) is not None}
 
     def __str__(self) -> str:
         """The `--fault` text that parses back to this spec."""
@@ -434,7 +447,7 @@ class FaultSpec:
                 typed[name] = _number(name, value, text)
             elif name == "calls":
                 typed[name] = tuple(part for part in value.split(",") if part)
-            elif name == "mode":
+            elif name in ("mode", "before", "wake"):
                 typed[name] = value
             else:
                 raise InputError(f"unknown fault parameter {name!r} in {text!r}")
@@ -464,6 +477,11 @@ class NemesisConfig:
     pause_interval_s: float = 900.0
     pause_s: float = 90.0
     """A stop-the-world pause: longer than the lease, so the worker wakes up believing it still owns its Attempt."""
+    pause_before_complete_interval_s: float = 900.0
+    """Mean time between aimed pauses, drawn beside the random ones whenever pauses are on: each waits for the next busy
+    worker about to report its result, freezes it just before it sends `complete_attempt`, and wakes it (at the latest
+    after `pause_s`) the moment another worker starts the task's next Attempt: the stale worker that writes "success"
+    over its replacement's work."""
     partition_interval_s: float = 900.0
     partition_s: float = 120.0
     partition_workers: int = 3

@@ -13,6 +13,15 @@ exactly, with everything else drawn from streams the schedule does not touch.
 A fault strikes through a method of the role it hits (`Worker.crash`,
 `Transport.cut`, `SimProvider.outage`, `Workbench.slow`, ...): the nemesis
 holds only the handles in `Targets`, never the world.
+
+A pause can be aimed at a moment instead of a time (`before=CALL`, Jepsen's
+targeted nemesis): from its time on it waits, armed, for the next worker
+about to send that call, and freezes it just before the call leaves. Aimed
+pauses, drawn beside the random ones (`pause_before_complete_interval_s`),
+wait so for a completion: the stale worker that writes "success" over its replacement's
+work is the chapter's first failure, and a pause at a random moment almost
+never falls in the instant between a worker's last receipt and its report.
+An aimed pause is written into the history when it strikes, at that time.
 """
 
 from __future__ import annotations
@@ -37,6 +46,45 @@ class Targets:
     providers: Any
     bench: Any
     record: Callable[[Fault], None]
+    aimed: Aimed
+
+
+class Aimed:
+    """Pauses armed to strike a worker just before it sends a named call; the workers ask (`take`) before each call."""
+
+    __slots__ = ("armed", "record", "waiting")
+
+    def __init__(self, record: Callable[[Fault], None]) -> None:
+        self.armed: list[Fault] = []
+        """Armed pauses, in the order they were armed (the earliest strikes first)."""
+        self.record = record
+        self.waiting: dict[str, tuple[str, Any]] = {}
+        """task id -> (the frozen worker's Attempt, the event that wakes it): pauses that end when the task is replaced."""
+
+    def wake_when_replaced(self, task_id: str, attempt_id: str, woken: Any) -> None:
+        """Trigger `woken` the moment another Attempt of this task starts (`heard` sees every committed event)."""
+        self.waiting[task_id] = (attempt_id, woken)
+
+    def heard(self, event: Any) -> None:
+        """One committed event (called only while a pause waits): a start of another Attempt of a waiting task wakes it."""
+        waiting = self.waiting.get(event.task_id)
+        if waiting is not None and event.kind == "start" and event.accepted and event.attempt_id != waiting[0]:
+            del self.waiting[event.task_id]
+            if not waiting[1].triggered:
+                waiting[1].succeed()
+
+    def arm(self, fault: Fault) -> None:
+        self.armed.append(fault)
+
+    def take(self, worker_id: str, call: str, now: float) -> Fault | None:
+        """The armed pause that strikes this worker now, about to send `call` (written into the history), or None."""
+        for index, fault in enumerate(self.armed):
+            if _before(fault) == call and fault.target in ("busy", worker_id):
+                del self.armed[index]
+                struck = replace(fault, at=now, target=worker_id, until=now + (fault.until - fault.at))
+                self.record(struck)
+                return struck
+        return None
 
 
 def draw_schedule(
@@ -62,6 +110,12 @@ def draw_schedule(
         while at < window_s:
             faults.append(_drawn(kind, at, at + duration_s, rng, worker_ids, nemesis))
             at += rng.expovariate(1.0 / interval_s)
+    if "pause" in nemesis.faults:  # the aimed pauses: their own stream, so they move none of the random faults
+        rng, aimed = stream("nemesis:pause:aimed"), (("before", "complete_attempt"), ("wake", "replaced"))
+        at = rng.expovariate(1.0 / nemesis.pause_before_complete_interval_s)
+        while at < window_s:
+            faults.append(Fault(at, "pause", "busy", at + nemesis.pause_s, parameters=aimed))
+            at += rng.expovariate(1.0 / nemesis.pause_before_complete_interval_s)
     faults += [_placed(spec) for spec in nemesis.placed]
     faults.sort(key=lambda fault: (fault.at, fault.kind, fault.target, fault.placed))
     return faults
@@ -96,9 +150,22 @@ def unleash(targets: Targets, schedule: list[Fault]) -> Generator[Any, Any, None
     for fault in schedule:
         if fault.at > env.now:
             yield env.timeout(fault.at - env.now)
+        if fault.kind == "pause" and _before(fault) is not None:
+            targets.aimed.arm(fault)  # it strikes, and is written down, when a worker is about to send the call
+            continue
         fault = _aim(targets.workers, fault)
         strike(targets, fault)
         targets.record(fault)
+
+
+def _before(fault: Fault) -> str | None:
+    """The call an aimed pause waits for, or None: it strikes at its time."""
+    return next((value for name, value in fault.parameters if name == "before"), None)
+
+
+def wakes_when_replaced(fault: Fault) -> bool:
+    """An aimed pause that ends the moment another worker starts the task's next Attempt (`wake=replaced`)."""
+    return ("wake", "replaced") in fault.parameters
 
 
 def _aim(workers: list[Any], fault: Fault) -> Fault:

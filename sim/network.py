@@ -9,7 +9,9 @@ time a little later (the duplicate's response is dropped). Loss can be
 restricted to named contract calls (`lossy_calls`: renewals only, say), and
 a `message_loss` fault drops the requests of named calls for a window. A
 partition cuts chosen workers off in both directions for a window. A caller
-that hears nothing gives up after `request_timeout_s` and sees `None`.
+that hears nothing gives up after `request_timeout_s` and sees `None`. A
+request on the wire lands even when its sender crashes or stops waiting
+before it arrives; only its answer goes unheard.
 Faults strike through the transport's own methods: `cut`, `duplicate_burst`,
 `message_loss`.
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
+
+from simpy import Interrupt
 
 from shiftchange.core import CoreError
 
@@ -90,7 +94,12 @@ class Transport:
         if there_s is None:
             yield env.timeout(self.config.request_timeout_s)
             return None
-        yield env.timeout(there_s)
+        there = env.timeout(there_s)
+        try:
+            yield there
+        except Interrupt:  # the caller crashed or was told to stop: the request is on the wire all the same, and lands
+            there.callbacks.append(lambda _event: self._arrive(worker_id, contract, args, kwargs, there_s))
+            raise
         answer, back_s = self._arrive(worker_id, contract, args, kwargs, there_s)
         yield env.timeout(back_s)
         return answer

@@ -58,6 +58,8 @@ from simpy import Interrupt
 from shiftchange.agent import Agent, AgentConfig, Cadence, Call, Look, Looked, Perform, Stop, Wait, Work, WorkerSeams, Workflow
 from shiftchange.core import Backoff, BackoffConfig, ProviderRefused, ProviderTimeout
 
+from .nemesis import wakes_when_replaced
+
 CRASH, RENEWED = "crash", "renewed"
 """Why the workflow's process is interrupted: the worker died, or a renewal's answer told the agent to stop what it does."""
 
@@ -114,6 +116,8 @@ class WorkerContext:
     """The core's backoff, which also paces the agent's retries of a timed-out provider call."""
     rng: Any
     """The workers' random stream (their backoff jitter)."""
+    aimed: Any = None
+    """The nemesis's pauses armed for a moment (`Aimed.take(worker_id, call, now)`), or None: none are ever aimed."""
 
 
 class Worker:
@@ -159,6 +163,21 @@ class Worker:
         self.context.leases.paused(self.worker_id, self.env.now, until)
         self.paused_until = max(self.paused_until, until)
 
+    def _frozen(self, struck: Any) -> Generator[Any, Any, None]:
+        """An aimed pause holds this worker, its call in hand, until it ends (`wake=replaced`: or its task is replaced)."""
+        env, agent = self.env, self.agent
+        self.pause(struck.until)
+        ends = env.timeout(struck.until - env.now)
+        if not wakes_when_replaced(struck) or agent is None or agent.task_id is None:
+            yield ends
+            return
+        aimed = self.context.aimed
+        woken = env.event()
+        aimed.wake_when_replaced(agent.task_id, agent.fence[0], woken)
+        yield ends | woken
+        aimed.waiting.pop(agent.task_id, None)
+        self.paused_until = min(self.paused_until, env.now)  # the heartbeat wakes at the pause's planned end, as it was told
+
     # ---------------------------------------------------------- the driver
 
     def _run(self, agent: Agent) -> Generator[Any, Any, None]:
@@ -192,8 +211,14 @@ class Worker:
         """Carry out one command in simulated time; returns the answer the agent reads."""
         kind = type(command)
         if kind is Call:
-            contract = getattr(self.context.orchestrator, command.contract)
-            return (yield from self.context.transport.call(self.worker_id, contract, *command.args, **command.kwargs))
+            context = self.context
+            aimed = context.aimed
+            if aimed is not None and aimed.armed:
+                struck = aimed.take(self.worker_id, command.contract, self.env.now)
+                if struck is not None:  # an aimed pause: frozen with the call in hand, which leaves when the pause ends
+                    yield from self._frozen(struck)
+            contract = getattr(context.orchestrator, command.contract)
+            return (yield from context.transport.call(self.worker_id, contract, *command.args, **command.kwargs))
         if kind is Perform:
             provider = self.context.providers[command.dependency]
             deadline_at, via_gateway = command.deadline_at, command.via_gateway

@@ -30,7 +30,7 @@ from . import recovery
 from .config import PROVIDERS, SimConfig
 from .control import ControlContext, ControlPlane
 from .metrics import Metrics
-from .nemesis import Targets, draw_schedule, unleash
+from .nemesis import Aimed, Targets, draw_schedule, unleash
 from .network import Transport
 from .provider import Providers, SimProvider
 from .recorder import Recorder
@@ -155,6 +155,8 @@ class World:
             )
         )
         self.store.subscribe(self._event)
+        self.aimed = Aimed(self.history.append)
+        """Pauses armed to strike a worker just before it sends a named call (`before=`), as the nemesis arms them."""
         worker_context = WorkerContext(
             env,
             self.orchestrator,
@@ -169,6 +171,7 @@ class World:
             _agent_config(config),
             config.reliability.backoff,
             self.stream("workers"),
+            self.aimed,
         )
         self._worker_context = worker_context
         self.workers = [Worker(worker_context, f"worker-{index:03d}") for index in range(config.workers.workers)]
@@ -198,6 +201,8 @@ class World:
         self.history.append(event)
         self.metrics.event(event)
         self.control.note(event)
+        if self.aimed.waiting:
+            self.aimed.heard(event)
         if self.recorder is not None:
             self.recorder.event(event, self._spend)
 
@@ -257,7 +262,7 @@ class World:
         for worker in self.workers:
             worker.start()
         env.process(arrivals(self.bench, self.orchestrator, self.stream("workload"), self.control.cancel))
-        targets = Targets(env, self.workers, self.transport, self.providers, self.bench, self.history.append)
+        targets = Targets(env, self.workers, self.transport, self.providers, self.bench, self.history.append, self.aimed)
         env.process(unleash(targets, schedule))
         env.process(self.control.admission())
         env.process(self.control.reaper())

@@ -1,18 +1,16 @@
 """`shiftchange sim ... --spec DIR|REV`: the simulator runs the table it is given, says which files it read, records the
 spec's label and digest, and names it in every replay; a bad name or a malformed spec is one line and exit 2.
 
-The failing tables are copies of the packaged spec with a worker row unfenced. An unfenced renewal is caught by the
-default scenario. An unfenced `complete` alone is not (the default run below passes): the agent reports completion
-right after the fenced receipt of its last effect, so a worker that lost its lease is stopped by that receipt's
-refusal before it can complete. Only a pause that freezes it while the receipt's answer is on the wire, and wakes it
-while its task's retry runs, sends the stale completion, and `_stale_completion` places exactly that pause.
+The failing tables are copies of the packaged spec with a worker row unfenced. Both are caught by the default
+scenario. An unfenced `complete` needs the nemesis's aimed pauses: the agent reports completion right after the
+fenced receipt of its last effect, so a pause at a random moment almost never leaves a worker that lost its lease
+with only its completion left to send; a pause aimed before `complete_attempt` that wakes when the retry starts does.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 import shlex
 import shutil
 import subprocess
@@ -143,45 +141,60 @@ def test_spec_check_fails_an_unfenced_complete(capsys, complete_unfenced):
     assert any(line.split()[:2] == ["FAIL", "attempt.fenced_worker_writes"] for line in out.splitlines())
 
 
-def _stale_completion(scenario="baseline", seed=1, tasks=40):
-    """A placed pause that makes a worker complete after its lease is gone, while its task's retry runs.
+AIMED = "pause busy at=0 for=600 before=complete_attempt wake=replaced"
+"""The chapter's stale worker, placed: the first worker about to complete freezes until another starts its task's retry."""
 
-    It strikes just after the worker's receipt of its last effect (create-pr) reached the orchestrator, so the worker
-    hears the answer only when it wakes, and completes at once; it lasts until the middle of the retry's run, found
-    in a run whose pause lasts long enough that the worker wakes after the retry ended.
-    """
-    config = scenario_config(scenario, seed, tasks)
-    heard = []
-    play(config, seed, scenario, history_sink=lambda entry: heard.append(entry) if type(entry) is Event else None)
-    receipt = next(e for e in heard if e.kind == "record_receipt" and e.accepted and e.detail.startswith("create-pr"))
-    at_s = math.ceil(receipt.at * 1000 + 0.5) / 1000  # after the receipt arrived, before its answer is heard
 
-    def placed(for_s):
-        text = f"pause {receipt.worker_id} at={at_s:g} for={for_s:g}"
-        return text, apply(config, {PLACED_PATH: (*config.nemesis.placed, FaultSpec.parse(text))})
+def test_the_default_run_catches_an_unfenced_complete(capsys, complete_unfenced):
+    """The issue's test: `sim run --spec DIR` alone, the main job. Its aimed pauses freeze a worker about to report its
+    result and wake it as its task's retry starts; the unproven completion lands on the retry's Attempt."""
+    status, out, _ = shiftchange(capsys, "sim", "run", "--spec", complete_unfenced, "--no-shrink")
+    assert status == 1
+    assert any(line.split()[:2] == ["FAIL", "fenced_writes"] for line in out.splitlines())
+    assert "accepted complete on" in out
+    words = shlex.split(replay_line(out))
+    assert words[words.index("--spec") + 1] == str(complete_unfenced)
 
-    probe = []
-    play(placed(600)[1], seed, scenario, history_sink=lambda entry: probe.append(entry) if type(entry) is Event else None)
-    retry = [e for e in probe if e.task_id == receipt.task_id and e.accepted and e.attempt_id not in (None, receipt.attempt_id)]
-    started = next(e.at for e in retry if e.kind == "start")
-    completed = next(e.at for e in retry if e.kind == "complete")
-    return placed(round((started + completed) / 2 - at_s, 3))[0]
+
+def _stale_completions(config_history):
+    """Each accepted completion whose presented generation is not its Attempt's: (event, the Attempt's own worker)."""
+    claims = {e.attempt_id: e for e in config_history if e.kind == "claim" and e.accepted}
+    return [
+        (e, claims[e.attempt_id].worker_id)
+        for e in config_history
+        if e.kind == "complete" and e.accepted and e.generation != claims[e.attempt_id].generation
+    ]
 
 
 def test_an_unfenced_complete_lets_a_stale_worker_complete_over_the_retry(capsys, complete_unfenced):
-    """The chapter's stale worker: its completion, unproven, lands on the task's current Attempt, the retry another worker holds."""
-    fault = _stale_completion()
-    argv = ("sim", "run", "--spec", complete_unfenced, "--scenario", "baseline", "--tasks", 40, "--seed", 1, "--fault", fault)
+    """The chapter's stale worker: its completion, unproven, lands on the task's current Attempt, the retry another
+    worker holds; the event names the stale worker that wrote, not the retry's. The shipped table refuses it."""
+    argv = ("sim", "run", "--spec", complete_unfenced, "--scenario", "baseline", "--tasks", 40, "--seed", 1, "--fault", AIMED)
     status, out, _ = shiftchange(capsys, *argv, "--no-shrink")
     assert status == 1
     assert any(line.split()[:2] == ["FAIL", "fenced_writes"] for line in out.splitlines())
     assert "accepted complete on" in out
     words = shlex.split(replay_line(out))
-    assert words[words.index("--spec") + 1] == str(complete_unfenced) and words[words.index("--fault") + 1] == fault
+    assert words[words.index("--spec") + 1] == str(complete_unfenced) and words[words.index("--fault") + 1] == AIMED
     status, again, _ = shiftchange(capsys, *words[1:], "--json", "--no-shrink")
     assert status == 1 and json.loads(again)["invariants"]["fenced_writes"]["status"] == "violated"
     status, shipped_out, _ = shiftchange(capsys, *argv[:3], DEFAULT_DIRECTORY, *argv[4:], "--no-shrink")
     assert status == 0, shipped_out  # the same pause under the shipped table: the stale completion is refused
+
+
+def test_a_stale_write_names_its_writer_not_the_replacement(complete_unfenced):
+    """The accepted stale completion is the paused worker's: the history names it, not the worker holding the retry."""
+    config = scenario_config("baseline", 1, 40)
+    config = apply(config, {PLACED_PATH: (FaultSpec.parse(AIMED),)})
+    heard = []
+    play(config, 1, "baseline", table=str(complete_unfenced), history_sink=heard.append)
+    paused = next(entry for entry in heard if type(entry) is not Event and getattr(entry, "kind", None) == "pause")
+    events = [entry for entry in heard if type(entry) is Event]
+    stale = _stale_completions(events)
+    assert stale, "the aimed pause made no stale completion"
+    for event, holder in stale:
+        assert event.worker_id == paused.target != holder
+        assert event.generation < next(e.generation for e in events if e.kind == "claim" and e.attempt_id == event.attempt_id)
 
 
 def test_the_report_files_record_the_spec(capsys, tmp_path, renew_unfenced):

@@ -286,3 +286,49 @@ def test_the_dumped_config_says_what_each_documented_setting_means_and_reads_bac
     commented = [index for index, line in enumerate(lines) if line.startswith("# ")]
     assert len(commented) >= 50  # most settings say what they mean
     assert all(" = " in lines[index + 1] and not lines[index + 1].startswith("#") for index in commented)
+
+
+def test_an_aimed_pause_reads_and_writes_its_text_form():
+    text = "pause busy at=30 for=90 before=complete_attempt wake=replaced"
+    spec = FaultSpec.parse(text)
+    assert (spec.before, spec.wake) == ("complete_attempt", "replaced")
+    assert str(spec) == text and FaultSpec.parse(str(spec)) == spec
+    assert str(FaultSpec.parse("pause busy at=30 for=90")) == "pause busy at=30 for=90"  # a plain pause lists neither
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("pause busy at=1 for=2 before=renew_lease", r"before= names a worker's contract call, one of claim_attempt, "),
+        ("pause busy at=1 for=2 before=finish", r"not 'finish'"),
+        ("pause busy at=1 for=2 wake=replaced", r"only with before="),
+        ("pause busy at=1 for=2 before=checkpoint wake=soon", r"wake= is 'replaced'"),
+        ("crash busy at=1 for=2 before=checkpoint", r"crash faults take no parameters, not before"),
+    ],
+)
+def test_a_bad_aimed_pause_is_refused(text, message):
+    with pytest.raises(InputError, match=message):
+        FaultSpec.parse(text)
+
+
+def test_aimed_pauses_are_drawn_beside_the_random_faults_and_move_none_of_them():
+    """Switching aimed pauses (almost) off leaves every other fault of the seed's schedule where it was."""
+    import random
+    from dataclasses import replace
+
+    from shiftchange.sim.nemesis import draw_schedule
+
+    config = scenario_config("mixed", 0, 1000)
+    workers = [f"worker-{index:03d}" for index in range(config.workers.workers)]
+
+    def schedule(nemesis):
+        return draw_schedule(nemesis, config.workload, 30.0, workers, lambda name: random.Random(f"0:{name}"))
+
+    aimed = (("before", "complete_attempt"), ("wake", "replaced"))
+    full = schedule(config.nemesis)
+    rare = schedule(replace(config.nemesis, pause_before_complete_interval_s=1e12))
+    assert [f for f in full if f.parameters != aimed] == rare
+    drawn = [f for f in full if f.parameters == aimed]
+    assert drawn and all(f.kind == "pause" and f.target == "busy" and f.until - f.at == config.nemesis.pause_s for f in drawn)
+    no_pauses = replace(config.nemesis, faults=tuple(kind for kind in config.nemesis.faults if kind != "pause"))
+    assert not [f for f in schedule(no_pauses) if f.kind == "pause"]

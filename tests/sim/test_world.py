@@ -241,12 +241,17 @@ class _Scripted:
     def __init__(self, answers: dict):
         self.answers = answers
         self.calls: list[tuple[str, tuple]] = []
+        self.clock = None
+        self.sent_at: dict[str, float] = {}
+        """Each contract's first call, on `clock` (when set)."""
 
     def __getattr__(self, contract: str):
         from shiftchange.core import Accepted
 
         def answer(*args, **kwargs):
             self.calls.append((contract, args))
+            if self.clock is not None:
+                self.sent_at.setdefault(contract, self.clock())
             scripted = self.answers.get(contract, Accepted("running"))
             return scripted(*args) if callable(scripted) else scripted
 
@@ -269,7 +274,7 @@ class _Landing:
         return Effect(f"pr-{len(self.keys)}", key, operation, identity, "", self.env.now)
 
 
-def _lone_worker(answers: dict, provider_latency_s: float = 1.0):
+def _lone_worker(answers: dict, provider_latency_s: float = 1.0, aimed=None):
     """One sim `Worker` with no World: a scripted orchestrator, a provider that lands, the real transport and lease ground truth."""
     import random
     from types import SimpleNamespace
@@ -288,6 +293,7 @@ def _lone_worker(answers: dict, provider_latency_s: float = 1.0):
     claim = SimpleNamespace(accepted=True, lease=lease, manifest=SimpleNamespace(hypothesis="h"))
     grant = Grant("create-pr:t:sha", None, 100.0, "code_host", 100.0)
     orchestrator = _Scripted({"claim_attempt": claim, "grant_tool": grant, "renew_lease": Renewal(60.0, False), **answers})
+    orchestrator.clock = lambda: env.now
     provider = _Landing(env, provider_latency_s)
     offers = simpy.Store(env)
     leases = Metrics(60.0)
@@ -305,6 +311,7 @@ def _lone_worker(answers: dict, provider_latency_s: float = 1.0):
         agent=AgentConfig(heartbeat_interval_s=10.0, call_deadline_s=60.0),
         backoff=BackoffConfig(),
         rng=random.Random(1),
+        aimed=aimed,
     )
     worker = Worker(context, "worker-1")
     worker.start()
@@ -339,3 +346,77 @@ def test_a_refused_renewal_stops_the_worker_in_the_middle_of_a_provider_call():
     contracts = [contract for contract, _args in orchestrator.calls]
     assert contracts == ["claim_attempt", "start_attempt", "grant_tool", "renew_lease"]
     assert worker.holding is None and leases.renewals["refused"] == 1
+
+
+def test_a_request_on_the_wire_lands_though_its_sender_stops_waiting():
+    """A crash or a refused renewal interrupts the caller; the request it already sent still reaches the orchestrator."""
+    import random
+
+    import simpy
+
+    from shiftchange.sim.config import NetworkConfig
+    from shiftchange.sim.network import Transport
+
+    env = simpy.Environment()
+    transport = Transport(env, NetworkConfig(latency_s=1.0), random.Random(3))
+    landed, heard = [], []
+
+    def complete_attempt(*args):
+        landed.append(env.now)
+        return "accepted"
+
+    def caller():
+        try:
+            heard.append((yield from transport.call("worker-1", complete_attempt, "t#1", 1, "k")))
+        except simpy.Interrupt:
+            heard.append("interrupted")
+
+    process = env.process(caller())
+
+    def interrupter():
+        yield env.timeout(0)
+        process.interrupt("crash")
+
+    env.process(interrupter())
+    env.run()
+    assert heard == ["interrupted"]
+    assert len(landed) == 1 and landed[0] > 0  # it landed later, after the sender had stopped waiting
+
+
+def test_an_aimed_pause_freezes_the_worker_with_its_completion_in_hand():
+    """Armed before `complete_attempt`, the pause strikes the worker about to send it, and is written down then."""
+    from shiftchange.checkers.history import Fault
+    from shiftchange.sim.nemesis import Aimed
+
+    recorded = []
+    aimed = Aimed(recorded.append)
+    aimed.arm(Fault(0.0, "pause", "busy", 50.0, parameters=(("before", "complete_attempt"),)))
+    env, _worker, orchestrator, _provider, _leases = _lone_worker({}, provider_latency_s=5.0, aimed=aimed)
+    env.run(until=200.0)
+    sent_at = orchestrator.sent_at
+    [struck] = recorded
+    assert struck.target == "worker-1" and struck.kind == "pause" and 5.0 < struck.at < 6.0  # after the receipt, not at 0
+    assert struck.until == struck.at + 50.0 and not aimed.armed
+    assert sent_at["complete_attempt"] >= struck.until  # the completion left only when the pause ended
+    assert sent_at["record_receipt"] < struck.at
+
+
+def test_an_aimed_pause_that_wakes_when_replaced_wakes_as_the_retry_starts():
+    """`wake=replaced`: the frozen worker's completion leaves when another worker starts its task's next Attempt."""
+    from shiftchange.core import Event
+    from shiftchange.sim.config import FaultSpec
+    from shiftchange.sim.scenarios import scenario_config
+    from shiftchange.sim.settings import PLACED_PATH, apply
+
+    aimed = FaultSpec.parse("pause busy at=0 for=600 before=complete_attempt wake=replaced")
+    config = apply(scenario_config("baseline", 1, 40), {PLACED_PATH: (aimed,)})
+    heard = []
+    outcome = play(config, 1, "baseline", history_sink=heard.append)
+    assert outcome.ok
+    [pause] = [entry for entry in heard if type(entry) is not Event and getattr(entry, "kind", None) == "pause"]
+    events = [entry for entry in heard if type(entry) is Event]
+    stale = next(e for e in events if e.kind == "complete" and not e.accepted and e.at > pause.at)
+    retry_start = next(e for e in events if e.kind == "start" and e.task_id == stale.task_id and e.at > pause.at)
+    assert stale.worker_id == pause.target and retry_start.worker_id != pause.target
+    assert retry_start.at <= stale.at < retry_start.at + 1.0 < pause.until  # woken by the retry, long before the pause's end
+    assert stale.code in ("stale_fence", "lease_expired", "no_lease") or "lease" in stale.reason
