@@ -57,6 +57,16 @@ def test_an_unfenced_complete_is_found_and_replays_on_the_same_spec(unfenced, ca
     assert replayed["violation"]["invariant"] == "fenced_writes" and replayed["spec"]["digest"] == digest
 
 
+def test_the_stale_write_is_attributed_to_the_worker_that_sent_it(unfenced, capsys):
+    """The accepted stale complete lands on worker-2's Attempt; the history names worker-1, which sent it (issue 42)."""
+    assert main(["explore", "--spec", str(unfenced), *SMALL]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    stale = [line for line in lines if ": complete task-1#2 gen 1 " in line and line.rstrip().endswith("accepted")]
+    claimed = [line for line in lines if ": claim task-1#2 gen 2 " in line]
+    assert stale and claimed
+    assert all("worker worker-1:" in line for line in stale) and all("worker worker-2:" in line for line in claimed)
+
+
 def test_the_report_names_the_spec_it_ran(unfenced, capsys):
     assert main(["explore", "--spec", str(unfenced), *SMALL]) == 1
     out = capsys.readouterr().out
