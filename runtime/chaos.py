@@ -51,6 +51,14 @@ last accepted claim before the fault, if that Attempt had not left its lease
 by then. As in `sim run`, an unknown verdict is not a pass; the run passes
 (exit 0) only when every invariant holds and no task was lost.
 
+Metrics. With `metrics` (`--metrics`), the orchestrator and every worker
+are started with `--metrics-port 0` (each logs the URL it serves on), and
+when the drain ends, before any process is stopped, the harness scrapes each
+one's `/metrics` and keeps, per process, each sample summed over its labels
+(`scraped` in the report; docs/metrics.md says what each means). A process
+killed and restarted starts its counters afresh: a scrape counts its last
+incarnation only.
+
 Every process writes its stdout and stderr to its own log in the run
 directory (`logs/NAME.log`, appended to across restarts, each start marked);
 the directory also holds `config.json` (the `RuntimeConfig` every process
@@ -77,6 +85,7 @@ import json
 import math
 import os
 import random
+import re
 import secrets
 import shlex
 import signal
@@ -123,6 +132,8 @@ TICK_S = 0.05
 PROGRESS_EVERY_S = 10.0
 SUBMIT_TRIES = 5
 WORKERS_MAX = 256
+SCRAPE_TIMEOUT_S = 5.0
+"""How long the harness waits for one process's /metrics (`--metrics`)."""
 SCHEMA_VERSION = 2
 """The version of the `--json` report and of report.json: it changes whenever a field changes meaning."""
 SKEW_VARIABLE = "SHIFTCHANGE_CLOCK_SKEW_S"
@@ -274,6 +285,8 @@ class ChaosReport:
     """The spec every core of the run ran (`RunSpec.to_json`): source as named, label, digest, files read."""
     rerun: str = ""
     """The command that runs this configuration again (a fresh run dir; the store's password masked)."""
+    scraped: dict[str, Any] | None = None
+    """With metrics on: per process, each sample of its /metrics summed over its labels (or `error`); None when off."""
 
     @property
     def ok(self) -> bool:
@@ -307,6 +320,7 @@ class ChaosReport:
             },
             "metrics": self.metrics,
             "delivered": [asdict(item) for item in self.delivered],
+            "scraped": self.scraped,
             "ok": self.ok,
             "wall_s": round(self.wall_s, 3),
         }
@@ -498,8 +512,10 @@ class _Run:
         drain_s: float,
         progress: Callable[[str], None] | None,
         spec: RunSpec | None = None,
+        metrics: bool = False,
     ) -> None:
-        """`spec` is what every core of the run runs (`resolve_spec`); None: the packaged spec, resolved when the run is prepared."""
+        """`spec` is what every core of the run runs (`resolve_spec`); None: the packaged spec, resolved when the run is prepared.
+        `metrics`: the orchestrator and workers serve Prometheus metrics, scraped when the drain ends (`scrape`)."""
         from shiftchange.runtime.clock import WallClock
 
         self.wall = WallClock()
@@ -522,6 +538,8 @@ class _Run:
         self.ledger_path = run_dir / "ledger.jsonl"
         self.config_path = run_dir / "config.json"
         self.spec = spec
+        self.metrics = metrics
+        self.scraped: dict[str, Any] | None = None
         self.spec_dir: Path | None = None
         """The copy of a named spec the children run (`--spec`); None: they run the packaged one."""
         self.url_file = run_dir / "provider.url"
@@ -613,6 +631,8 @@ class _Run:
         common = ["--store", self.store_url, "--provider", self.provider_url, "--config", str(self.config_path)]
         if self.spec_dir is not None:
             common += ["--spec", str(self.spec_dir)]
+        if self.metrics:
+            common += ["--metrics-port", "0"]  # any free port, logged; a restarted process binds another
         self._child(_ORCHESTRATOR, _python("shiftchange", "orchestrator", *common, "--id", _ORCHESTRATOR)).start()
         for index in range(self.workers):
             name = f"worker-{index + 1}"
@@ -881,6 +901,35 @@ class _Run:
             return 0
         return sum(1 for (done,) in rows if done)
 
+    def scrape(self) -> None:
+        """Each running orchestrator's and worker's /metrics, at the URL its log gave since its latest start: per process, each
+        sample summed over its labels (none of the `_created` or `_bucket` ones), or the error that kept it from being read."""
+        if not self.metrics:
+            return
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        scraped: dict[str, Any] = {}
+        for child in self.children.values():
+            if child.name == _PROVIDER or not child.running:
+                continue
+            try:
+                url = _metrics_url(child.log_path)
+                with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as answer:
+                    text = answer.read().decode("utf-8")
+                samples: dict[str, float] = {}
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if not sample.name.endswith(("_created", "_bucket")) and family.type != "info":
+                            samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
+                scraped[child.name] = {"url": url, "samples": dict(sorted(samples.items()))}
+            except (OSError, ValueError) as error:
+                scraped[child.name] = {"error": f"{type(error).__name__}: {error}"}
+        self.scraped = scraped
+        read = sum(1 for found in scraped.values() if "samples" in found)
+        self._say(f"chaos: scraped the metrics of {read} of {len(scraped)} processes")
+
     def stop_all(self) -> None:
         """SIGCONT what is paused, SIGTERM the workers and the orchestrator, then the provider; SIGKILL whatever outlives the grace."""
         self.stopping = True
@@ -952,6 +1001,7 @@ class _Run:
             delivered=self.delivered,
             spec=self.spec.to_json() if self.spec is not None else {},
             rerun=self.rerun(),
+            scraped=self.scraped,
         )
 
     def rerun(self) -> str:
@@ -971,6 +1021,8 @@ class _Run:
             words += ["--skew", _number(self.faults.skew_s)]
         if not self.idempotency:
             words.append("--no-idempotency")
+        if self.metrics:
+            words.append("--metrics")
         if self.spec is not None and self.spec.source is not None:
             words += ["--spec", self.spec.source]
         return shlex.join(words)
@@ -1135,6 +1187,35 @@ def _number(value: float) -> str:
     return format(value, ".12g")
 
 
+def _scraped_row(scraped: Mapping[str, Any]) -> str:
+    """What the processes' own metrics said when the drain ended: the orchestrator's duties and the workers' calls."""
+    read = {name: found["samples"] for name, found in scraped.items() if "samples" in found}
+    workers = [samples for name, samples in read.items() if name != _ORCHESTRATOR]
+
+    def summed(sample: str) -> int:
+        return round(sum(samples.get(sample, 0.0) for samples in workers))
+
+    parts = [f"{len(read)} of {len(scraped)} processes read (each since its latest start)"]
+    if _ORCHESTRATOR in read:
+        own = read[_ORCHESTRATOR]
+        accepted, expired = own.get("shiftchange_contracts_accepted_total", 0.0), own.get("shiftchange_leases_expired_total", 0.0)
+        parts.append(f"orchestrator {accepted:,.0f} contracts accepted, {expired:,.0f} leases expired")
+    if workers:
+        accepted, refused = summed("shiftchange_contracts_accepted_total"), summed("shiftchange_contracts_refused_total")
+        parts.append(f"workers {accepted:,} accepted, {refused:,} refused, {summed('shiftchange_calls_held_back_total'):,} held back")
+    return "; ".join(parts)
+
+
+def _metrics_url(log_path: Path) -> str:
+    """The metrics URL a process logged since its latest start mark (a restarted process serves on another port)."""
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    latest = text[text.rfind("=== shiftchange chaos: start") :]
+    found = re.search(r"serving metrics on (http://\S+)", latest)
+    if found is None:
+        raise ValueError(f"no metrics URL in {log_path} since its latest start")
+    return found.group(1)
+
+
 def _copy_spec(spec: RunSpec, folder: Path) -> Path:
     """Copy the files `spec` was read from into `folder` (a revision's with `git show`), and check the copy is that spec."""
     from shiftchange.spec import SpecError, load_spec
@@ -1179,12 +1260,16 @@ def run_chaos(
     drain_s: float = DRAIN_DEFAULT_S,
     progress: Callable[[str], None] | None = None,
     spec: RunSpec | str | os.PathLike[str] | None = None,
+    metrics: bool = False,
 ) -> ChaosReport:
     """Run the processes under the faults for `duration_s`, drain, stop them, and judge the run; every child is stopped on any exit.
 
     `rate_per_s` defaults to `RATE_PER_WORKER_PER_S` per worker. `spec` is the
     spec every core runs: a `RunSpec` (`resolve_spec`), a folder or git
-    revision to resolve, or None for the packaged one. Bad arguments raise
+    revision to resolve, or None for the packaged one. With `metrics`, the
+    orchestrator and workers serve Prometheus metrics and each is scraped
+    when the drain ends (`ChaosReport.scraped`; needs prometheus_client, the
+    metrics extra). Bad arguments raise
     ValueError (a `spec` that names no spec: `SpecSourceError`; a malformed
     one: `SpecError`, before anything starts); a run that cannot be set up or
     read back raises ChaosError; KeyboardInterrupt stops every child and propagates.
@@ -1200,12 +1285,30 @@ def run_chaos(
     rate = RATE_PER_WORKER_PER_S * workers if rate_per_s is None else rate_per_s
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not (rate > 0 and math.isfinite(rate)):
         raise ValueError(f"rate_per_s must be positive tasks per second, not {rate!r}")
+    if metrics:
+        try:
+            import prometheus_client  # noqa: F401 - the children serve with it, the harness scrapes with its parser
+        except ImportError:
+            missing = "--metrics needs the prometheus_client package, which is not installed: pip install 'shiftchange[metrics]'"
+            raise ValueError(missing) from None
     faults = ChaosFaults() if faults is None else faults
     config = RuntimeConfig() if config is None else config
     spec = spec if isinstance(spec, RunSpec) else resolve_spec(spec)
     directory = Path(tempfile.mkdtemp(prefix="shiftchange-chaos-")) if run_dir is None else Path(run_dir)
     run = _Run(
-        store_url, workers, float(duration_s), seed, float(rate), directory, faults, idempotency, config, float(drain_s), progress, spec
+        store_url,
+        workers,
+        float(duration_s),
+        seed,
+        float(rate),
+        directory,
+        faults,
+        idempotency,
+        config,
+        float(drain_s),
+        progress,
+        spec,
+        metrics,
     )
     began = time.perf_counter()
     try:
@@ -1213,6 +1316,7 @@ def run_chaos(
         run.start_processes()
         run.play()
         run.drain()
+        run.scrape()
         run.stop_all()
         report = run.judge()
     finally:
@@ -1325,6 +1429,8 @@ def _figure_rows(report: ChaosReport) -> list[str]:
     ]
     if m["submit_failures"]:
         rows.append(("submissions failed", f"{len(m['submit_failures'])}, e.g. {m['submit_failures'][0]}"))
+    if report.scraped is not None:
+        rows.append(("metrics scraped", _scraped_row(report.scraped)))
     width = max(len(label) for label, _ in rows)
     return [f"  {label:<{width}}  {value}" for label, value in rows]
 
