@@ -95,6 +95,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=None,
         help=f"how far a skewed worker's clock is off, either way (default {defaults.skew_s:g} s)",
     )
+    chaos.add_argument(
+        "--metrics",
+        action="store_true",
+        help="the orchestrator and workers serve Prometheus metrics (--metrics-port 0), each scraped into the report when the drain"
+        " ends (needs the metrics extra; docs/metrics.md)",
+    )
     chaos.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     chaos.add_argument(
         "--report",
@@ -223,6 +229,7 @@ def run_chaos_command(args: argparse.Namespace) -> int:
                 drain_s=args.drain,
                 progress=_stderr_line(sys.stderr),
                 spec=spec,
+                metrics=args.metrics,
             )
     except KeyboardInterrupt:
         print(f"shiftchange chaos: interrupted; every process it started was stopped; logs kept in {run_dir}", file=sys.stderr)
