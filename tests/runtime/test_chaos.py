@@ -131,10 +131,12 @@ def test_a_worker_paused_inside_a_sqlite_write_is_continued_while_the_harness_wa
 
 @pytest.mark.heavy
 def test_a_short_sqlite_run_under_every_fault_holds_every_invariant(tmp_path):
-    """Goal: the command runs provider, orchestrator and workers on SQLite under kills, pauses and drops; exit 0, every invariant ok."""
+    """Goal: the command runs provider, orchestrator and workers on SQLite under kills, pauses and drops; exit 0, every invariant ok.
+    With --metrics, each of the orchestrator and the workers served /metrics, scraped with real counts when the drain ended."""
     run_dir = tmp_path / "run"
     store = f"sqlite:///{tmp_path / 'store.db'}"
     command = [*CHAOS, "--store", store, "--workers", "2", "--duration", "15", "--seed", "23", "--run-dir", str(run_dir), "--json"]
+    command.append("--metrics")
     done = subprocess.run([*command, *FAST_FAULTS, *BUSY], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{done.stderr[-3000:]}\n{done.stdout[-3000:]}"
     report = json.loads(done.stdout)
@@ -153,6 +155,14 @@ def test_a_short_sqlite_run_under_every_fault_holds_every_invariant(tmp_path):
     assert json.loads((run_dir / "report.json").read_text())["metrics"] == metrics
     assert json.loads((run_dir / "config.json").read_text())["core"]["lease_ttl_s"] == 4.0
     assert _processes_naming(str(run_dir)) == [], "every process the run started is gone"
+    scraped = report["scraped"]
+    assert set(scraped) == {"orchestrator", "worker-1", "worker-2"} and all("samples" in found for found in scraped.values()), scraped
+    assert scraped["orchestrator"]["samples"]["shiftchange_contracts_accepted_total"] > 0
+    assert scraped["orchestrator"]["samples"]["shiftchange_admission_leader"] == 1
+    assert "shiftchange_time_to_detect_seconds_count" in scraped["orchestrator"]["samples"]
+    assert sum(found["samples"]["shiftchange_contracts_accepted_total"] for name, found in scraped.items() if name != "orchestrator") > 0
+    assert sum(found["samples"].get("shiftchange_provider_calls_total", 0) for found in scraped.values()) > 0
+    assert report["rerun"].endswith("--metrics")
     _assert_the_judgement_sees_what_it_would_miss(store, run_dir, report)
 
 
@@ -229,6 +239,14 @@ def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url
 
 
 # ---------------------------------------------------------------- the command's edges
+
+
+def test_a_metrics_run_without_prometheus_client_is_one_line_and_exit_status_2(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if the metrics extra were not installed
+    assert main(["chaos", "--store", f"sqlite:///{tmp_path / 'store.db'}", "--run-dir", str(tmp_path / "run"), "--metrics"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "prometheus_client" in captured.err, captured.err
+    assert not (tmp_path / "store.db").exists() and _processes_naming(str(tmp_path / "run")) == []
 
 
 @pytest.mark.parametrize(
