@@ -41,6 +41,13 @@ once, or its next fenced call, is refused. SIGTERM stops the worker before
 its next command (the Attempt is left to its lease) and ends any sleep now;
 it exits 0.
 
+Metrics (`--metrics-port`, `runtime.metrics`): the worker counts what it
+already sees, on the thread that sees it: each contract's answer (the
+heartbeat's renewals too), each provider call, each call the agent held back
+(its `held_back` grew), and, after a command, at most once a second, its
+gateway's breakers and concurrency limits, read at the time it hands the
+agent. The agent itself counts nothing.
+
 For tests, everything a worker acts on is handed in: `Worker(orchestrator,
 provider, config, worker_id, clock=...)` takes any object with the contracts
 as methods (and a `store` for `Look`), any provider with `call`, and any
