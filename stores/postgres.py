@@ -106,6 +106,7 @@ then raises StoreError saying how to install it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import importlib.resources
 import inspect
@@ -682,8 +683,11 @@ def _no_store(connection: Any, schema: str, where: str) -> str:
     said = f"schema {schema!r} at {where} holds no shiftchange store" if exists else f"no schema {schema!r} at {where}"
     if not found:
         return f"{said}, and no schema of that database holds one: is the URL's database the right one?"
+    close = difflib.get_close_matches(schema, found, n=STORES_LISTED, cutoff=0.6)
+    hint = f", did you mean {close[0]!r}" if close else ""
+    found = close + [name for name in found if name not in close]  # the likeliest first
     listed = ", ".join(found[:STORES_LISTED]) + (f" and {len(found) - STORES_LISTED} more" if len(found) > STORES_LISTED else "")
-    return f"{said}; the schemas there that hold one: {listed} (name one with ?schema=NAME)"
+    return f"{said}{hint}; the schemas there that hold one: {listed} (name one with ?schema=NAME)"
 
 
 def _migrate(connection: Any, schema: str, where: str, *, apply: bool) -> list[int]:

@@ -56,8 +56,8 @@ def test_a_mistyped_schema_is_said_not_to_exist_with_the_schemas_that_hold_a_sto
     with pytest.raises(StoreError) as raised:
         open_store(f"{make_postgres_store.url}?schema={typo}", migrate=False)
     said = str(raised.value)
-    assert said.startswith(f"no schema '{typo}' at ")
-    assert store.schema in said.partition("the schemas there that hold one: ")[2]
+    assert said.startswith(f"no schema '{typo}' at ") and f", did you mean '{store.schema}';" in said
+    assert said.partition("the schemas there that hold one: ")[2].startswith(store.schema)  # the likeliest first
     assert "migrate" not in said and "\n" not in said
     assert not schema_exists(make_postgres_store.url, typo)
 
