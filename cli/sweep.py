@@ -207,7 +207,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             args.artifacts,
             progress=sys.stderr.isatty(),
             faults=args.fault,
-            log=print,
+            log=_plan_line,
             coverage=args.coverage,
             spec=table,
         )
@@ -235,6 +235,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     for row in failed:
         print(f"replay: {row['replay']}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _plan_line(line: str) -> None:
+    """The sweep's plan (how many runs, how many to play), flushed: a reader of a pipe sees it before the first run ends."""
+    print(line, flush=True)
 
 
 def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:

@@ -59,15 +59,19 @@ import importlib
 import itertools
 import multiprocessing
 import os
+import queue
 import re
 import shlex
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -369,18 +373,86 @@ def _execute(
 
 
 def _on_processes(runs: Sequence[Any], jobs: int, play: Callable[[Any], dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each run's (index, row) from a pool of spawned processes, in completion order; Ctrl-C stops the pool, then raises here.
+
+    While the pool runs, SIGINT is held for this loop (`_Interrupts`) rather than raised wherever the main thread happens to
+    be: a KeyboardInterrupt raised inside the pool's own waiting (between a condition's release and re-acquire, in
+    `as_completed`) ended in `RuntimeError: release unlocked lock`, a traceback and status 1 instead of one line and 130.
+    Completed futures and a Ctrl-C meet in one queue, which the loop alone reads. The workers are spawned with SIGINT
+    blocked, and so are born blind to it: a terminal's Ctrl-C reaches the whole group, and a worker still importing its
+    modules, before the initializer has run, would otherwise print a traceback of its own.
+    """
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context, initializer=_leave_interrupts_to_the_sweep)
+    arrivals: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    pool = None
     finished = False
+    with _Interrupts(arrivals) as interrupts:
+        try:
+            with _sigint_blocked():
+                pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context, initializer=_leave_interrupts_to_the_sweep)
+                futures = {pool.submit(play, run): run.index for run in runs}
+            for future in futures:
+                future.add_done_callback(arrivals.put)
+            for _ in range(len(futures)):
+                arrived = arrivals.get()
+                if arrived is _INTERRUPTED:
+                    break
+                yield futures[arrived], arrived.result()
+            else:
+                finished = True
+        finally:
+            if pool is not None:
+                if not finished:
+                    _stop_workers(pool)  # Ctrl-C or an error: nobody will read the runs in flight, so they are not waited for
+                pool.shutdown(cancel_futures=True)
+    if interrupts.caught:
+        raise KeyboardInterrupt
+
+
+_INTERRUPTED = object()
+"""What a held Ctrl-C puts in the pool loop's queue, beside the completed futures."""
+
+
+class _Interrupts:
+    """While entered (on the main thread, with Python's own SIGINT handler in place): Ctrl-C is recorded and queued, not raised.
+
+    `caught` says whether one came; the caller raises KeyboardInterrupt itself, where no lock is half taken. A handler
+    someone else installed (an IDE's, a notebook kernel's) or an ignored SIGINT is left alone, and so is any thread but
+    the main one, which cannot set handlers.
+    """
+
+    def __init__(self, arrivals: queue.SimpleQueue[Any]) -> None:
+        self.arrivals = arrivals
+        self.caught = False
+        self.previous: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._held)
+        return self
+
+    def _held(self, _signum: int, _frame: Any) -> None:
+        self.caught = True
+        self.arrivals.put(_INTERRUPTED)  # SimpleQueue.put is reentrant: safe in a handler, even mid-get
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked for this thread while inside, and for any process started meanwhile (the mask is inherited)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # The resource tracker, started by the pool's first lock unless already running, unblocks SIGINT after spawning itself.
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        futures = {pool.submit(play, run): run.index for run in runs}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-        finished = True
+        yield
     finally:
-        if not finished:
-            _stop_workers(pool)  # Ctrl-C or an error: nobody will read the runs in flight, so they are not waited for
-        pool.shutdown(cancel_futures=True)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # one held meanwhile is delivered now, to _Interrupts
 
 
 def _leave_interrupts_to_the_sweep() -> None:
