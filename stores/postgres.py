@@ -9,11 +9,22 @@ Why these choices:
 - As few round trips as the answers allow. Nothing is sent until the first
   read, and BEGIN goes with it. A read waits for its answer; a write does not:
   writes are kept and go with the next read or with the COMMIT, several
-  statements to a message. Each statement is prepared once per connection
-  (`PREPARE`, then `EXECUTE` with its parameters quoted here), so a message
-  of several statements still runs planned statements. A contract's cycle on
-  a lease (claim and start, renew, complete) is six round trips, three of
-  them commits.
+  statements to a round trip (libpq's pipeline mode: each statement a Parse,
+  Bind and Execute, the batch one Sync). Every value is a bound parameter,
+  never part of the statement text, so nothing depends on how the server
+  would read a quoted literal (`standard_conforming_strings` included). Each
+  statement is prepared once per connection, by name, on its first use
+  (`prepare=False`: never, for a pooler that does not carry prepared
+  statements). A contract's cycle on a lease (claim and start, renew,
+  complete) is six round trips, three of them commits.
+- Nothing is set on a session: each transaction's first statement sets its
+  search_path and its two lock bounds for itself (`SETTINGS`, SET LOCAL's
+  scope), so a transaction-mode pooler (PgBouncer) may hand every
+  transaction to another server connection. What needs a session is the
+  prepared statements (`prepare=False` behind such a pooler, unless it
+  carries protocol-level prepared statements, as PgBouncer 1.21 and later do
+  with max_prepared_statements set) and the wake-up listener's LISTEN (see
+  `stores.wakeup`; without it idle workers poll).
 - An insert becomes a statement only when it is sent, so updates of the
   record until then ride in it: a bulk intake's create, accept and dispatch
   of a task are one INSERT. A message of nothing but inserts (a batch) is one
@@ -105,7 +116,6 @@ then raises StoreError saying how to install it.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
 import importlib.resources
@@ -115,6 +125,7 @@ import math
 import operator
 import os
 import re
+import select
 import threading
 import time
 import typing
@@ -142,12 +153,15 @@ from .columns import Columns, check_changes
 
 try:
     import psycopg
+    import psycopg.adapt
     from psycopg import errors as pg_errors
-    from psycopg import sql
+    from psycopg import pq, sql
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.pq import TransactionStatus
     from psycopg.types import string as pg_string
     from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+    _TEXT = psycopg.adapt.PyFormat.TEXT
 except ModuleNotFoundError:  # pragma: no cover - exercised in a subprocess by the tests
     psycopg = None  # type: ignore[assignment]
 
@@ -260,6 +274,23 @@ if psycopg is not None:
     class _TextBinaryLoader(_TextLoader):
         format = pg_string.TextBinaryLoader.format
 
+    class _UntypedDumper(psycopg.adapt.Dumper):
+        """int, float and bool as text of no stated type (oid 0): the server types each parameter from where it stands, the
+        column or function it meets, as it types the parameters of a statement prepared without types. One statement then
+        has one set of parameter types, whatever values (or NULLs) it carries, and `shiftchange_guard(count(*), %s)` finds
+        its integer argument (a bigint, as psycopg would send a large Python int, would find no such function)."""
+
+        oid = 0
+        format = pq.Format.TEXT
+
+        def dump(self, obj: Any) -> bytes:
+            kind = type(obj)
+            if kind is bool:
+                return b"t" if obj else b"f"
+            if kind is float and not math.isfinite(obj):
+                return b"NaN" if math.isnan(obj) else (b"Infinity" if obj > 0 else b"-Infinity")
+            return repr(obj).encode()
+
 
 def _adapt_text(connection: Any) -> None:
     """Make `connection` store and read text through the NUL escape (registered in psycopg's order: the last is the default)."""
@@ -269,6 +300,13 @@ def _adapt_text(connection: Any) -> None:
     adapters.register_dumper(str, _TextDumper)
     adapters.register_loader("text", _TextLoader)
     adapters.register_loader("text", _TextBinaryLoader)
+
+
+def _adapt_numbers(connection: Any) -> None:
+    """Make `connection` bind int, float and bool untyped (`_UntypedDumper`), in lists too (an int list typed by a cast)."""
+    adapters = connection.adapters
+    for kind in (int, float, bool):
+        adapters.register_dumper(kind, _UntypedDumper)
 
 
 # ---- tables: how one record type maps to one table, derived from its fields as the SQLite store does.
@@ -313,10 +351,16 @@ class _Table(Columns):
         added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING RETURNING 1"
         return f"WITH added AS ({added}) SELECT shiftchange_guard(count(*), %s) FROM added"
 
-    def insert_rows(self, rows: list[str], guard_index: int) -> str:
-        """One INSERT of several rows (each its literals, comma-separated), all of which the server checks went in (SCG01)."""
-        added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) VALUES (" + "), (".join(rows) + ") ON CONFLICT DO NOTHING RETURNING 1"
-        return f"WITH added AS ({added}) SELECT shiftchange_guard((count(*) = {len(rows)})::int, {guard_index}) FROM added"
+    def insert_many(self) -> str:
+        """One INSERT of any number of rows, all of which the server checks went in (SCG01).
+
+        Its parameters: one array per column (the rows' values in that column,
+        each cast to the column's type), then the number of rows and the
+        write's index. One statement text for any number of rows.
+        """
+        arrays = ", ".join(f"%s::{self.SQL_TYPES[self.kinds[column]]}[]" for column in self.columns)
+        added = f"INSERT INTO {self.name} ({', '.join(self.columns)}) SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING RETURNING 1"
+        return f"WITH added AS ({added}) SELECT shiftchange_guard((count(*) = %s)::int, %s) FROM added"
 
     def update_sql(self, names: tuple[str, ...], terminal_guard: bool, steps: int = 1) -> str:
         """The guarded UPDATE setting `names` (already checked to be writable fields), built once per set of names.
@@ -438,14 +482,16 @@ INSERT_INTENT = INTENTS.insert()
 
 _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
 assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
-# Every event of a transaction is sent with its COMMIT; `pos` and `xid` come from their defaults (see
-# migrations/postgresql/0004), and `seq` stays NULL until the sequencer numbers it.
-_INSERT_EVENTS = f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES "
-_EVENT_ROW = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
-EVENTS_PREPARED_MAX = 8
-"""A transaction's events go in one INSERT of that many rows: a prepared one up to this many, plain text beyond (a bulk intake)."""
-EVENTS_PER_STATEMENT_MAX = 1000
-INSERT_EVENTS = tuple(_INSERT_EVENTS + ", ".join([_EVENT_ROW] * count) for count in range(EVENTS_PREPARED_MAX + 1))
+# Every event of a transaction is sent with its COMMIT, in one INSERT of one array per field whatever their number;
+# `pos` and `xid` come from their defaults (see migrations/postgresql/0004) in the order appended, and `seq` stays NULL
+# until the sequencer numbers it.
+_EVENT_ARRAYS = ", ".join(f"%s::{EVENTS.SQL_TYPES[EVENTS.kinds[column]]}[]" for column in _EVENT_FIELDS)
+INSERT_EVENTS = (
+    f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) SELECT {', '.join(_EVENT_FIELDS)}"
+    f" FROM unnest({_EVENT_ARRAYS}) WITH ORDINALITY AS appended ({', '.join(_EVENT_FIELDS)}, appended_order) ORDER BY appended_order"
+)
+BULK_ROWS_MIN = 8
+"""A message of nothing but more inserts than this (a bulk intake) sends one INSERT per table (`_Table.insert_many`)."""
 NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 """The server's time, read after the statement before it finished (its lock waits included)."""
 # The sequencer (see the module docstring): one at a time, holding event_counter's row for the batch only. The lock
@@ -474,75 +520,196 @@ SELECT_EVENTS = EVENTS.select("WHERE seq > %s ORDER BY seq")
 SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = %s AND seq > %s ORDER BY seq")
 
 
-# ---- statements: each prepared once per connection, executed with its parameters as literals, several to a message
+SETTINGS = (
+    "SELECT set_config('search_path', %s, true), set_config('lock_timeout', %s, true),"
+    " set_config('idle_in_transaction_session_timeout', %s, true)"
+)
+"""What every transaction sets first, for itself alone: the store's schema and its two lock bounds. Nothing is set on a
+session, so no transaction depends on what an earlier one left on its connection (a transaction-mode pooler such as
+PgBouncer hands each transaction to whichever server connection is free)."""
 
 
-_STATEMENTS: dict[str, tuple[str, str]] = {}
-"""Statement text (with %s placeholders) -> (its prepared statement's name, the PREPARE that makes it)."""
-_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-"""Per connection, the names of the statements prepared on it."""
+# ---- statements: text with %s placeholders, values bound as parameters, several to one round trip (libpq's pipeline mode)
+
+
+_BINDABLE = (bool, int, float)
+"""Besides str, None, lists and tuples (arrays), the exact types a statement takes as a parameter."""
+
+
+def _bindable(values: Iterable[Any]) -> tuple:
+    """`values` as they are bound, checked first: InputError for what the server would never get, before anything is kept or sent.
+
+    Text must be UTF-8 (a lone surrogate is refused); a tuple is bound as a
+    list (an array); any other type but None, bool, int and float is refused.
+    """
+    found = []
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+        elif kind is list or kind is tuple:
+            value = list(_bindable(value))
+        elif value is not None and kind not in _BINDABLE:
+            raise InputError(f"the PostgreSQL store cannot bind a {kind.__name__} ({value!r:.60})")
+        found.append(value)
+    return tuple(found)
+
+
+_WIRE: dict[str, tuple[bytes, bytes]] = {}
+"""Statement text (with %s placeholders) -> (the text sent, with $1..$N; the name it is prepared under)."""
+_PREPARED: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
+"""Per connection, the names of the statements prepared on it (each the first time a round trip on it ran the statement)."""
 _PREPARED_LOST = ("26000", "42P05")
 """SQLSTATEs of a prepared statement missing or made twice: this module's record of a connection's statements was wrong."""
+_TRANSFORMERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+"""Per connection, psycopg's Transformer: its adapters turn the values into parameters and the rows into Python values."""
 
 
-def _statement(query: str) -> tuple[str, str]:
-    found = _STATEMENTS.get(query)
+def _wire(query: str) -> tuple[bytes, bytes]:
+    found = _WIRE.get(query)
     if found is None:
         assert "%%" not in query and "$" not in query, f"statement text must hold only %s placeholders: {query[:80]}"
         pieces = query.split("%s")
-        converted = pieces[0] + "".join(f"${number}{piece}" for number, piece in enumerate(pieces[1:], 1))
-        name = "shiftchange_" + hashlib.sha256(query.encode()).hexdigest()[:20]
-        found = _STATEMENTS[query] = (name, f"PREPARE {name} AS {converted}")
+        text = (pieces[0] + "".join(f"${number}{piece}" for number, piece in enumerate(pieces[1:], 1))).encode()
+        found = _WIRE[query] = (text, b"shiftchange_" + hashlib.sha256(text).hexdigest()[:20].encode())
     return found
 
 
-def _name_of(prepare: str) -> str:
-    return prepare.split(" ", 2)[1]
+def _round_trip(connection: Any, batch: list[tuple[str, tuple]], wanted: range, prepare: bool) -> list[list[tuple]]:
+    """Send `batch` ((text, values) pairs) on `connection` and wait for it: one round trip; the rows of the statements `wanted`.
 
-
-def _prepared_on(connection: Any) -> set[str]:
-    """The statements prepared on `connection`: this module's record, or the server's after a message that failed midway."""
-    known = _PREPARED.get(connection)
-    if known is None:
-        if connection.broken or connection.closed:
-            known = set()
-        else:
-            # Outside any transaction: a connection comes to a transaction idle (a failed one was rolled back).
-            known = {name for (name,) in connection.execute("SELECT name FROM pg_prepared_statements")}
-        _PREPARED[connection] = known
-    return known
-
-
-_LITERAL_SCALARS = (bool, int, float)
-"""Besides str, None, lists and tuples, the exact types `_literal` takes."""
-
-
-def _literal(value: Any) -> str:
-    """A parameter as an SQL literal for EXECUTE (standard_conforming_strings is on for every connection: quotes are doubled).
-
-    Text goes through the NUL escape first, so no literal ever holds U+0000;
-    a string that cannot be UTF-8 (a lone surrogate) raises UnicodeEncodeError
-    before anything is sent.
+    libpq's pipeline mode: each statement is a Parse (with a name, once per
+    connection, when `prepare`), Bind and Execute, its values parameters in
+    the Bind (never in the text), and the batch ends in one Sync, the only
+    point where the server answers and the only one it waits at. (psycopg's
+    own pipeline also sends a Flush after a Sync, which stops the server's
+    idle-in-transaction timer until the next Sync: a process stopped between
+    two round trips would then hold its row locks for good.) The first error
+    is raised once the Sync is read; what followed it did not run. A
+    connection left in the middle of a message (an interrupt) is closed.
     """
-    kind = type(value)
-    if kind is str:
-        if not value.isascii():
-            value.encode("utf-8")
-        value = escape_text(value)
-        return "'" + value.replace("'", "''") + "'" if "'" in value else "'" + value + "'"
-    if value is None:
-        return "NULL"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return str(value)
-    if kind is float:
-        if math.isfinite(value):
-            return repr(value)
-        return "'NaN'" if math.isnan(value) else ("'Infinity'" if value > 0 else "'-Infinity'")
-    if kind is list or kind is tuple:
-        return "ARRAY[" + ", ".join([_literal(item) for item in value]) + "]::text[]"
-    raise InputError(f"the PostgreSQL store cannot bind a {kind.__name__} ({value!r:.60})")
+    pgconn = connection.pgconn
+    transformer = _TRANSFORMERS.get(connection)
+    if transformer is None:
+        transformer = _TRANSFORMERS[connection] = psycopg.adapt.Transformer(connection)
+    prepared = _PREPARED.setdefault(connection, set()) if prepare else None
+    commands: list[tuple[int | None, bytes]] = []
+    """Per command sent: the index of its statement, or None for a prepare (with the name it makes)."""
+    pgconn.enter_pipeline_mode()
+    try:
+        for index, (query, values) in enumerate(batch):
+            text, name = _wire(query)
+            parameters = transformer.dump_sequence(values, [_TEXT] * len(values)) if values else None
+            if prepared is None:
+                pgconn.send_query_params(text, parameters)
+            else:
+                if name not in prepared and (None, name) not in commands:
+                    pgconn.send_prepare(name, text)
+                    commands.append((None, name))
+                pgconn.send_query_prepared(name, parameters)
+            commands.append((index, b""))
+        pgconn.pipeline_sync()
+        results = _results(pgconn)
+        pgconn.exit_pipeline_mode()
+    except BaseException:
+        if pgconn.status != pq.ConnStatus.BAD:
+            connection.close()  # alive, but in the middle of a message: nothing else may use it
+        raise
+    failed = None
+    found = []
+    for (index, name), result in zip(commands, results, strict=True):
+        status = result.status
+        if status == pq.ExecStatus.FATAL_ERROR:
+            failed = failed or result
+        elif index is None:
+            if status == pq.ExecStatus.COMMAND_OK:  # made (whatever came after it): the server keeps it past a rollback
+                prepared.add(name)  # type: ignore[union-attr]
+        elif index in wanted and failed is None:
+            transformer.set_pgresult(result)
+            found.append(transformer.load_rows(0, result.ntuples, tuple) if status == pq.ExecStatus.TUPLES_OK else [])
+    if failed is not None:
+        error = pg_errors.error_from_result(failed, encoding=connection.info.encoding)
+        if error.sqlstate in _PREPARED_LOST:
+            _PREPARED.pop(connection, None)  # the server forgot them (DISCARD ALL, DEALLOCATE): prepare again from the next trip
+        raise error
+    return found
+
+
+def _results(pgconn: Any) -> list[Any]:
+    """Flush what was sent, then read one result per command up to the Sync (waiting on the socket, never busy)."""
+    socket = pgconn.socket
+    while pgconn.flush():  # the server may answer while a long message is still going out: read as well, or both stall
+        readable, _, _ = select.select([socket], [socket], [])
+        if readable:
+            pgconn.consume_input()
+    found = []
+    while True:
+        while pgconn.is_busy():
+            select.select([socket], [], [])
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if pgconn.status == pq.ConnStatus.BAD:
+            raise psycopg.OperationalError(pgconn.get_error_message())
+        if result is None:  # the end of one command's results
+            continue
+        if result.status == pq.ExecStatus.PIPELINE_SYNC:
+            return found
+        found.append(result)
+
+
+def _exchange(connection: Any, batch: list[tuple[str, tuple]], wanted: int, prepare: bool) -> list[tuple]:
+    """`batch` in one round trip; the rows of statement `wanted` (an index, negative from the end).
+
+    For what runs outside a store transaction (the sequencer, a read of why
+    a guard refused): a batch without BEGIN is one implicit transaction, so
+    its first statement can set what the rest need (`SETTINGS`).
+    """
+    index = wanted % len(batch)
+    return _round_trip(connection, batch, range(index, index + 1), prepare)[0]
+
+
+if psycopg is not None:
+
+    class _SessionEnded(psycopg.OperationalError):
+        """The server had ended the session before a round trip was sent: nothing of that trip ran (a COMMIT included)."""
+
+
+def _ended_by_server(connection: Any) -> bool:
+    """Whether the server ended the session while it was asked nothing (its goodbye, or the close, waits unread on the socket).
+
+    A look at the socket without waiting, before each round trip: a session
+    the server terminated or timed out has sent its last message and closed.
+    Whatever waits on a live session (a notice) is read into libpq and kept.
+    """
+    pgconn = connection.pgconn
+    try:
+        for _ in range(4):
+            if not select.select([pgconn.socket], [], [], 0)[0]:
+                return False
+            pgconn.consume_input()
+    except (OSError, ValueError, psycopg.OperationalError):
+        return True
+    return pgconn.status == pq.ConnStatus.BAD
+
+
+def _rollback(connection: Any) -> None:
+    """Roll back whatever transaction `connection` has open; close it if that fails (the pool then replaces it).
+
+    ROLLBACK is sent as it is rather than through psycopg, which would also
+    forget (and deallocate) every statement prepared on the connection.
+    """
+    if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
+        return
+    try:
+        done = connection.pgconn.exec_(ROLLBACK.encode()).status == pq.ExecStatus.COMMAND_OK
+    except Exception:
+        done = False
+    if not done:
+        connection.close()
 
 
 # ---- errors: what a psycopg error means to the core.
@@ -694,6 +861,8 @@ def _migrate(connection: Any, schema: str, where: str, *, apply: bool) -> list[i
     """Bring `schema` to SCHEMA_VERSION (apply) or check that it is there (not apply), in one transaction; the versions applied."""
     try:
         with connection.transaction():
+            # The migration files are SQL text with literals of their own (U&'...' among them), written for the default.
+            connection.execute("SET LOCAL standard_conforming_strings = on")
             if apply:
                 connection.execute(ADVISORY_LOCK, (_advisory_key(schema),))
             applied = _applied(connection, schema, where)
@@ -750,18 +919,21 @@ def migrate(conninfo: str, schema: str = "shiftchange", *, connect_timeout_s: fl
 class _PostgresTransaction(Transaction):
     """Record access inside one database transaction on one connection, in as few round trips as the answers allow.
 
-    Nothing is sent until the first read: BEGIN goes with it. A read waits for
-    its answer; a write does not. Writes are kept and sent with the next read
-    or with the COMMIT, in one message of several statements; each checks its
-    own row count on the server (`shiftchange_guard`), so a guarded write that
-    matched no row aborts the transaction as surely as if it had been checked
-    at once, and the error, raised by the round trip that carried it, names
-    the write. The history's events of the transaction go in one statement
-    with its COMMIT, after every row lock it takes (the order the sequencer
-    relies on). Every locking read also reads the server's clock after it
-    (`now`), so the time a contract judges a lease by is the server's, taken
-    once its locks are held. A record this transaction locked is read once:
-    later reads of it are the same object, which the writes keep current.
+    Nothing is sent until the first read: BEGIN goes with it, and the
+    transaction's own settings (`SETTINGS`). A read waits for its answer; a
+    write does not. Writes are kept and sent with the next read or with the
+    COMMIT, several statements in one round trip (`_round_trip`: libpq's
+    pipeline mode, one Sync). Every value is a bound parameter, never written
+    into the statement text. Each write checks its own row count on the server
+    (`shiftchange_guard`), so a guarded write that matched no row aborts the
+    transaction as surely as if it had been checked at once, and the error,
+    raised by the round trip that carried it, names the write. The history's
+    events of the transaction go in one statement with its COMMIT, after every
+    row lock it takes (the order the sequencer relies on). Every locking read
+    also reads the server's clock after it (`now`), so the time a contract
+    judges a lease by is the server's, taken once its locks are held. A record
+    this transaction locked is read once: later reads of it are the same
+    object, which the writes keep current.
     """
 
     __slots__ = (
@@ -777,35 +949,26 @@ class _PostgresTransaction(Transaction):
         "_inserted_tasks",
         "_now",
         "_pending",
-        "_prepare",
-        "_prepared",
         "_store",
         "_unsent",
         "_unsent_updates",
-        "_used",
         "_where",
     )
 
     def __init__(self, connection: Any, store: PostgresStore) -> None:
         self._connection = connection
         self._cursor = connection.cursor()
-        self._prepared: set[str] = _prepared_on(connection)
-        """Statements prepared on this connection (they outlive transactions, not the connection)."""
-        self._prepare: list[str] = []
-        """PREPAREs to send at the start of the next round trip."""
-        self._used: dict[str, str] = {}
-        """The statements the next round trip executes: what a fresh connection must prepare should the first trip need one."""
         self._store = store
         self._where = store.where
         self._failure: CoreError | None = None
         """The first error the database raised in this transaction: PostgreSQL has aborted it, so it cannot commit."""
         self._began = False
-        self._pending: list[str] = []
-        """Statements written but not yet sent (guarded writes), in order."""
+        self._pending: list[tuple[str, tuple] | None] = []
+        """Statements written but not yet sent (guarded writes), in order, each (text, values); None for one not yet made."""
         self._guards: list[tuple] = []
         """Per guarded write, by its index: (kind, table, identity, version, detail), to say why it matched no row."""
-        self._events: list[str] = []
-        """Per event appended, its values as literals, comma-separated: the rows of the INSERT sent with the COMMIT."""
+        self._events: list[tuple] = []
+        """Per event appended, its values (checked): the rows of the INSERT sent with the COMMIT."""
         self._unsent: dict[tuple[str, str], list] = {}
         """Inserts kept and not yet sent, by record: [index in `_pending`, table, query, record, guard index, its row].
 
@@ -832,138 +995,95 @@ class _PostgresTransaction(Transaction):
 
     # ---- round trips
 
-    def _sql(self, query: str, parameters: Iterable[Any] = ()) -> str:
-        """`query` as an EXECUTE of its prepared statement on this connection, with `parameters` as literals (prepared on first use)."""
+    def _usable(self) -> None:
         if self._cursor is None:
             raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
         if self._failure is not None:
             raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
-        name, prepare = _statement(query)
-        self._used[name] = prepare
-        if name not in self._prepared and prepare not in self._prepare:
-            self._prepare.append(prepare)
-        try:
-            arguments = ", ".join([_literal(value) for value in parameters])
-        except UnicodeEncodeError as error:
-            # Nothing was sent: the transaction is intact. The memory store would keep such text; refuse it as SQLite does.
-            raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
-        return f"EXECUTE {name}({arguments})" if arguments else f"EXECUTE {name}"
 
-    def _literals(self, values: Iterable[Any]) -> str:
-        """`values` as SQL literals, comma-separated; text that cannot be UTF-8 is an InputError and nothing is kept."""
-        if self._cursor is None:
-            raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
-        if self._failure is not None:
-            raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
-        try:
-            return ", ".join([_literal(value) for value in values])
-        except UnicodeEncodeError as error:
-            raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
+    def _statement(self, query: str, parameters: Iterable[Any] = ()) -> tuple[str, tuple]:
+        """`query` with `parameters` to bind, checked now (InputError, and the transaction is intact: nothing was sent)."""
+        self._usable()
+        return query, _bindable(parameters)
 
     def _check_text(self, values: Iterable[Any]) -> None:
-        """What `_literals` would refuse, refused now (an InputError, nothing kept), for values made into literals later."""
-        if self._cursor is None:
-            raise RuntimeError("this transaction has ended; open a new one with store.transaction()")
-        if self._failure is not None:
-            raise type(self._failure)(f"{self._failure}; the transaction was aborted by it") from self._failure
-        for value in values:
-            kind = type(value)
-            if kind is str:
-                if not value.isascii():
-                    try:
-                        value.encode("utf-8")
-                    except UnicodeEncodeError as error:
-                        raise InputError(f"text the store cannot encode as UTF-8 ({error.reason} at position {error.start})") from None
-            elif kind is list or kind is tuple:
-                self._check_text(value)
-            elif value is not None and kind not in _LITERAL_SCALARS:
-                _literal(value)  # raises the InputError it raises when made a literal
+        """What binding `values` later would refuse, refused now (an InputError, nothing kept)."""
+        self._usable()
+        _bindable(values)
 
     def _write(self, query: str, parameters: Iterable[Any], guard: tuple | None) -> None:
         """Keep a write to send with the next round trip; `guard` says why it failed should the server's check refuse it."""
         if guard is not None:
             parameters = (*parameters, len(self._guards))
-            self._pending.append(self._sql(query, parameters))
+            self._pending.append(self._statement(query, parameters))
             self._guards.append(guard)
         else:
-            self._pending.append(self._sql(query, parameters))
+            self._pending.append(self._statement(query, parameters))
 
-    def _trip(self, statements: list[str], answers: int, *, commit: bool = False) -> list[Any]:
-        """Send the kept writes and `statements` in one message; the rows of the last `answers` statements, each a list."""
+    def _trip(self, statements: list[tuple[str, tuple]], answers: int, *, commit: bool = False) -> list[Any]:
+        """Send the kept writes and `statements` in one round trip; the rows of the last `answers` statements, each a list."""
         if self._unsent:
             self._render_inserts()
         if self._unsent_updates:
             self._render_updates()
-        assert "" not in self._pending, "a kept write was never made a statement"
-        batch = self._prepare
-        batch.append(BEGIN) if not self._began else None
+        assert None not in self._pending, "a kept write was never made a statement"
+        batch: list[Any] = [(BEGIN, ()), self._store._settings] if not self._began else []
         batch += self._pending
         batch += statements
-        self._prepare, self._pending = [], []
-        text = ";".join(batch)
+        self._pending = []
         self._store.round_trips += 1
         replaced = 0
         while True:
-            cursor = self._cursor
             try:
-                cursor.execute(text)
+                found = self._send(batch, answers)
                 break
             except psycopg.OperationalError as error:
                 # A pooled connection the server dropped while it sat idle fails the first trip before anything ran: run
                 # it again on a fresh one. Safe when the trip holds no COMMIT, or when the server answered it with an error
                 # (the session's termination), which it sends before it would run anything after.
-                unknown = commit and getattr(error, "sqlstate", None) is None
+                unknown = commit and getattr(error, "sqlstate", None) is None and not isinstance(error, _SessionEnded)
                 if self._began or unknown or replaced > self._store.pool_max or not self._connection.broken:
                     lost = error
                 else:
                     replaced += 1
                     self._replace_connection()
-                    # The fresh connection has prepared nothing: prepare what this message executes, then send it.
-                    fresh = [prepare for name, prepare in self._used.items() if name not in self._prepared]
-                    batch = [*fresh, *(statement for statement in batch if not statement.startswith("PREPARE "))]
-                    text = ";".join(batch)
                     continue
             except psycopg.Error as error:
                 lost = error
-            if any(statement.startswith("PREPARE ") for statement in batch) or getattr(lost, "sqlstate", None) in _PREPARED_LOST:
-                _PREPARED.pop(self._connection, None)  # which of them ran is unknown: the next transaction asks the server
-            mapped = self._refused(lost, commit)
+            mapped = self._refused(lost, commit and not isinstance(lost, _SessionEnded))
             if self._failure is None:
                 self._failure = mapped
             raise mapped from lost
         self._began = True
-        self._used.clear()
-        self._prepared.update(_name_of(statement) for statement in batch if statement.startswith("PREPARE "))
-        skip = len(batch) - answers
-        for _ in range(skip):
-            cursor.nextset()
-        found = []
-        for index in range(answers):
-            found.append(cursor.fetchall())
-            if index < answers - 1:
-                cursor.nextset()
         return found
+
+    def _send(self, batch: list[tuple[str, tuple]], answers: int) -> list[list[tuple]]:
+        """`batch` in one round trip (`_round_trip`); the rows of its last `answers` statements."""
+        if _ended_by_server(self._connection):
+            raise _SessionEnded("the server had closed the session (terminated, or timed out idle in the transaction)")
+        return _round_trip(self._connection, batch, range(len(batch) - answers, len(batch)), self._store.prepare)
 
     def _render_inserts(self) -> None:
         """Put the kept inserts into the message as statements: one per record, or, when every kept write is an insert (a
         bulk intake), one per table, parents first (tasks, Attempts, intents: the foreign keys are checked per statement)."""
         unsent, pending = list(self._unsent.values()), self._pending
         self._unsent.clear()
-        if len(unsent) == len(pending) and len(unsent) > EVENTS_PREPARED_MAX:
+        if len(unsent) == len(pending) and len(unsent) > BULK_ROWS_MIN:
             by_table: dict[str, list] = {table.name: [] for table in TABLES}
             for entry in unsent:
                 by_table[entry[1].name].append(entry)
             statements = []
             for entries in (entries for entries in by_table.values() if entries):
                 table = entries[0][1]
-                rows = [self._literals(table.to_row(entry[3]) if entry[5] is None else entry[5]) for entry in entries]
+                rows = [table.to_row(entry[3]) if entry[5] is None else entry[5] for entry in entries]
+                columns = [list(column) for column in zip(*rows, strict=True)]
                 keys = [getattr(entry[3], table.key) for entry in entries]
-                statements.append(table.insert_rows(rows, len(self._guards)))
+                statements.append(self._statement(table.insert_many(), (*columns, len(rows), len(self._guards))))
                 self._guards.append(("inserts", table, keys, None, ""))
             self._pending = statements
             return
         for index, table, query, record, guard_index, row in unsent:
-            pending[index] = self._sql(query, (*(table.to_row(record) if row is None else row), guard_index))
+            pending[index] = self._statement(query, (*(table.to_row(record) if row is None else row), guard_index))
 
     def _render_updates(self) -> None:
         """Put the kept updates into the message, each record's merged changes as one UPDATE."""
@@ -974,15 +1094,15 @@ class _PostgresTransaction(Transaction):
     def _render_update(self, key: tuple[str, str], kept: list, *, forget: bool = True) -> None:
         index, table, version, changes, terminal_guard, steps, guard_index = kept
         query = table.update_sql(tuple(changes), terminal_guard, steps)
-        self._pending[index] = self._sql(query, (*changes.values(), key[1], version, guard_index))
+        self._pending[index] = self._statement(query, (*changes.values(), key[1], version, guard_index))
         if forget:
             del self._unsent_updates[key]
 
     def _read(self, query: str, parameters: Iterable[Any], *, clock: bool = True) -> list[tuple]:
         """One statement's rows (with the kept writes before it), and the server's time after it."""
-        statements = [self._sql(query, parameters)]
+        statements = [self._statement(query, parameters)]
         if clock:
-            statements.append(NOW)
+            statements.append((NOW, ()))
             rows, ((now,),) = self._trip(statements, 2)
             self._now, self._heard_at = now, time.monotonic()
             return rows
@@ -990,32 +1110,43 @@ class _PostgresTransaction(Transaction):
 
     def _refused(self, error: Exception, committing: bool) -> CoreError:
         """The core's error for what the server said; for a guarded write, why it matched no row."""
+        mapped = _mapped(error, self._where, broken=self._connection.broken, committing=committing)
         if getattr(error, "sqlstate", None) != GUARD_SQLSTATE:
-            return _mapped(error, self._where, broken=self._connection.broken, committing=committing)
+            return mapped
         match = re.search(r"shiftchange guard (\d+) matched (-?\d+)", str(error))
         if match is None or int(match[1]) >= len(self._guards):
-            return _mapped(error, self._where, broken=self._connection.broken, committing=committing)
+            return mapped
         kind, table, identity, version, detail = self._guards[int(match[1])]
-        with contextlib.suppress(psycopg.Error):
-            self._connection.execute(ROLLBACK)  # the guard aborted it; the reads below are plain, outside it
+        _rollback(self._connection)  # the guard aborted it; the reads below are plain, outside it
         if kind == "insert":
             return StoreConflict(f"{detail} already exists")
+        if kind == "parent":
+            return NotFound(detail)
+        try:
+            return self._why(kind, table, identity, version)
+        except psycopg.Error:  # the reason could not be read (the connection went too): the guard's own words
+            return mapped
+
+    def _why(self, kind: str, table: Any, identity: Any, version: Any) -> CoreError:
+        """Why the guarded write of `kind` matched no row, read in a transaction of its own."""
+
+        def read(query: str, parameters: tuple) -> list[tuple]:
+            return _exchange(self._connection, [self._store._settings, (query, _bindable(parameters))], -1, self._store.prepare)
+
         if kind == "inserts":
             noun = table.record_type.__name__.lower()
-            rows = self._connection.execute(f"SELECT {table.key} FROM {table.name} WHERE {table.key} = ANY(%s) ORDER BY 1", (identity,))
-            stored = [key for (key,) in rows.fetchall()]
+            stored = [key for (key,) in read(f"SELECT {table.key} FROM {table.name} WHERE {table.key} = ANY(%s) ORDER BY 1", (identity,))]
             if stored:
                 return StoreConflict(f"{noun} {stored[0]!r} already exists" + (f" (and {len(stored) - 1} more)" if len(stored) > 1 else ""))
             return StoreConflict(f"one of the {len(identity)} {noun}s inserted together already exists")
-        if kind == "parent":
-            return NotFound(detail)
         if kind == "numbering":
-            (siblings,) = self._connection.execute(COUNT_ATTEMPTS_OF_TASK, (identity,)).fetchone()
+            ((siblings,),) = read(COUNT_ATTEMPTS_OF_TASK, (identity,))
             return StoreConflict(f"attempt numbers must run 1..N: task {identity!r} has {siblings}, got {version}")
         what = f"{table.record_type.__name__.lower()} {identity!r}"
-        row = self._connection.execute(table.guard_read, (identity,)).fetchone()
-        if row is None:
+        rows = read(table.guard_read, (identity,))
+        if not rows:
             return StoreConflict(f"{what} does not exist")
+        row = rows[0]
         if row[0] != version:
             return StoreRetryable(
                 f"{what} changed since it was read (stored version {row[0]}, read {version}): another transaction wrote it"
@@ -1034,27 +1165,17 @@ class _PostgresTransaction(Transaction):
             ) from failure
         statements = self._event_statements()
         for workspace in sorted(self._admitted):
-            statements.append(self._sql("SELECT pg_notify(%s, %s)", (self._store.wakeup_channel, workspace)))
+            statements.append(self._statement("SELECT pg_notify(%s, %s)", (self._store.wakeup_channel, workspace)))
         if not (self._began or self._pending or statements):
             return
-        statements.append(COMMIT)
+        statements.append((COMMIT, ()))
         self._trip(statements, 0, commit=True)
 
-    def _event_statements(self) -> list[str]:
-        """The INSERT (or, past EVENTS_PER_STATEMENT_MAX, the INSERTs) of this transaction's events, in the order appended."""
-        rows = self._events
-        statements = []
-        for start in range(0, len(rows), EVENTS_PER_STATEMENT_MAX):
-            chunk = rows[start : start + EVENTS_PER_STATEMENT_MAX]
-            if len(chunk) <= EVENTS_PREPARED_MAX:
-                name, prepare = _statement(INSERT_EVENTS[len(chunk)])
-                self._used[name] = prepare
-                if name not in self._prepared and prepare not in self._prepare:
-                    self._prepare.append(prepare)
-                statements.append(f"EXECUTE {name}({', '.join(chunk)})")
-            else:
-                statements.append(_INSERT_EVENTS + "(" + "), (".join(chunk) + ")")
-        return statements
+    def _event_statements(self) -> list[tuple[str, tuple]]:
+        """The INSERT of this transaction's events, one array per field, in the order appended (none: no statement)."""
+        if not self._events:
+            return []
+        return [(INSERT_EVENTS, tuple(list(column) for column in zip(*self._events, strict=True)))]
 
     def _replace_connection(self) -> None:
         store = self._store
@@ -1063,7 +1184,6 @@ class _PostgresTransaction(Transaction):
         store._release(store._pool, old)
         self._connection = store._checkout(store._pool)
         self._cursor = self._connection.cursor()
-        self._prepared = _prepared_on(self._connection)
 
     @property
     def connection(self) -> Any:
@@ -1071,17 +1191,14 @@ class _PostgresTransaction(Transaction):
 
     def rollback(self) -> None:
         connection = self._connection
-        if connection is None or connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
+        if connection is None:
             return
-        try:
-            connection.execute(ROLLBACK)
-        except Exception:
-            connection.close()  # whatever state it is in, the pool will not hand it out again
+        _rollback(connection)
 
     def now(self) -> float:
         """The server's time as last read in this transaction (after its latest locking read), reading it if never yet."""
         if self._now is None:
-            ((now,),) = self._trip([NOW], 1)[0]
+            ((now,),) = self._trip([(NOW, ())], 1)[0]
             self._now, self._heard_at = now, time.monotonic()
         return self._now
 
@@ -1165,8 +1282,8 @@ class _PostgresTransaction(Transaction):
         if len(wanted) != 1:
             return super().claim_candidate(wanted, workspace)
         (state,) = wanted
-        pick = self._sql(PICK_WITH_TASK, (state,)) if workspace is None else self._sql(PICK_WITH_TASK_IN, (state, workspace))
-        rows, siblings, ((now,),) = self._trip([FORGET_PICKED, pick, PICKED_SIBLINGS, NOW], 3)
+        pick = self._statement(PICK_WITH_TASK, (state,)) if workspace is None else self._statement(PICK_WITH_TASK_IN, (state, workspace))
+        rows, siblings, ((now,),) = self._trip([(FORGET_PICKED, ()), pick, (PICKED_SIBLINGS, ()), (NOW, ())], 3)
         self._now, self._heard_at = now, time.monotonic()
         if not rows:
             return None
@@ -1269,7 +1386,8 @@ class _PostgresTransaction(Transaction):
         """Keep one history entry, sent with the COMMIT; its seq is 0 until the history is read (numbered after commit)."""
         values = (at, actor, kind, task_id, attempt_id, accepted, reason, from_state, to_state, generation, worker_id, detail)
         values += (code, late, expires_at, operation_key, retries)
-        self._events.append(self._literals(values))
+        self._check_text(values)
+        self._events.append(values)
         return new_event(0, *values)
 
     def events(self, task_id: str | None, after_seq: int) -> list[Event]:
@@ -1287,7 +1405,7 @@ class _PostgresTransaction(Transaction):
             raise StoreConflict(f"{what} already exists")
         guard_index = len(self._guards)
         self._guards.append(("insert", table, None, None, what))
-        self._pending.append("")
+        self._pending.append(None)
         self._cache[key] = record
         self._unsent[key] = [len(self._pending) - 1, table, query, record, guard_index, row]
 
@@ -1320,7 +1438,7 @@ class _PostgresTransaction(Transaction):
                     self._render_update(key, kept)
                 guard_index = len(self._guards)
                 self._guards.append(("update", table, identity, record.version, ""))
-                self._pending.append("")
+                self._pending.append(None)
                 merged = dict(zip(changes, encoded, strict=True))
                 self._unsent_updates[key] = [len(self._pending) - 1, table, record.version, merged, terminal_guard, 1, guard_index]
         for name, value in changes.items():
@@ -1412,6 +1530,11 @@ class PostgresStore(Store):
     client, for `idle_in_transaction_timeout_s` (a process SIGSTOPped or cut
     off mid-contract), which rolls that transaction back and frees its locks,
     and its claim on the claim queue. Keep the second well under a lease.
+
+    `prepare` (default true) prepares each statement once per connection;
+    false sends every statement unnamed, for a transaction-mode pooler that
+    does not carry prepared statements from one server connection to another
+    (it costs the server a parse and a plan per statement).
     """
 
     numbers_on_append = False
@@ -1427,6 +1550,7 @@ class PostgresStore(Store):
         migrate: bool = True,
         lock_timeout_s: float = 2.0,
         idle_in_transaction_timeout_s: float = 3.0,
+        prepare: bool = True,
     ) -> None:
         _require_psycopg()
         self.check_options(
@@ -1436,8 +1560,11 @@ class PostgresStore(Store):
             connect_timeout_s=connect_timeout_s,
             lock_timeout_s=lock_timeout_s,
             idle_in_transaction_timeout_s=idle_in_transaction_timeout_s,
+            prepare=prepare,
         )
         self.schema = schema
+        self.prepare = bool(prepare)
+        """Whether statements are prepared on each connection (on first use): see `PREPARE_HELP`."""
         self.lock_timeout_s, self.idle_in_transaction_timeout_s = float(lock_timeout_s), float(idle_in_transaction_timeout_s)
         self.where = _where(conninfo)
         """host:port/database, for messages."""
@@ -1449,6 +1576,10 @@ class PostgresStore(Store):
         """Messages transactions sent to the server (each holds one or more statements); approximate across threads, for benchmarks."""
         self.wakeup_channel = wakeup.channel(self.schema)
         """The LISTEN/NOTIFY channel every transaction that admits an Attempt announces its workspace on."""
+        # Whole milliseconds, from numbers checked above.
+        bounds = (f"{math.ceil(self.lock_timeout_s * 1000)}ms", f"{math.ceil(self.idle_in_transaction_timeout_s * 1000)}ms")
+        self._settings = (SETTINGS, (f'"{self.schema}"', *bounds))
+        """The statement every transaction of this store runs first (`SETTINGS`), with its values."""
         with _connect(conninfo, connect_timeout_s, self.where) as connection:
             self.migrated = _migrate(connection, self.schema, self.where, apply=bool(migrate))
             """The schema versions this open applied ([] when the schema was already up to date, or migrate=False)."""
@@ -1479,9 +1610,12 @@ class PostgresStore(Store):
         lock_timeout_s: Any = 2.0,
         idle_in_transaction_timeout_s: Any = 3.0,
         migrate: Any = True,
+        prepare: Any = True,
     ) -> None:
         """InputError for an option the constructor would refuse, said before anything connects (`stores.check_url`)."""
         check_schema_name(schema)
+        if type(prepare) is not bool:
+            raise InputError(f"prepare must be true or false, not {prepare!r}")
         for name, value in (("pool_min", pool_min), ("pool_max", pool_max)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be an integer >= 1, not {value!r}")
@@ -1496,15 +1630,15 @@ class PostgresStore(Store):
                 raise InputError(f"{name} must be a number of seconds > 0, not {value!r}")
 
     def _configure(self, connection: Any) -> None:
-        """Every pooled connection: the NUL-escaping text adapters, the schema as its search_path, and the two lock bounds."""
+        """Every pooled connection: the NUL-escaping text adapters, and untyped numbers.
+
+        Nothing is set on the session: each transaction sets the schema and its
+        bounds for itself (`SETTINGS`), so nothing depends on which server
+        connection a pooler in between hands it.
+        """
         _adapt_text(connection)
-        connection.prepare_threshold = None  # statements are prepared by name here (see `_statement`); psycopg's own cache would miss
-        connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        connection.execute("SET standard_conforming_strings = on")  # what `_literal` quotes for: a backslash is itself
-        # Whole milliseconds, from numbers checked above: SET takes no parameters.
-        connection.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{math.ceil(self.lock_timeout_s * 1000)}ms")))
-        timeout = sql.Literal(f"{math.ceil(self.idle_in_transaction_timeout_s * 1000)}ms")
-        connection.execute(sql.SQL("SET idle_in_transaction_session_timeout = {}").format(timeout))
+        _adapt_numbers(connection)
+        connection.prepare_threshold = None  # the store prepares its statements itself, by name (`_round_trip`), or none
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where}, schema={self.schema!r})"
@@ -1573,29 +1707,17 @@ class PostgresStore(Store):
             raise StoreError(f"store {self!r} is closed")
         connection = self._checkout(pool)
         try:
-            (todo,) = connection.execute(ANY_UNNUMBERED).fetchone()
+            ((todo,),) = _exchange(connection, [self._settings, (ANY_UNNUMBERED, ())], -1, self.prepare)
             if not todo:
                 return 0
-            cursor = connection.cursor()
-            cursor.execute(";".join((BEGIN, LOCK_COUNTER, NUMBER_EVENTS, COMMIT)))
-            cursor.nextset()
-            cursor.nextset()
-            (last,) = cursor.fetchone()
+            numbering = [(BEGIN, ()), self._settings, (LOCK_COUNTER, ()), (NUMBER_EVENTS, ()), (COMMIT, ())]
+            ((last,),) = _exchange(connection, numbering, 3, self.prepare)
             return last
         except psycopg.Error as error:
-            self._rollback_quietly(connection)
+            _rollback(connection)
             raise _mapped(error, self.where, broken=connection.broken, committing=True) from error
         finally:
             self._release(pool, connection)
-
-    @staticmethod
-    def _rollback_quietly(connection: Any) -> None:
-        if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
-            return
-        try:
-            connection.execute(ROLLBACK)
-        except Exception:
-            connection.close()
 
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
         """The committed history, numbered first; inside this thread's open transaction, the numbered history it sees."""

@@ -7,9 +7,11 @@ Three forms, the first two as SQLAlchemy spells them:
   `SQLiteStore` on that file: the path is what follows the third slash. The
   one query parameter is `?synchronous=NORMAL|FULL|EXTRA`;
 - `postgresql://user@host:5432/db` (or `postgres://`) is a `PostgresStore`.
-  `?schema=name` picks its schema (default `shiftchange`) and is taken out of
-  the URL before libpq sees it; every other parameter (`sslmode`,
-  `application_name`, `options`, ...) is libpq's.
+  `?schema=name` picks its schema (default `shiftchange`) and
+  `?prepare=false` sends its statements unprepared (behind a pooler that
+  does not carry prepared statements); both are taken out of the URL before
+  libpq sees it, and every other parameter (`sslmode`, `application_name`,
+  `options`, ...) is libpq's.
 
 Keyword options go to the store's constructor (`pool_max=4`, `migrate=False`,
 `busy_timeout_s=5`). `describe(url)` is the URL fit to print: any password
@@ -131,23 +133,36 @@ def _open_postgres(url: str, options: dict[str, Any]) -> Store:
     return _construct(PostgresStore, url, (conninfo,), options)
 
 
+STORE_PARAMETERS = ("schema", "prepare")
+"""The query parameters of a PostgreSQL URL that are the store's, taken out before libpq sees the rest."""
+_BOOLEANS = {"true": True, "on": True, "yes": True, "1": True, "false": False, "off": False, "no": False, "0": False}
+
+
 def _postgres_arguments(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """libpq's conninfo (the URL without `schema=`) and the store's options (with the schema, if the URL named one)."""
+    """libpq's conninfo (the URL without the store's parameters) and the store's options (with those the URL named)."""
     base, mark, query = url.partition("?")
     query, hash_mark, fragment = query.partition("#")
-    kept, schemas = [], []
+    kept: list[str] = []
+    found: dict[str, list[str]] = {name: [] for name in STORE_PARAMETERS}
     for item in query.split("&") if query else ():
         name, _, value = item.partition("=")
-        if unquote(name) == "schema":
-            schemas.append(unquote(value))
+        if unquote(name) in found:
+            found[unquote(name)].append(unquote(value))
         else:
             kept.append(item)
-    if len(schemas) > 1:
-        raise InputError(f"{describe(url)}: schema is given {len(schemas)} times")
-    if schemas:
-        if "schema" in options:
-            raise InputError(f"{describe(url)}: schema is given both in the URL and as an option")
-        options = {**options, "schema": schemas[0]}
+    for name, values in found.items():
+        if len(values) > 1:
+            raise InputError(f"{describe(url)}: {name} is given {len(values)} times")
+        if not values:
+            continue
+        if name in options:
+            raise InputError(f"{describe(url)}: {name} is given both in the URL and as an option")
+        value: Any = values[0]
+        if name == "prepare":
+            value = _BOOLEANS.get(value.lower())
+            if value is None:
+                raise InputError(f"{describe(url)}: prepare is true or false, not {values[0]!r}")
+        options = {**options, name: value}
     conninfo = base + (mark + "&".join(kept) if kept else "") + hash_mark + fragment
     return conninfo, options
 
