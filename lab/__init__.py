@@ -1,0 +1,34 @@
+"""The design lab: a proposed table put on trial, and a mutation analysis of the shipped one (issue 36).
+
+`trial.run_trial(spec, Scale(...))` runs a `Spec` value through the
+structural check, an exhaustive exploration of small configurations and a
+simulation, cheapest first, and returns per-invariant verdicts per check with
+each violation's counterexample (the explorer's path or the simulator's run,
+the violating task's timeline, replay commands). `mutate.mutate(spec)` puts
+every single-point mutant of the table (`mutants.mutants_of`) on trial and
+scores the checks by the mutants they kill. `write.write_spec` writes a spec
+value as a spec folder, since every replay command names a spec by a folder.
+
+Nothing here is imported by the core, the simulator or the explorer: the lab
+drives them, as `shiftchange spec mutate` and `spec diff --run` do.
+"""
+
+from .mutants import KINDS, Mutant, MutantError, mutants_of
+from .trial import CHECKS, Counterexample, Finding, Scale, Trial, TrialError, run_trial
+from .write import SpecWriteError, write_spec
+
+__all__ = [
+    "CHECKS",
+    "KINDS",
+    "Counterexample",
+    "Finding",
+    "Mutant",
+    "MutantError",
+    "Scale",
+    "SpecWriteError",
+    "Trial",
+    "TrialError",
+    "mutants_of",
+    "run_trial",
+    "write_spec",
+]
