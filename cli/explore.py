@@ -151,7 +151,7 @@ def _config(args: argparse.Namespace) -> Any:
 def run_explore(args: argparse.Namespace) -> int:
     from shiftchange.explore import ExploreError
 
-    from .main import BadInput
+    from .main import BadInput, say_notes
 
     if args.antipatterns:
         own = [name.replace("-", "_") for name, _m, _t in _COUNTS] + [flag.replace("-", "_") for flag, *_rest in _TIMINGS]
@@ -176,6 +176,7 @@ def run_explore(args: argparse.Namespace) -> int:
                 check_writable(args.coverage)
             except CoverageError as error:
                 raise BadInput(str(error)) from error
+        say_notes()
         return _search(args, config)
     except ExploreError as error:
         raise BadInput(str(error)) from error
@@ -189,14 +190,14 @@ def _read_spec(config: Any) -> None:
     """
     from shiftchange.spec.source import SpecSourceError, read_spec
 
-    from .main import BadInput
+    from .main import BadInput, note
 
     try:
         read = read_spec(config.spec)
     except SpecSourceError as error:
         raise BadInput(str(error)) from error
     config.table()  # compiled now, once for this process (and the processes it forks), so a bad table never starts a search
-    print(f"read spec: {', '.join(read.files)}", file=sys.stderr)
+    note(f"read spec: {', '.join(read.files)}")  # said when the search or replay begins, so a refusal before it is one line
 
 
 def _search(args: argparse.Namespace, config: Any) -> int:
@@ -268,9 +269,12 @@ def _write_coverage(path: str | None, result: Any) -> str | None:
 def _replay(args: argparse.Namespace, config: Any) -> int:
     from shiftchange.explore import parse_steps, replay, replay_command
 
+    from .main import say_notes
+
     began = time.perf_counter()
     played = replay(config, parse_steps(args.replay))
     elapsed_s = time.perf_counter() - began
+    say_notes()  # the path played: a path that does not parse, or does not fit, was refused in one line
     if args.json:
         found = played.violation
         violation = None if found is None else {"invariant": found.invariant, "status": found.status, "example": list(found.example)}

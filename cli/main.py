@@ -56,25 +56,51 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and an exception, not a printed usage block and exit."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+        # `main` prefixes every error with "shiftchange: ", so the command is named without it: "sim run: argument --seed: ..."
+        command = self.prog.removeprefix(PROG).strip()
+        raise UsageError(f"{command}: {message} (see --help)" if command else f"{message} (see --help)")
+
+
+PROG = "shiftchange"
+_NOTES: list[str] = []
+"""Lines for stderr saying what a command read (`read spec: ...`), held by `note` until `say_notes`: see `note`."""
+
+
+def note(line: str) -> None:
+    """Hold a line for stderr that says what the command read, until its input has all been accepted and the work begins.
+
+    A command that refuses its input says so in one line (and nothing else); held here, the line is said by `say_notes`
+    when the work begins, or when the command ends well, and dropped when it ends in bad input or an early Ctrl-C.
+    """
+    _NOTES.append(line)
+
+
+def say_notes() -> None:
+    """Print the held lines on stderr now: the command's input is accepted and its work begins."""
+    while _NOTES:
+        print(_NOTES.pop(0), file=sys.stderr, flush=True)
 
 
 def _load_edited(args: argparse.Namespace) -> Any:
     """The spec a spec command reads: --spec, else the checkout's spec/ beside the current directory, else the packaged one.
 
-    It says which files it read, first: a reviewer must know whether the
-    verdicts are those of the proposal in front of them.
+    Its output says which files it read, first (`_say_read`): a reviewer must know whether the verdicts are those of the
+    proposal in front of them. The line is printed once the command has done what can fail, so a refusal stays one line.
     """
     directory = args.spec if args.spec is not None else editing_directory()
-    spec = load_spec(directory)
+    return load_spec(directory)
+
+
+def _say_read(args: argparse.Namespace, spec: Any) -> None:
+    """The spec command's first line of output: which spec, and which of its files, it read (none with --json)."""
     if not getattr(args, "json", False):
         print(f"read {shown_directory(spec.directory)}: " + ", ".join(FILES.values()))
-    return spec
 
 
 def _spec_check(args: argparse.Namespace) -> int:
     spec = _load_edited(args)
     results = check_spec(spec)
+    _say_read(args, spec)
     held = sum(r.ok for r in results)
     if args.json:
         machines = {m.name: {"states": len(m.states), "rows": len(m.rows)} for m in spec.machines.values()}
@@ -103,15 +129,38 @@ def _spec_check(args: argparse.Namespace) -> int:
 
 
 def _spec_diagram(args: argparse.Namespace) -> int:
+    fmt = _diagram_format(args.output, args.format)  # before anything is read or written
     spec = _load_edited(args)
-    used = render(spec.machines[args.machine], args.format, args.output, args.renderer)
+    used = render(spec.machines[args.machine], fmt, args.output, args.renderer)
+    _say_read(args, spec)
     drawn = {"text": "text, nothing to install", "graphviz": "drawn by Graphviz's dot", "matplotlib": "drawn by matplotlib"}[used]
     hint = f"; {INSTALL_GRAPHVIZ}" if used == "matplotlib" and args.renderer == "auto" else ""
-    print(f"wrote {args.output} ({args.machine} machine, {args.format}, {drawn}{hint})")
+    print(f"wrote {args.output} ({args.machine} machine, {fmt}, {drawn}{hint})")
     return EXIT_OK
 
 
+def _diagram_format(output: str, given: str | None) -> str:
+    """The format `spec diagram` writes: `--format`, else the one `-o`'s suffix names; a suffix naming another is refused.
+
+    Refused before anything is written: `--format png -o x.svg` would put PNG bytes in a file every viewer reads as SVG.
+    A suffix no format claims (`x.txt`, none) is taken as given with `--format`, and refused without it.
+    """
+    from .spec_diff import DIAGRAM_FORMATS
+
+    suffix = Path(output).suffix.lower()
+    implied = DIAGRAM_FORMATS.get(suffix)
+    if given is None:
+        if implied is None:
+            endings = ", ".join(DIAGRAM_FORMATS)
+            raise BadInput(f"cannot tell the diagram's format from {output!r}: give --format, or end the file in one of {endings}")
+        return implied
+    if implied is not None and implied != given:
+        raise BadInput(f"-o {output} ends in {suffix}, a {implied} file, but --format is {given}: make them agree")
+    return given
+
+
 def _spec_review(args: argparse.Namespace) -> int:
+    """Write the review page; print the failing properties, as `spec check` does, and exit 1 when any fails."""
     from shiftchange.spec.coverage import CoverageError, read_coverage
 
     spec = _load_edited(args)
@@ -119,10 +168,20 @@ def _spec_review(args: argparse.Namespace) -> int:
         coverage = read_coverage(args.coverage) if args.coverage is not None else None
         if coverage is not None:
             coverage.check_against(spec, args.coverage)
-        page = write_review(spec, args.output, args.renderer, coverage)
+        results = check_spec(spec)
+        page = write_review(spec, args.output, args.renderer, coverage, results)
     except CoverageError as error:
         raise BadInput(str(error)) from error
+    _say_read(args, spec)
+    failed = [result for result in results if not result.ok]
+    for result in failed:
+        print(f"FAIL  {result.name}  {result.summary}")
+        for witness in result.witness:
+            print(f"      witness: {witness}")
     print(f"wrote {page} and {page.with_name('review.html')}")
+    if failed:
+        print(f"{len(results) - len(failed)} of {len(results)} properties hold; the page marks the failing ones FAIL")
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -216,6 +275,7 @@ def _sim_run(args: argparse.Namespace) -> int:
     counted = _coverage_sink(args.coverage, table)
     timelines = _timeline_sink(args, counted)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    say_notes()
     began = time.perf_counter()
     try:
         with _cleared(progress):
@@ -282,7 +342,8 @@ def sim_table(source: str | None) -> Any:
     Read up front, as `spec check` reads a spec (`spec.source.read_spec`: a folder, else a git revision), and compiled for
     the core, so a bad name (bad input) or a malformed file (`SpecError`, its file and line) is one line and exit
     status 2, with nothing played. The files read are named in one line on stderr, as `explore --spec` names them (stdout
-    stays the report, or the JSON object): a reviewer must know which proposal the verdicts are about.
+    stays the report, or the JSON object): a reviewer must know which proposal the verdicts are about. The line is held
+    (`note`) until the command's other input is accepted, so a refusal after this read is still one line.
     """
     if source is None:
         return None
@@ -295,7 +356,7 @@ def sim_table(source: str | None) -> Any:
         table = Table(read.spec, read.label)
     except (SpecSourceError, InputError) as error:
         raise BadInput(str(error)) from error
-    print(f"read spec: {', '.join(read.files)}", file=sys.stderr, flush=True)
+    note(f"read spec: {', '.join(read.files)}")
     return table
 
 
@@ -551,9 +612,11 @@ SIM_SPEC_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="shiftchange", description="Durable agent execution: the spec, its reference core, and its simulator.")
-    parser.add_argument("--version", action="version", version=f"shiftchange {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(prog=PROG, description="Durable agent execution: the spec, its reference core, and its simulator.")
+    # Not argparse's version action, which prints and exits as soon as it is read: `--version --nosuch` would exit 0.
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    # Not required here (`--version` alone names none): `main` asks for a command when there is none.
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     spec = commands.add_parser("spec", help="check, draw and review the transition tables")
     spec_commands = spec.add_subparsers(dest="spec_command", required=True, parser_class=_Parser)
 
@@ -565,7 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     diagram = spec_commands.add_parser("diagram", help="draw one machine")
     diagram.add_argument("--spec", metavar="DIR", help=SPEC_HELP)
     diagram.add_argument("--machine", choices=("attempt", "task"), required=True)
-    diagram.add_argument("--format", choices=FORMATS, required=True)
+    diagram.add_argument(
+        "--format", choices=FORMATS, help="default: the one -o's suffix names (.mmd .dot .svg .png); a suffix naming another is refused"
+    )
     diagram.add_argument("-o", "--output", metavar="FILE", required=True)
     diagram.add_argument(
         "--renderer", choices=RENDERERS, default="auto", help="for svg and png: graphviz when `dot` exists, else matplotlib"
@@ -652,14 +717,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    _NOTES.clear()
     try:
-        args = build_parser().parse_args(argv)
-        return args.handler(args)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.version:
+            print(f"{PROG} {__version__}")
+            return EXIT_OK
+        if args.command is None:
+            parser.error("the following arguments are required: command")
+        status = args.handler(args)
+        if status in (EXIT_BAD_INPUT, EXIT_INTERRUPTED):
+            _NOTES.clear()  # a refusal or an interrupt before the work began: its one line is all
+        say_notes()
+        return status
     except (UsageError, BadInput, SpecError, DiagramError) as error:
-        print(f"shiftchange: {error}", file=sys.stderr)
+        _NOTES.clear()  # what was read is not said: the refusal is the one line
+        print(f"{PROG}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("shiftchange: interrupted", file=sys.stderr)
+        _NOTES.clear()
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -70,7 +70,7 @@ def run_diff(args: argparse.Namespace) -> int:
     from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, UsageError
 
     if args.machine is not None and args.diagram is None:
-        raise UsageError("shiftchange spec diff: --machine chooses what --diagram draws; give --diagram FILE too (see --help)")
+        raise UsageError("spec diff: --machine chooses what --diagram draws; give --diagram FILE too (see --help)")
     diagram_format = _diagram_format(args.diagram) if args.diagram is not None else None
     old, old_label = _spec_named(args.old)
     new, new_label = _spec_named(args.new) if args.new is not None else _work_tree_spec()

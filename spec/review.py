@@ -33,12 +33,12 @@ from __future__ import annotations
 import html
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from .checker import check_spec
+from .checker import Property, check_spec
 from .coverage import Coverage
 from .diagram import DiagramError, render, to_mermaid
 from .loader import shown_directory
@@ -125,8 +125,8 @@ _Block = _Heading | _Paragraph | _Bullets | _Table | _Figure
 # ------------------------------------------------------------------ content
 
 
-def _properties(spec: Spec) -> list[_Block]:
-    results = check_spec(spec)
+def _properties(spec: Spec, results: Sequence[Property] | None = None) -> list[_Block]:
+    results = check_spec(spec) if results is None else results
     rows = tuple((_code(r.name), _plain("PASS") if r.ok else _strong("FAIL"), _plain(r.summary)) for r in results)
     # A witness names its file by the path it was read from; the page names the folder once, so a file is its name in it.
     folder = str(Path(spec.directory)) + os.sep
@@ -539,10 +539,17 @@ def _svg_text(element: ElementTree.Element, prefix: str) -> Iterator[str]:
 # ------------------------------------------------------------------ the files
 
 
-def write_review(spec: Spec, directory: str | Path, renderer: str = "auto", coverage: Coverage | None = None) -> Path:
+def write_review(
+    spec: Spec,
+    directory: str | Path,
+    renderer: str = "auto",
+    coverage: Coverage | None = None,
+    results: Sequence[Property] | None = None,
+) -> Path:
     """Write review.md, review.html and one SVG per machine into `directory`; returns review.md's path.
 
     With `coverage`, the transition tables show how often each row fired; a coverage of other rows is refused (CoverageError).
+    `results` are the spec's structural properties when the caller has checked them already (`check_spec`), else checked here.
     """
     if coverage is not None:
         coverage.check_against(spec)
@@ -551,7 +558,7 @@ def write_review(spec: Spec, directory: str | Path, renderer: str = "auto", cove
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DiagramError(f"cannot create {root}: {error.strerror}") from None
-    blocks = [*_opening(spec, coverage), *_properties(spec)]
+    blocks = [*_opening(spec, coverage), *_properties(spec, results)]
     for machine in spec.machines.values():
         image = f"{machine.name}.svg"
         drawn_by = render(machine, "svg", root / image, renderer)
