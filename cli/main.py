@@ -27,6 +27,7 @@ from shiftchange.spec.loader import FILES
 from shiftchange.spec.review import write_review
 
 from .explore import add_parser as add_explore_parser
+from .mutate import add_parser as add_spec_mutate_parser
 from .operator import add_parsers as add_operator_parsers
 from .phase import add_parser as add_phase_parser
 from .spec_diff import add_parser as add_spec_diff_parser
@@ -646,6 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     review.set_defaults(handler=_spec_review)
     add_spec_diff_parser(spec_commands)
+    add_spec_mutate_parser(spec_commands)
 
     add_operator_parsers(commands)
 
