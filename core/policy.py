@@ -27,10 +27,14 @@ if TYPE_CHECKING:
 
 @functools.cache
 def domains() -> dict[str, FailureDomain]:
-    """The packaged spec's failure-domain table, read on first use (the retry policy's; a table under review keeps it)."""
+    """The packaged spec's failure-domain table, read on first use (the retry policy's; a table under review keeps it).
+
+    The policy's own copy: the checkers read the same catalogue from the spec, and must never share a mistake made in
+    the policy's table (a test that mutates this one shows the checkers still judge by the catalogue).
+    """
     from .table import packaged
 
-    return packaged().spec.domains
+    return dict(packaged().spec.domains)
 
 
 def __getattr__(name: str) -> object:
