@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from .sweep import _assignment, _axis, _seeds, _spec_help, _whole
+from .sweep import _assignment, _axis, _seeds, _spec_help, _whole, check_settings
 
 __all__ = ["add_parser", "run_phase"]
 
@@ -77,7 +77,7 @@ def run_phase(args: argparse.Namespace) -> int:
 
     from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
-    from shiftchange.sim.phase import phase, write_rows
+    from shiftchange.sim.phase import TRIGGER_PREFIX, phase, write_rows
 
     try:
         axes = dict(args.axis)
@@ -94,6 +94,10 @@ def run_phase(args: argparse.Namespace) -> int:
             from shiftchange.sim.plot import check_figure_path
 
             check_figure_path(args.plot)  # a suffix matplotlib cannot draw is refused before any job plays
+        seed = args.seeds[0] if args.seeds else 0
+        check_settings("--set", args.scenario, seed, args.assignments)
+        settings = [(path, value) for path, values in axes.items() if not path.startswith(TRIGGER_PREFIX) for value in values]
+        check_settings("--axis", args.scenario, seed, settings, fixed=args.assignments)
         table = sim_table(args.spec)
         result = phase(
             axes,
@@ -109,7 +113,7 @@ def run_phase(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             out=args.out,
             progress=sys.stderr.isatty(),
-            log=None if args.json else print,
+            log=_plan_line(args.json),
             spec=table,
         )
         if args.cells:
@@ -119,7 +123,7 @@ def run_phase(args: argparse.Namespace) -> int:
     except InputError as error:
         raise BadInput(str(error)) from None
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("shiftchange: map interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(result.cells, indent=2))
@@ -131,14 +135,29 @@ def run_phase(args: argparse.Namespace) -> int:
     return EXIT_OK if all(row["control.invariants_ok"] and row["triggered.invariants_ok"] for row in result.rows) else EXIT_FAILED
 
 
+def _plan_line(quiet: bool) -> Any:
+    """The map's plan line (jobs and runs), printed unless `quiet` (--json); every input is accepted by then, so the held
+    `read spec` line is said first (`shiftchange.cli.main.say_notes`)."""
+    from shiftchange.cli.main import say_notes
+
+    def said(line: str) -> None:
+        say_notes()
+        if not quiet:
+            print(line, flush=True)
+
+    return said
+
+
 def _print(result: Any) -> None:
+    from shiftchange.sim.phase import panel_trigger
+
     axes = result.axes
     across, down = axes[0], axes[1] if len(axes) > 1 else None
     panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for cell in result.cells:
         panels.setdefault((cell["discipline"], cell["trigger"]), []).append(cell)
     for (discipline, trigger), cells in panels.items():
-        print(f"\n{discipline}, trigger {trigger}: R recovers, M metastable, O overloaded (recovered/seeds)")
+        print(f"\n{discipline}, trigger {panel_trigger(trigger, axes)}: R recovers, M metastable, O overloaded (recovered/seeds)")
         xs = list(dict.fromkeys(cell[across] for cell in cells))
         ys = list(dict.fromkeys(cell[down] for cell in cells)) if down else [None]
         by = {(cell[across], cell[down] if down else None): cell for cell in cells}

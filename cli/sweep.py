@@ -154,6 +154,24 @@ def _assignment(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def check_settings(flag: str, scenario: str, seed: int, given: Sequence[tuple[str, Any]], fixed: Sequence[tuple[str, Any]] = ()) -> None:
+    """Each PATH=VALUE `flag` gave, applied to the scenario's config (before `fixed`, as a map applies a discipline's):
+    one that names no setting or holds a bad value is refused in the user's words, `--candidate PATH=VALUE: ...`, before
+    any run, and not as the cell or discipline it would have become.
+    """
+    from shiftchange.core import InputError
+    from shiftchange.sim.scenarios import scenario_config
+    from shiftchange.sim.settings import apply, format_value
+
+    base = scenario_config(scenario, seed)
+    for path, value in given:
+        try:
+            apply(base, [(path, value), *fixed])
+        except InputError as error:
+            shown = value if isinstance(value, str) else format_value(value)
+            raise InputError(f"{flag} {path}={shown}: {error}") from None
+
+
 def _axis(text: str) -> tuple[str, list[str]]:
     """`PATH=V1,V2,...`: one swept path and its values, in order."""
     path, joined = _assignment(text)
@@ -238,7 +256,13 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def _plan_line(line: str) -> None:
-    """The sweep's plan (how many runs, how many to play), flushed: a reader of a pipe sees it before the first run ends."""
+    """The sweep's plan (how many runs, how many to play), flushed: a reader of a pipe sees it before the first run ends.
+
+    Every input is accepted by then, so the held `read spec` line is said first (`shiftchange.cli.main.say_notes`).
+    """
+    from shiftchange.cli.main import say_notes
+
+    say_notes()
     print(line, flush=True)
 
 

@@ -20,7 +20,7 @@ import argparse
 import json
 from typing import Any
 
-from .sweep import _assignment, _axis, _seeds, _spec_help, _whole
+from .sweep import _assignment, _axis, _seeds, _spec_help, _whole, check_settings
 
 __all__ = ["add_parser", "run_calls", "run_lease"]
 
@@ -115,6 +115,10 @@ def run_calls(args: argparse.Namespace) -> int:
 
     try:
         durations = DURATIONS_DEFAULT_S if args.durations_s is None else _durations(args.durations_s)
+        seed = args.seeds[0] if args.seeds else 0
+        check_settings("--set", args.scenario, seed, args.assignments)
+        candidates = [(path, value) for path, values in args.candidate for value in values]
+        check_settings("--candidate", args.scenario, seed, candidates, fixed=args.assignments)
         table = sim_table(args.spec)
         result = tune_calls(
             args.scenario,

@@ -9,6 +9,7 @@ one and replay the rest exactly.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from typing import Any, get_type_hints
@@ -451,7 +452,19 @@ class FaultSpec:
                 typed[name] = value
             else:
                 raise InputError(f"unknown fault parameter {name!r} in {text!r}")
-        return cls(kind, target, **typed)
+        try:
+            return cls(kind, target, **typed)
+        except InputError as error:
+            raise InputError(f"{_in_fault_words(str(error))} (in {text!r})") from None
+
+
+def _in_fault_words(message: str) -> str:
+    """A check's message in the words the fault's text uses: `FaultSpec.for_s must be ...` is `for= must be ...`."""
+    return re.sub(r"\bFaultSpec\.(\w+)", lambda found: f"{_FAULT_WORDS.get(found[1], found[1])}=", message)
+
+
+_FAULT_WORDS = {"at_s": "at", "for_s": "for"}
+"""The fields whose word in a fault's text (`at=600 for=120`) is not their name."""
 
 
 def _number_text(value: float) -> str:

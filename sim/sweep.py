@@ -63,6 +63,7 @@ import queue
 import re
 import shlex
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -123,6 +124,8 @@ WRITE_INTERVAL_S = 1.0
 """The output file is rewritten at most this often (wall seconds) while runs complete, and once at the end."""
 COVERAGE_KEY = "coverage"
 """A run asked for coverage hands its counts back inside its row under this key; the sweep takes them out before the row is kept."""
+DASK_CONNECT_TIMEOUT_S = 5.0
+"""How long a sweep waits to connect to a Dask scheduler (`--scheduler`) before it gives up: a few seconds, not Dask's 30."""
 _DASK_MISSING = "the dask executor needs Dask: pip install 'shiftchange[dask]'"
 _PARQUET_MISSING = "writing .parquet needs pandas and pyarrow: pip install 'shiftchange[tables]'"
 
@@ -471,10 +474,13 @@ def _on_dask(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     distributed = _distributed()
     cluster = None if scheduler else distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
-    try:
-        client = distributed.Client(scheduler or cluster)
-    except OSError as error:
-        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
+    if cluster is not None:
+        client = distributed.Client(cluster)
+    else:
+        try:
+            client = distributed.Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)
+        except Exception as error:  # whatever stops the greeting (a timeout, a server speaking another protocol): no scheduler there
+            raise InputError(f"cannot use the Dask scheduler at {scheduler}: {type(error).__name__}: {error}") from None
     try:
         futures = client.map(play, runs, pure=False)
         indices = {future.key: run.index for future, run in zip(futures, runs, strict=True)}
@@ -842,6 +848,37 @@ def _check_executor(executor: str, scheduler: str | None) -> None:
         raise InputError("a scheduler address needs the dask executor")
     if executor == "dask":
         _distributed()
+        if scheduler is not None:
+            _reachable(scheduler)
+
+
+def _reachable(scheduler: str) -> None:
+    """A scheduler address that parses, and a scheduler there that answers within `DASK_CONNECT_TIMEOUT_S`.
+
+    Checked before anything is planned or played: Dask's own client retries a refused connection for 30 s (its default
+    connect timeout), raises a parse error as a traceback, and waits without end for the greeting of a server that never
+    sends one (a dashboard's HTTP port, one off from the scheduler's). A Dask scheduler greets a connection first, so on
+    tcp the first bytes are waited for; on tls (whose client speaks first) only the connection is. Other schemes are left
+    to Dask.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as error:
+        raise InputError(f"a Dask scheduler address is [tcp://]HOST:PORT (e.g. tcp://10.0.0.5:8786), not {scheduler!r}: {error}") from None
+    if scheme not in ("tcp", "tls"):
+        return
+    waited = f"waited {DASK_CONNECT_TIMEOUT_S:g} s"
+    try:
+        with socket.create_connection((host or "127.0.0.1", port), timeout=DASK_CONNECT_TIMEOUT_S) as connection:
+            if scheme == "tcp" and not connection.recv(1):
+                raise InputError(f"no Dask scheduler at {scheduler}: the server there closed the connection without a word")
+    except TimeoutError:
+        raise InputError(f"no Dask scheduler answers at {scheduler} ({waited})") from None
+    except OSError as error:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {error.strerror or error}") from None
 
 
 def _bar(total: int, done: int, shown: bool) -> tqdm:
