@@ -93,6 +93,7 @@ __all__ = [
     "PhaseJob",
     "PhaseMap",
     "cells_of",
+    "panel_trigger",
     "phase",
     "play_phase_job",
 ]
@@ -214,6 +215,28 @@ def _trigger(text: str | FaultSpec) -> FaultSpec:
     if spec.kind not in ("outage", "slowdown", "capacity_drop", "lost_responses", "revoked_credentials"):
         raise InputError(f"a map's trigger strikes a provider (outage, slowdown, capacity_drop, lost_responses, ...), not {spec.kind}")
     return spec
+
+
+def panel_trigger(trigger: str, axes: Sequence[str]) -> str:
+    """A panel's trigger as its title shows it: the `--trigger` text without the parameters an axis sweeps, each named
+    instead by where it varies ("for= per column"), since every column (or row) of the panel plays its own value.
+
+    The template's own value of a swept parameter is played by no cell, so a title that showed it would give every
+    column one trigger duration. The first axis runs across (columns), the second up (rows).
+    """
+    spec = FaultSpec.parse(trigger)
+    takes = {"at_s", "for_s", *spec.parameters()}
+    swept: dict[str, str] = {}
+    for axis, place in zip(axes, ("column", "row"), strict=False):
+        name = axis.removeprefix(TRIGGER_PREFIX)
+        if axis.startswith(TRIGGER_PREFIX) and name in takes:
+            swept[_TRIGGER_WORDS.get(name, name)] = place
+    kept = [word for word in trigger.split() if word.partition("=")[0] not in swept]
+    return "; ".join([" ".join(kept), *(f"{word}= per {place}" for word, place in swept.items())])
+
+
+_TRIGGER_WORDS = {"at_s": "at", "for_s": "for"}
+"""A trigger field's word in the trigger's text, where it is not the field's name."""
 
 
 def _set_trigger(spec: FaultSpec, name: str, value: Any) -> FaultSpec:

@@ -248,6 +248,8 @@ def draw_phase(result: Any, discipline: str | None = None) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
+    from .phase import panel_trigger
+
     axes = result.axes
     across, down = axes[0], axes[1] if len(axes) > 1 else None
     panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -279,7 +281,7 @@ def draw_phase(result: Any, discipline: str | None = None) -> Any:
         axis.set_yticks([j + 0.5 for j in range(len(ys))], [_tick(y) for y in ys])
         axis.set_xlabel(across)
         axis.set_ylabel(down or "")
-        axis.set_title(f"{name}\n{trigger}", fontsize=9)
+        axis.set_title(f"{name}\n{panel_trigger(trigger, axes)}", fontsize=9)
     for number in range(len(panels), rows_of_panels * columns):
         grid[number // columns][number % columns].axis("off")
     handles = [Rectangle((0, 0), 1, 1, color=colour) for colour in PHASE_COLOURS.values()]
