@@ -313,8 +313,8 @@ def run_trial(
             SIMULATE: lambda: _simulate(spec, scale, label, timelines),
         }
         for name in CHECKS:
-            if name not in checks:
-                continue
+            if name not in checks or (name == EXPLORE and not scale.explore) or (name == SIMULATE and not scale.simulations):
+                continue  # not asked for, or nothing to run at this scale
             run = steps[name]()
             runs.append(run)
             if killed is None:
@@ -323,8 +323,15 @@ def run_trial(
                 break  # a table the core refuses cannot be run
             if stop_early and killed is not None:
                 break
-    ran_all = [run.check for run in runs] == [name for name in CHECKS if name in checks]
+    ran_all = not runs or runs[-1].check == _last(scale, checks)
     return Trial(label, spec.digest, scale, tuple(runs), killed, stopped_early=not ran_all, elapsed_s=time.perf_counter() - began)
+
+
+def _last(scale: Scale, checks: Sequence[str]) -> str:
+    """The last check a trial at this scale runs."""
+    ran = [name for name in CHECKS if name in checks]
+    ran = [name for name in ran if not (name == EXPLORE and not scale.explore) and not (name == SIMULATE and not scale.simulations)]
+    return ran[-1] if ran else STRUCTURE
 
 
 def _label(spec: Spec, label: str | None, out: str | Path | None) -> str:
@@ -451,6 +458,7 @@ def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool) -> CheckRun
     table = Table(spec, label)
     statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in INVARIANTS}
     examples: list[Counterexample] = []
+    drawn: set[str] = set()
     runs = 0
     for scenario in scale.scenarios:
         for seed in scale.seeds:
@@ -465,11 +473,13 @@ def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool) -> CheckRun
             for name, verdict in outcome.verdicts.items():
                 detail = f"{where}: {verdict.example[0]}" if verdict.status != OK and verdict.example else where
                 statuses.setdefault(name, []).append((verdict.status, detail if verdict.status != OK else ""))
-            violated = [name for name, verdict in outcome.verdicts.items() if verdict.status == VIOLATED]
+            # One counterexample per invariant: the first run that violates it is shrunk and drawn, later ones are not.
+            violated = [name for name, verdict in outcome.verdicts.items() if verdict.status == VIOLATED and name not in drawn]
             if violated:
                 example, spent = _simulated_example(outcome, violated[0], scale, table, timelines, where)
                 runs += spent
                 examples.append(example)
+                drawn.add(violated[0])
     findings = tuple(Finding(SIMULATE, name, *_worst(seen)) for name, seen in statuses.items() if seen)
     return CheckRun(SIMULATE, findings, tuple(examples), runs=runs, elapsed_s=time.perf_counter() - began)
 

@@ -1,0 +1,49 @@
+"""A trial: the shipped table passes every check; the unfenced complete fails the structure, the explorer and the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from shiftchange.lab.trial import EXPLORE, SIMULATE, STRUCTURE, Scale, TrialError, run_trial
+from shiftchange.spec.edits import unfence
+from shiftchange.spec.loader import load_spec, packaged_spec
+
+PAUSE = "workers=2 pauses=1"
+
+
+def test_the_shipped_table_passes_a_small_trial():
+    trial = run_trial(packaged_spec(), Scale(explore=(PAUSE, "workers=2 crashes=1"), scenarios=("mixed",), tasks=40))
+    assert [run.check for run in trial.checks] == [STRUCTURE, EXPLORE, SIMULATE]
+    assert trial.killed_by is None and not trial.stopped_early
+    failed = [finding for run in trial.checks for finding in run.failed()]
+    assert failed == []
+    assert {finding.name for finding in trial.check(EXPLORE).findings} >= {"fenced_writes", "single_owner"}
+
+
+def test_the_unfenced_complete_is_killed_by_the_structure_first_and_found_by_the_explorer_in_19_steps(tmp_path):
+    proposal = unfence(packaged_spec(), "complete")
+    scale = Scale(explore=(PAUSE,), scenarios=())
+    early = run_trial(proposal, scale, out=tmp_path, stop_early=True)
+    assert (early.killed_by.check, early.killed_by.name) == (STRUCTURE, "attempt.fenced_worker_writes")
+    assert [run.check for run in early.checks] == [STRUCTURE] and early.stopped_early
+    full = run_trial(proposal, scale, out=tmp_path)
+    example = full.shortest("fenced_writes")
+    assert (example.check, example.size) == (EXPLORE, 19)
+    folder = tmp_path / f"spec-{proposal.digest}"
+    assert load_spec(folder).digest == proposal.digest  # the replay names a folder that holds this very spec
+    assert example.replay[0].startswith("shiftchange explore --workers 2") and f"--spec {folder}" in example.replay[0]
+    assert "Recovery timeline of task task-1" in example.timeline
+    assert "worker-1 gen 1     complete             running -> verifying" in example.timeline
+    with pytest.raises(TrialError, match="give the trial a label, or an out folder"):
+        run_trial(proposal, scale)
+
+
+def test_a_bad_scale_is_one_typed_error():
+    with pytest.raises(TrialError, match="unknown scenario 'nosuch'"):
+        Scale(scenarios=("nosuch",))
+    with pytest.raises(TrialError, match="unknown count 'workerz'"):
+        Scale(explore=("workerz=2",))
+    with pytest.raises(TrialError, match="workers must be a whole number from 1 to 4"):
+        Scale(explore=("workers=9",))
+    with pytest.raises(TrialError, match="unknown check 'fuzz'"):
+        run_trial(packaged_spec(), checks=("fuzz",))
