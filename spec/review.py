@@ -119,7 +119,86 @@ _DRAWN_BY = {
     "matplotlib": "shiftchange's layered layout with matplotlib (Graphviz's dot draws it when installed)",
 }
 
-_Block = _Heading | _Paragraph | _Bullets | _Table | _Figure
+
+@dataclass(frozen=True)
+class _Pre:
+    """Preformatted text: a task's timeline, replay commands."""
+
+    text: str
+
+
+_Block = _Heading | _Paragraph | _Bullets | _Table | _Figure | _Pre
+
+
+@dataclass(frozen=True)
+class ChangeExample:
+    """One invariant the proposal breaks and the base holds: its shortest counterexample, as `spec diff --run` found it."""
+
+    invariant: str
+    check: str
+    """explore or simulate: which found it."""
+    found_in: str
+    size_text: str
+    example: tuple[str, ...]
+    timeline: str | None
+    """The violating task's timeline, as `shiftchange timeline` and the run report draw one."""
+    replay: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChangeRun:
+    """What `spec diff OLD NEW --run` found the change does, for the review page's section of that name.
+
+    Plain data (the lab makes it, `shiftchange.lab.compare`), so the page imports neither the simulator nor the explorer.
+    """
+
+    base: str
+    proposal: str
+    scale: tuple[str, ...]
+    """What both trials ran, one line each."""
+    verdicts: tuple[tuple[str, str, str, str], ...]
+    """(check, invariant or property, the base's verdict, the proposal's), each verdict ok, violated or unknown."""
+    broken: tuple[str, ...]
+    """"check invariant" for each verdict ok in the base and violated in the proposal."""
+    examples: tuple[ChangeExample, ...]
+    elapsed_s: float = 0.0
+
+
+def _change_section(run: ChangeRun) -> list[_Block]:
+    """The section "What this change does": both trials side by side, and each broken invariant's shortest counterexample."""
+    blocks: list[_Block] = [_Heading(2, "What this change does")]
+    verdict = (
+        _strong(f"The proposal breaks {len(run.broken)} verdict(s) the base holds: {', '.join(run.broken)}.")
+        if run.broken
+        else _plain("The proposal breaks no verdict the base holds.")
+    )
+    blocks += [
+        _Paragraph((("", "Base "), ("code", run.base), ("", ", proposal "), ("code", run.proposal), ("", f"; {run.elapsed_s:.0f} s."))),
+        _Paragraph(verdict),
+        _Bullets(tuple(_plain(line) for line in run.scale)),
+    ]
+    shown = {"ok": _plain("ok"), "violated": _strong("VIOLATED"), "unknown": _plain("unknown"), "": _plain("-")}
+    rows = tuple(
+        (_plain(check), _code(name), shown.get(base, _plain(base)), shown.get(proposal, _plain(proposal)))
+        for check, name, base, proposal in run.verdicts
+        if base != "ok" or proposal != "ok"
+    )
+    held = sum(1 for _c, _n, base, proposal in run.verdicts if base == proposal == "ok")
+    tally = f"{held} verdicts are ok in both; the others, side by side:" if rows else f"All {held} verdicts are ok in both."
+    blocks.append(_Paragraph(_plain(tally)))
+    if rows:
+        blocks.append(_Table("verdicts", ("check", "invariant", "base", "proposal"), rows))
+    for example in run.examples:
+        blocks += [
+            _Heading(3, f"{example.invariant}: broken ({example.check})"),
+            _Paragraph((("", f"Shortest counterexample: {example.size_text}, in "), ("code", example.found_in), ("", "."))),
+        ]
+        if example.example:
+            blocks.append(_Bullets(tuple(_plain(line) for line in example.example[:6])))
+        if example.timeline:
+            blocks += [_Paragraph(_plain("The violating task's timeline:")), _Pre(example.timeline.rstrip())]
+        blocks += [_Paragraph(_plain("Replay:")), _Pre("\n".join(example.replay))]
+    return blocks
 
 
 # ------------------------------------------------------------------ content
@@ -294,6 +373,8 @@ def _markdown(blocks: list[_Block]) -> str:
             lines += [_md_spans(block.spans, in_table=True), ""]
         elif isinstance(block, _Bullets):
             lines += [*(f"- {_md_spans(item, in_table=True)}" for item in block.items), ""]
+        elif isinstance(block, _Pre):
+            lines += ["```text", block.text, "```", ""]
         elif isinstance(block, _Table):
             lines.append("| " + " | ".join(block.header) + " |")
             lines.append("|" + "---|" * len(block.header))
@@ -331,6 +412,8 @@ tr.never td { background: #fdecea; }
 td.fired { text-align: right; }
 td.fired.never { color: #a61b1b; font-weight: bold; }
 pre { background: #f5f5f5; padding: 0.75rem; overflow-x: auto; }
+pre.text { max-width: 100%; font-size: 0.85rem; }
+pre.text code { background: none; padding: 0; }
 """
 
 
@@ -457,6 +540,8 @@ def _html(blocks: list[_Block]) -> str:
             body.append(f"<p>{_html_spans(block.spans)}</p>")
         elif isinstance(block, _Bullets):
             body.append("<ul>" + "".join(f"<li>{_html_spans(item)}</li>" for item in block.items) + "</ul>")
+        elif isinstance(block, _Pre):
+            body.append(f'<pre class="text"><code>{html.escape(block.text)}</code></pre>')
         elif isinstance(block, _Table):
             body += _html_table(block)
         else:
@@ -545,11 +630,13 @@ def write_review(
     renderer: str = "auto",
     coverage: Coverage | None = None,
     results: Sequence[Property] | None = None,
+    change: ChangeRun | None = None,
 ) -> Path:
     """Write review.md, review.html and one SVG per machine into `directory`; returns review.md's path.
 
     With `coverage`, the transition tables show how often each row fired; a coverage of other rows is refused (CoverageError).
     `results` are the spec's structural properties when the caller has checked them already (`check_spec`), else checked here.
+    With `change` (`spec diff --run`), the page opens with the section "What this change does".
     """
     if coverage is not None:
         coverage.check_against(spec)
@@ -558,7 +645,7 @@ def write_review(
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DiagramError(f"cannot create {root}: {error.strerror}") from None
-    blocks = [*_opening(spec, coverage), *_properties(spec, results)]
+    blocks = [*_opening(spec, coverage), *(_change_section(change) if change is not None else []), *_properties(spec, results)]
     for machine in spec.machines.values():
         image = f"{machine.name}.svg"
         drawn_by = render(machine, "svg", root / image, renderer)
