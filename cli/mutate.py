@@ -65,15 +65,15 @@ def scale_from(args: argparse.Namespace, shrink_runs: int = 0) -> Any:
         given["scenarios"] = () if args.scenarios.strip() == "none" else tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
     try:
         if args.seeds is not None:
-            given["seeds"] = tuple(_whole(text, "--seeds") for text in args.seeds.split(",") if text.strip())
+            given["seeds"] = tuple(whole_number(text, "--seeds") for text in args.seeds.split(",") if text.strip())
         if args.tasks is not None:
-            given["tasks"] = _whole(args.tasks, "--tasks")
+            given["tasks"] = whole_number(args.tasks, "--tasks")
         return Scale(**given)
     except TrialError as error:
         raise BadInput(str(error)) from None
 
 
-def _whole(text: str, flag: str) -> int:
+def whole_number(text: str, flag: str) -> int:
     from .main import BadInput
 
     if not text.strip().isdigit():
@@ -116,7 +116,7 @@ def run_mutate(args: argparse.Namespace) -> int:
         raise BadInput(str(error)) from None
     if args.kinds is not None and not kinds:
         raise BadInput("--kinds names no kind")
-    processes = _whole(args.processes, "--processes") if args.processes is not None else (os.cpu_count() or 1)
+    processes = whole_number(args.processes, "--processes") if args.processes is not None else (os.cpu_count() or 1)
     if processes < 1:
         raise BadInput("--processes must be at least 1")
     if args.dask is not None:

@@ -38,10 +38,21 @@ the current directory: REV reads its spec/ folder, REV:path another folder. A
 folder wins over a revision of the same name. NEW defaults to the work tree's
 spec/ (or the packaged spec outside a git work tree).
 
+With --run, both specs are also put on trial (shiftchange.lab): the
+structural check, an exhaustive exploration of small configurations and a
+simulation over scenarios and seeds (printed, and set by --explore,
+--scenarios, --seeds, --tasks). Their verdicts are shown side by side per
+invariant, and for each invariant the proposal breaks and the base holds, its
+shortest counterexample (the explorer's path when a search found it, else the
+shrunk simulated run), drawn as the violating task's timeline, with replay
+commands. --review DIR writes NEW's review page (review.md, review.html) with
+the section "What this change does".
+
 Exit status: 0 when the new spec fails no property the old one passed (a
 property that already failed in OLD is shown but does not count against the
-change); 1 when the change breaks a property (PASS before, FAIL after, or a
-new property that fails); 2 on bad input, as one line on stderr."""
+change) and, with --run, violates no invariant the old one holds; 1 when the
+change breaks a property (PASS before, FAIL after, or a new property that
+fails) or, with --run, an invariant; 2 on bad input, as one line on stderr."""
 
 
 def add_parser(spec_commands: Any) -> argparse.ArgumentParser:
@@ -62,8 +73,19 @@ def add_parser(spec_commands: Any) -> argparse.ArgumentParser:
     )
     diff.add_argument("--machine", choices=("attempt", "task"), help="with --diagram: draw this machine only, changed or not")
     diff.add_argument("--renderer", choices=RENDERERS, default="auto", help="for svg and png: graphviz when `dot` exists, else matplotlib")
+    diff.add_argument("--run", action="store_true", help="also put OLD and NEW on trial: structure, exploration, simulation")
+    from .mutate import add_scale_arguments
+
+    add_scale_arguments(diff)
+    diff.add_argument("--shrink-runs", metavar="N", help=f"with --run: runs the shrinker may spend on a violation (default {SHRINK_RUNS})")
+    diff.add_argument("--review", metavar="DIR", help='with --run: write NEW\'s review page, with "What this change does", into DIR')
     diff.set_defaults(handler=run_diff)
     return diff
+
+
+SHRINK_RUNS = 30
+"""`spec diff --run`'s default budget of runs for shrinking a violating simulation."""
+_RUN_ONLY = ("explore", "scenarios", "seeds", "tasks", "shrink_runs", "review")
 
 
 def run_diff(args: argparse.Namespace) -> int:
@@ -72,14 +94,20 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.machine is not None and args.diagram is None:
         raise UsageError("spec diff: --machine chooses what --diagram draws; give --diagram FILE too (see --help)")
     diagram_format = _diagram_format(args.diagram) if args.diagram is not None else None
+    scale = _run_scale(args)
     old, old_label = _spec_named(args.old)
     new, new_label = _spec_named(args.new) if args.new is not None else _work_tree_spec()
     diff = diff_specs(old, new, old_label, new_label)
     caught_by = _caught_by(diff)
     drawn = _draw(diff, args, diagram_format) if diagram_format is not None else []
+    ran = _run(old, new, old_label, new_label, scale) if scale is not None else None
+    page = _review(new, ran, args) if ran is not None and args.review is not None else None
     if args.json:
         report = to_json(diff, caught_by)
         report["diagrams"] = drawn
+        if ran is not None:
+            report["run"] = ran.to_json()
+            report["run"]["review"] = None if page is None else str(page)
         print(json.dumps(report, indent=2))
     else:
         print(render_text(diff, caught_by), end="")
@@ -87,7 +115,48 @@ def run_diff(args: argparse.Namespace) -> int:
             print(f"wrote {each['path']} ({each['machine']} machine, {each['format']}, {each['renderer']})")
         if diagram_format is not None and not drawn:
             print("no machine changed, so no diagram was drawn (name one with --machine)")
-    return EXIT_FAILED if diff.broken else EXIT_OK
+        if ran is not None:
+            print()
+            print("\n".join(ran.lines()))
+        if page is not None:
+            print(f"\nwrote {page} and {page.with_name('review.html')}")
+    return EXIT_FAILED if diff.broken or (ran is not None and ran.broken) else EXIT_OK
+
+
+def _run_scale(args: argparse.Namespace) -> Any:
+    """The trial's scale with --run (checked before anything is read or run); without it, a trial flag is a usage error."""
+    from shiftchange.cli.main import BadInput, UsageError
+
+    from .mutate import scale_from, whole_number
+
+    if not args.run:
+        given = [name for name in _RUN_ONLY if getattr(args, name) is not None]
+        if given:
+            raise UsageError(f"spec diff: --{given[0].replace('_', '-')} is for a trial; give --run too (see --help)")
+        return None
+    shrink_runs = whole_number(args.shrink_runs, "--shrink-runs") if args.shrink_runs is not None else SHRINK_RUNS
+    if args.review is not None and Path(args.review).exists() and not Path(args.review).is_dir():
+        raise BadInput(f"--review {args.review} is a file, not a folder")
+    return scale_from(args, shrink_runs)
+
+
+def _run(old: Spec, new: Spec, old_label: str, new_label: str, scale: Any) -> Any:
+    from shiftchange.lab.compare import compare
+
+    print(f"spec diff --run: putting {old_label} and {new_label} on trial", file=sys.stderr, flush=True)
+    return compare(old, new, scale, base_label=old_label, proposal_label=new_label)
+
+
+def _review(new: Spec, ran: Any, args: argparse.Namespace) -> Path:
+    from shiftchange.spec.diagram import DiagramError
+    from shiftchange.spec.review import write_review
+
+    from .main import BadInput
+
+    try:
+        return write_review(new, args.review, args.renderer, change=ran.change_run())
+    except DiagramError as error:
+        raise BadInput(str(error)) from None
 
 
 def _diagram_format(path: str) -> str:
