@@ -6,9 +6,10 @@ one path again; `EXPOSURES` and `OUT_OF_SCOPE` say which anti-patterns
 exploration exposes and which it cannot, and `exposing_config` gives the
 configuration that exposes one. Modules are named for what they hold: the
 search and what it is made of (`search`, `levels`, `parallel`, `frontier`,
-`digest`, `judge`, `snapshots`, `replay`, `report`, `flags`), the world's
-composition (`world`), and its actors (`workers`, `control`, `network`,
-`nemesis`, `clock`).
+`digest`, `seen`, `independence`, `judge`, `snapshots`, `replay`, `report`,
+`flags`), what is searched (`config`, `exposures`), the world's composition
+(`world`), and its actors (`workers`, `control`, `network`, `nemesis`,
+`clock`).
 """
 
 from .config import ExploreConfig, ExploreError, StepError

@@ -2,7 +2,12 @@
 
 The work lives in the subpackages, each a root folder of the repository:
 `shiftchange.spec` (the tables), `shiftchange.core` (the reference core),
-`shiftchange.sim` (the simulator) and `shiftchange.cli` (the command). This
+`shiftchange.stores` (the SQLite and PostgreSQL stores), `shiftchange.agent`
+(the worker's reference), `shiftchange.checkers` (the invariants' checkers),
+`shiftchange.sim` (the simulator), `shiftchange.explore` (the exhaustive
+explorer), `shiftchange.runtime` (real processes on a wall clock),
+`shiftchange.testing` (the conformance kit), `shiftchange.lab` (a table put
+on trial, and its mutants) and `shiftchange.cli` (the command). This
 module only names the installed version, and imports none of them, so
 `import shiftchange` stays cheap: the version is read from the installed
 metadata on first use (importlib.metadata alone costs tens of milliseconds).
