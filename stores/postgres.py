@@ -490,8 +490,16 @@ INSERT_EVENTS = (
     f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) SELECT {', '.join(_EVENT_FIELDS)}"
     f" FROM unnest({_EVENT_ARRAYS}) WITH ORDINALITY AS appended ({', '.join(_EVENT_FIELDS)}, appended_order) ORDER BY appended_order"
 )
+"""Any number of events: one array per field (a bulk intake's)."""
 BULK_ROWS_MIN = 8
-"""A message of nothing but more inserts than this (a bulk intake) sends one INSERT per table (`_Table.insert_many`)."""
+"""A message of nothing but more inserts than this (a bulk intake) sends one INSERT per table (`_Table.insert_many`); a
+transaction's events up to this many go as rows of plain parameters (`INSERT_EVENT_ROWS`: a contract appends one to four, and
+turning each field into an array costs the client more than the server saves), more as arrays (`INSERT_EVENTS`)."""
+_EVENT_ROW = "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
+INSERT_EVENT_ROWS = tuple(
+    f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES " + ", ".join([_EVENT_ROW] * count) for count in range(BULK_ROWS_MIN + 1)
+)
+"""Index n: the INSERT of n events, each a row of parameters, in the order appended (pos from its default, row by row)."""
 NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 """The server's time, read after the statement before it finished (its lock waits included)."""
 # The sequencer (see the module docstring): one at a time, holding event_counter's row for the batch only. The lock
@@ -1172,10 +1180,13 @@ class _PostgresTransaction(Transaction):
         self._trip(statements, 0, commit=True)
 
     def _event_statements(self) -> list[tuple[str, tuple]]:
-        """The INSERT of this transaction's events, one array per field, in the order appended (none: no statement)."""
-        if not self._events:
+        """The INSERT of this transaction's events, in the order appended (none: no statement)."""
+        events = self._events
+        if not events:
             return []
-        return [(INSERT_EVENTS, tuple(list(column) for column in zip(*self._events, strict=True)))]
+        if len(events) <= BULK_ROWS_MIN:
+            return [(INSERT_EVENT_ROWS[len(events)], tuple(value for event in events for value in event))]
+        return [(INSERT_EVENTS, tuple(list(column) for column in zip(*events, strict=True)))]
 
     def _replace_connection(self) -> None:
         store = self._store
