@@ -150,6 +150,7 @@ def _plan_line(quiet: bool) -> Any:
 
 def _print(result: Any) -> None:
     from shiftchange.sim.phase import panel_trigger
+    from shiftchange.sim.summary import counted
 
     axes = result.axes
     across, down = axes[0], axes[1] if len(axes) > 1 else None
@@ -177,7 +178,7 @@ def _print(result: Any) -> None:
         names = sorted(
             {name for row in broken for arm in ("control", "triggered") for name in row[f"{arm}.invariants_broken"].split(",") if name}
         )
-        print(f"\n{len(broken)} of {len(result.rows)} jobs broke an invariant ({', '.join(names)}); the first:")
+        print(f"\n{len(broken)} of {counted(len(result.rows), 'job')} broke an invariant ({', '.join(names)}); the first:")
         print("  " + (broken[0]["triggered.replay"] if broken[0]["triggered.invariants_broken"] else broken[0]["control.replay"]))
     seen = set()
     for row in result.rows:

@@ -204,6 +204,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     """Run the sweep the arguments name, print its table or where it was written, and each failing run's replay."""
     from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
+    from shiftchange.sim.summary import counted
     from shiftchange.sim.sweep import sweep_rows
 
     try:
@@ -236,7 +237,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(f"shiftchange: sweep interrupted; {kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if args.out is not None:
-        print(f"{args.out}: {len(rows):,} rows")
+        print(f"{args.out}: {counted(len(rows), 'row')}")
     if args.summary:
         try:
             print(_summary(rows, list(grid), _confidence_of(args), args.metric), end="")
@@ -245,7 +246,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     elif args.out is None:
         print(_table(rows, list(grid)), end="")
     if args.coverage is not None:
-        print(f"{args.coverage}: transition coverage of {len(rows):,} runs")
+        print(f"{args.coverage}: transition coverage of {counted(len(rows), 'run')}")
     if args.plot is not None:
         _plot(args, rows, list(grid))
     failed = [row for row in rows if not row["ok"]]
@@ -360,9 +361,13 @@ def _file_overrides(path: str | None) -> list[tuple[str, Any]]:
 
 
 def _verdict(runs: int, failed: int) -> str:
+    from shiftchange.sim.summary import counted
+
     if not failed:
-        return f"all {runs:,} runs held every invariant"
-    return f"{failed:,} of {runs:,} runs violated an invariant or could not judge one; replay each:"
+        return "the run held every invariant" if runs == 1 else f"all {runs:,} runs held every invariant"
+    if runs == 1:
+        return "the run violated an invariant or could not judge one; replay it:"
+    return f"{failed:,} of {counted(runs, 'run')} violated an invariant or could not judge one; replay each:"
 
 
 def _table(rows: Sequence[dict[str, Any]], swept: list[str]) -> str:

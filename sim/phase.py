@@ -78,6 +78,7 @@ from .report import replay_command
 from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, format_value
 from .settings import get as setting_at
+from .summary import counted
 from .sweep import _seeds, resolve_table
 from .world import Outcome, play
 
@@ -660,7 +661,7 @@ def phase(
     _check_executor(executor, scheduler)
     target = _writable(out) if out is not None else None
     if log is not None:
-        log(f"{len(planned):,} jobs ({2 * len(planned):,} runs: a control and a triggered run per cell and seed)")
+        log(f"{counted(len(planned), 'job')} ({2 * len(planned):,} runs: a control and a triggered run per cell and seed)")
     done: dict[int, dict[str, Any]] = {}
     bar = _bar(len(planned), 0, progress)
     try:

@@ -144,7 +144,7 @@ def plot_sweep(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .summary import POOLED_RATES, check_confidence, pooled_rate
+    from .summary import POOLED_RATES, check_confidence, counted, pooled_rate
 
     confidence = check_confidence(confidence)
     rate = next((rate for rate in POOLED_RATES if rate.name == y), None)
@@ -174,14 +174,14 @@ def plot_sweep(
         lowest, highest = [min(per_run[value]) for value in values], [max(per_run[value]) for value in values]
         if rate is None:
             means = [sum(per_run[value]) / len(per_run[value]) for value in values]
-            line = axis.plot(xs, means, "o-", label=f"{by} = {label}" if by else f"mean of {seeds} seeds")[0]
+            line = axis.plot(xs, means, "o-", label=f"{by} = {label}" if by else f"mean of {counted(seeds, 'seed')}")[0]
             drawn += means
         else:
             pooled = [pooled_rate(rate, points[value], confidence) for value in values]
             centres = [one["value"] for one in pooled]
             below = [one["value"] - one["low"] for one in pooled]
             above = [one["high"] - one["value"] for one in pooled]
-            name = f"{by} = {label}" if by else f"pooled over {seeds} seeds"
+            name = f"{by} = {label}" if by else f"pooled over {counted(seeds, 'seed')}"
             line = axis.errorbar(xs, centres, yerr=[below, above], fmt="o-", capsize=4, label=f"{name} ({shown} exact interval)")[0]
             drawn += centres + [one["low"] for one in pooled] + [one["high"] for one in pooled]
         axis.fill_between(xs, lowest, highest, color=line.get_color(), alpha=0.15, linewidth=0)

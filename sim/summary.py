@@ -40,7 +40,7 @@ from shiftchange.core import InputError
 
 from .stats import binomial_interval
 
-__all__ = ["MEANS", "PER_1000", "POOLED_RATES", "SHARE", "PooledRate", "check_confidence", "pooled_rate", "summarize", "summary"]
+__all__ = ["MEANS", "PER_1000", "POOLED_RATES", "SHARE", "PooledRate", "check_confidence", "counted", "pooled_rate", "summarize", "summary"]
 
 PER_1000 = 1000.0
 """A rate per 1,000 trials (false expiries per 1,000 leases)."""
@@ -79,6 +79,11 @@ MEANS = ("throughput_tasks_per_h", "goodput_tasks_per_h", "queue_age_s_p99", "at
 
 _INVARIANT = "invariant."
 _HELD, _VIOLATED = "ok", "violated"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for one: `1 run`, `2 runs`, `1,000 seeds` (`plural` when adding s is wrong)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def check_confidence(confidence: Any) -> float:

@@ -92,6 +92,7 @@ from .report import replay_command, spec_given, spec_words
 from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, diff, format_value, to_toml
 from .settings import get as setting_at
+from .summary import counted
 from .world import Outcome, play
 
 __all__ = [
@@ -700,7 +701,7 @@ def sweep_rows(
     pending = [run if counting is None else replace(run, coverage=True) for run in runs if run.index not in done]
     if log is not None:
         held = f", {len(done):,} of them already in {output.path}" if done else ""
-        log(f"{len(runs):,} runs{held}; playing {len(pending):,}")
+        log(f"{counted(len(runs), 'run')}{held}; playing {len(pending):,}")
     bar = _bar(len(runs), len(done), progress)
     try:
         for index, row in _execute(pending, jobs, executor, scheduler):
@@ -734,7 +735,8 @@ class _Counting:
             raise InputError(str(error)) from None
         if done:
             raise InputError(
-                f"{len(done):,} of the sweep's {len(runs):,} runs are already in {output.path if output else 'the table'} and would not"
+                f"{len(done):,} of the sweep's {counted(len(runs), 'run')} {'is' if len(done) == 1 else 'are'} already in"
+                f" {output.path if output else 'the table'} and would not"
                 " be played, so --coverage could not count them: choose another --out, or give no --coverage"
             )
         self.path = path
