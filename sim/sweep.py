@@ -447,7 +447,7 @@ class _Interrupts:
 @contextmanager
 def _sigint_blocked() -> Iterator[None]:
     """SIGINT blocked for this thread while inside, and for any process started meanwhile (the mask is inherited)."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):  # (Windows has none)
         yield
         return
     # The resource tracker, started by the pool's first lock unless already running, unblocks SIGINT after spawning itself.
