@@ -72,7 +72,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         "detail": "" if killed is None else killed.detail,
         "replay": replay,
         "folder": None if killed is not None and killed.check == STRUCTURE else folder,
-        "checks": {run.check: {"runs": run.runs, "elapsed_s": run.elapsed_s} for run in trial.checks},
+        "checks": {run.check: {"runs": run.runs, "elapsed_s": run.elapsed_s, "cpu_s": run.cpu_s} for run in trial.checks},
     }
 
 
@@ -144,12 +144,13 @@ class MutationReport:
 
     def per_check(self) -> dict[str, dict[str, float]]:
         """Per check: the mutants it ran on, the runs it made (searches, simulations), its time, and the mutants it killed."""
-        totals = {check: {"mutants": 0, "runs": 0, "elapsed_s": 0.0, "killed": 0} for check in CHECKS}
+        totals = {check: {"mutants": 0, "runs": 0, "elapsed_s": 0.0, "cpu_s": 0.0, "killed": 0} for check in CHECKS}
         for result in self.results:
             for check, spent in result.checks.items():
                 totals[check]["mutants"] += 1
                 totals[check]["runs"] += int(spent["runs"])
                 totals[check]["elapsed_s"] += float(spent["elapsed_s"])
+                totals[check]["cpu_s"] += float(spent.get("cpu_s", 0.0))
             if result.check is not None:
                 totals[result.check]["killed"] += 1
         return totals
@@ -172,7 +173,10 @@ class MutationReport:
                 {"machine": machine, "row": row, "killed": killed, "mutants": total}
                 for (machine, row), (killed, total) in self.per_row().items()
             ],
-            "per_check": {check: {**spent, "elapsed_s": round(spent["elapsed_s"], 3)} for check, spent in self.per_check().items()},
+            "per_check": {
+                check: {**spent, "elapsed_s": round(spent["elapsed_s"], 3), "cpu_s": round(spent["cpu_s"], 3)}
+                for check, spent in self.per_check().items()
+            },
             "executor": self.executor,
             "processes": self.processes,
             "elapsed_s": round(self.elapsed_s, 3),
@@ -261,12 +265,15 @@ def summary_lines(report: MutationReport) -> list[str]:
     for kind, (dead, count) in report.per_kind().items():
         lines.append(f"  {kind:<{width}}  {dead:>4} of {count:<4} killed  {percent(dead, count):>6}")
     lines += ["", "per check (cheapest first; each mutant runs until the first that kills it):"]
+    cpu = 0.0
     for check, spent in report.per_check().items():
-        mean = spent["elapsed_s"] / spent["mutants"] if spent["mutants"] else 0.0
+        mean = spent["cpu_s"] / spent["mutants"] if spent["mutants"] else 0.0
+        cpu += spent["cpu_s"]
         lines.append(
             f"  {check:<9}  ran on {spent['mutants']:>5,} mutants, {spent['runs']:>6,} runs, {spent['elapsed_s']:>8,.1f} s"
-            f" ({mean:.2f} s a mutant), killed {spent['killed']:,}"
+            f" ({spent['cpu_s']:,.1f} s CPU, {mean:.2f} s a mutant), killed {spent['killed']:,}"
         )
+    lines.append(f"  {cpu:,.1f} s of CPU in all the trials: {cpu / 2:,.0f} s on two idle cores")
     lines += ["", "killed by:"]
     for (check, invariant), count in sorted(report.killed_by().items(), key=lambda item: (CHECKS.index(item[0][0]), -item[1])):
         lines.append(f"  {check:<9}  {invariant:<40} {count:>5,}")

@@ -226,6 +226,8 @@ class CheckRun:
     counterexamples: tuple[Counterexample, ...] = ()
     runs: int = 0
     elapsed_s: float = 0.0
+    cpu_s: float = 0.0
+    """The CPU time this process spent on the check: what it costs, whatever else shares the machine (the wall time does not)."""
 
     def failed(self) -> tuple[Finding, ...]:
         return tuple(finding for finding in self.findings if finding.status != OK)
@@ -237,6 +239,7 @@ class CheckRun:
             "counterexamples": [example.to_json() for example in self.counterexamples],
             "runs": self.runs,
             "elapsed_s": round(self.elapsed_s, 3),
+            "cpu_s": round(self.cpu_s, 3),
         }
 
 
@@ -315,7 +318,9 @@ def run_trial(
         for name in CHECKS:
             if name not in checks or (name == EXPLORE and not scale.explore) or (name == SIMULATE and not scale.simulations):
                 continue  # not asked for, or nothing to run at this scale
+            cpu = time.process_time()
             run = steps[name]()
+            run = replace(run, cpu_s=time.process_time() - cpu)
             runs.append(run)
             if killed is None:
                 killed = next((f for f in run.findings if f.status != OK and (f.check, f.name) not in expected), None)

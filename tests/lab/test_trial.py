@@ -11,6 +11,7 @@ from shiftchange.spec.loader import load_spec, packaged_spec
 PAUSE = "workers=2 pauses=1"
 
 
+@pytest.mark.heavy
 def test_the_shipped_table_passes_a_small_trial():
     trial = run_trial(packaged_spec(), Scale(explore=(PAUSE, "workers=2 crashes=1"), scenarios=("mixed",), tasks=40))
     assert [run.check for run in trial.checks] == [STRUCTURE, EXPLORE, SIMULATE]
@@ -20,6 +21,7 @@ def test_the_shipped_table_passes_a_small_trial():
     assert {finding.name for finding in trial.check(EXPLORE).findings} >= {"fenced_writes", "single_owner"}
 
 
+@pytest.mark.heavy
 def test_the_unfenced_complete_is_killed_by_the_structure_first_and_found_by_the_explorer_in_19_steps(tmp_path):
     proposal = unfence(packaged_spec(), "complete")
     scale = Scale(explore=(PAUSE,), scenarios=())
