@@ -9,12 +9,17 @@ exploration, no simulation), so each test takes seconds; the default scale is th
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
 from shiftchange.cli.main import main
+from shiftchange.spec import DEFAULT_DIRECTORY
+from tests.browser import inspect
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ("--explore", "workers=2 pauses=1", "--scenarios", "none")
@@ -33,12 +38,27 @@ def in_checkout(monkeypatch):
     monkeypatch.chdir(ROOT)  # HEAD names the checkout's spec/ at its last commit
 
 
+@pytest.fixture(scope="module")
+def unfenced(tmp_path_factory) -> tuple[int, str, str, Path, Path]:
+    """`spec diff HEAD PROPOSAL --run --review DIR` with `complete` unfenced: (status, out, err, the proposal, the review)."""
+    root = tmp_path_factory.mktemp("unfenced")
+    proposal, review = root / "proposal", root / "review"
+    proposal.mkdir()
+    for source in DEFAULT_DIRECTORY.glob("*.toml"):
+        shutil.copy(source, proposal / source.name)
+    text = (proposal / "attempt.toml").read_text()
+    assert text.count(COMPLETE_FENCED) == 1
+    (proposal / "attempt.toml").write_text(text.replace(COMPLETE_FENCED, COMPLETE_FENCED.replace("fenced = true", "fenced = false")))
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(io.StringIO()) as out, redirect_stderr(io.StringIO()) as err:
+        patch.chdir(ROOT)  # HEAD names the checkout's spec/ at its last commit
+        status = main(["spec", "diff", "HEAD", str(proposal), "--run", *SMALL, "--review", str(review)])
+    return status, out.getvalue(), err.getvalue(), proposal, review
+
+
 @pytest.mark.heavy
-def test_the_unfenced_complete_exits_1_and_its_review_page_shows_the_counterexample(capsys, spec_copy, tmp_path, in_checkout):
+def test_the_unfenced_complete_exits_1_and_its_review_page_shows_the_counterexample(unfenced):
     """Goal: exit 1; the text and the page name the broken invariant, its 19-step path, the task's timeline and the replay."""
-    spec_copy.replace("attempt.toml", COMPLETE_FENCED, COMPLETE_FENCED.replace("fenced = true", "fenced = false"))
-    review = tmp_path / "review"
-    status, out, err = run(capsys, "spec", "diff", "HEAD", str(spec_copy.root), "--run", *SMALL, "--review", str(review))
+    status, out, err, proposal, review = unfenced
     assert status == 1, err
     assert "explore   fenced_writes" in out and "ok -> violated BROKEN" in out
     assert "fenced_writes broken: shortest counterexample 19 steps" in out
@@ -46,9 +66,32 @@ def test_the_unfenced_complete_exits_1_and_its_review_page_shows_the_counterexam
     assert '<section id="what-this-change-does">' in page
     assert "Recovery timeline of task task-1" in page
     assert "worker-1 gen 1     complete             running -&gt; verifying" in page  # the stale completion, accepted
-    assert f"--spec {spec_copy.root} --replay" in page
+    assert f"--spec {proposal} --replay" in page
     markdown = (review / "review.md").read_text()
     assert "## What this change does" in markdown and "Recovery timeline of task task-1" in markdown
+
+
+SEEN = """
+const section = document.getElementById("what-this-change-does");
+const timeline = [...(section ? section.querySelectorAll("pre") : [])].find((pre) => pre.textContent.includes("Recovery timeline"));
+const box = timeline ? timeline.getBoundingClientRect() : null;
+window.verdict = {
+  section: section !== null,
+  timeline: box !== null && box.height > 0 && box.width > 0,
+  inside: box !== null && box.left >= 0 && box.right <= window.innerWidth,
+  page_scrolls_sideways: document.documentElement.scrollWidth > window.innerWidth,
+  first_section: document.querySelector("section") === section,
+};
+"""
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_counterexample_is_on_screen_in_a_browser(unfenced, tmp_path, width):
+    """Goal: in headless Chromium at 1,280 and 1,920 px, the section opens the page and its timeline is drawn within the window."""
+    seen = inspect(unfenced[4] / "review.html", SEEN, tmp_path, width=width)
+    assert seen["errors"] == []
+    assert seen["verdict"] == {"section": True, "timeline": True, "inside": True, "page_scrolls_sideways": False, "first_section": True}
 
 
 @pytest.mark.heavy
