@@ -113,6 +113,8 @@ class MutationReport:
     executor: str
     processes: int
     elapsed_s: float = field(compare=False)
+    scheduler: str | None = None
+    """The Dask scheduler's address, when not a local cluster."""
 
     @property
     def killed(self) -> tuple[MutantResult, ...]:
@@ -179,6 +181,7 @@ class MutationReport:
             },
             "executor": self.executor,
             "processes": self.processes,
+            "scheduler": self.scheduler,
             "elapsed_s": round(self.elapsed_s, 3),
             "results": [result.to_json() for result in self.results],
         }
@@ -223,7 +226,7 @@ def mutate(
             progress(len(rows), len(jobs))
     results = tuple(_result(mutants[index], rows[index], root, out) for index in range(len(jobs)))
     return MutationReport(
-        label, base.digest, scale, chosen, base_trial, results, executor, processes, elapsed_s=time.perf_counter() - began
+        label, base.digest, scale, chosen, base_trial, results, executor, processes, time.perf_counter() - began, scheduler
     )
 
 
@@ -251,7 +254,7 @@ def summary_lines(report: MutationReport) -> list[str]:
     total, killed = len(report.results), len(report.killed)
     where = f"{report.processes} local process{'es' if report.processes > 1 else ''}"
     if report.executor == "dask":
-        where = f"Dask ({report.processes} workers on a local cluster)" if report.processes else "Dask"
+        where = f"Dask at {report.scheduler}" if report.scheduler else f"Dask ({report.processes} workers on a local cluster)"
     lines = [
         f"spec mutate: {report.label} (digest {report.digest}), kinds {', '.join(report.kinds)}",
         *(f"  {line}" for line in report.scale.lines()),

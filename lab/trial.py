@@ -153,10 +153,12 @@ class Scale:
         scenarios = ", ".join(self.scenarios) or "none"
         seeds = ", ".join(str(seed) for seed in self.seeds) or "none"
         shrink = f", violations shrunk in at most {self.shrink_runs} runs" if self.shrink_runs else ""
+        explore = f"{explored} (each searched to the end, at most {self.explore_time_limit_s:g} s)" if self.explore else "none"
+        simulate = f"scenarios {scenarios} x seeds {seeds}, {self.tasks:,} tasks each{shrink}" if self.simulations else "none"
         return [
             "structure: the core compiles the table, and every property of `spec check` holds",
-            f"explore:   {explored} (each searched to the end, at most {self.explore_time_limit_s:g} s)",
-            f"simulate:  scenarios {scenarios} x seeds {seeds}, {self.tasks:,} tasks each{shrink}",
+            f"explore:   {explore}",
+            f"simulate:  {simulate}",
         ]
 
     def to_json(self) -> dict[str, Any]:
