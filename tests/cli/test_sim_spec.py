@@ -208,8 +208,9 @@ def test_the_report_files_record_the_spec(capsys, tmp_path, renew_unfenced):
     assert f"{renew_unfenced}, digest {digest}" in page.read_text()
     recorded = json.loads(coverage.read_text())
     assert f"--spec {renew_unfenced}" in json.dumps(recorded)
-    status, _, err = shiftchange(capsys, "spec", "review", "--spec", renew_unfenced, "--coverage", coverage, "-o", tmp_path / "review")
-    assert (status, err) == (0, "")  # counted against the rows of the spec it ran
+    status, out, err = shiftchange(capsys, "spec", "review", "--spec", renew_unfenced, "--coverage", coverage, "-o", tmp_path / "review")
+    assert (status, err) == (1, "")  # counted against the rows of the spec it ran, whose unfenced renewal fails a property
+    assert "attempt.fenced_worker_writes" in out
 
 
 # ------------------------------------------------------------------ bad input
