@@ -72,6 +72,9 @@ def _check_process(args: argparse.Namespace) -> None:
         raise InputError(f"{args.process_noun} needs a store other processes can share: sqlite:///path or postgresql://...")
     table_for(args.spec)
     if getattr(args, "metrics_port", None) is not None:
+        from shiftchange.runtime.metrics import _client
+
+        _client()  # the library first: a missing prometheus_client is said as that, whatever else is wrong after it
         _check_bindable(args.metrics_host, args.metrics_port, f"--metrics-host {args.metrics_host} --metrics-port {args.metrics_port}")
     HttpProvider(args.provider, timeout_s=PROVIDER_PROBE_S)  # its URL, and its health endpoint answers
 

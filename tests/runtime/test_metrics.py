@@ -220,6 +220,16 @@ def test_a_metrics_port_without_prometheus_client_is_one_line_and_exit_2_before_
         assert not path.exists(), "refused before the store was opened"
 
 
+def test_a_missing_prometheus_client_is_named_before_an_unreachable_provider(tmp_path, capsys, monkeypatch):
+    """The library is checked first: what the user must install is said even when the provider does not answer."""
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    path = tmp_path / "w.db"
+    status = main(["worker", "--store", f"sqlite:///{path}", "--provider", "http://127.0.0.1:9", "--metrics-port", "0"])
+    _, err = capsys.readouterr()
+    assert status == 2 and err.count("\n") == 1 and "prometheus_client" in err, err
+    assert not path.exists()
+
+
 @needs_client
 def test_a_metrics_port_taken_or_out_of_range_is_one_line_and_exit_2(tmp_path, capsys):
     with socket.socket() as taken:
