@@ -214,6 +214,13 @@ def run_chaos_command(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise BadInput(str(error)) from None
     spec = _resolve_spec(args.spec)  # the harness names it and the files it read once the run is set up
+    if args.metrics:
+        from shiftchange.runtime.metrics import _client
+
+        try:
+            _client()  # before the run's folder is made: a refused run leaves nothing behind
+        except ValueError as error:
+            raise BadInput(str(error).replace("--metrics-port", "--metrics")) from None
     run_dir = args.run_dir if args.run_dir is not None else tempfile.mkdtemp(prefix="shiftchange-chaos-")
     try:
         with _sigterm_interrupts():

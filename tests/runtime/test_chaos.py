@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -247,6 +248,15 @@ def test_a_metrics_run_without_prometheus_client_is_one_line_and_exit_status_2(c
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and "prometheus_client" in captured.err, captured.err
     assert not (tmp_path / "store.db").exists() and _processes_naming(str(tmp_path / "run")) == []
+
+
+def test_a_refused_metrics_run_without_a_run_dir_makes_no_temporary_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp would make the run's folder
+    assert main(["chaos", "--store", f"sqlite:///{tmp_path / 'store.db'}", "--metrics"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--metrics needs the prometheus_client package" in err, err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
