@@ -95,8 +95,6 @@ class MutantResult:
         data: dict[str, Any] = self.mutant.to_json()
         data |= {"status": self.status, "check": self.check, "invariant": self.invariant, "detail": self.detail}
         data |= {"replay": list(self.replay), "folder": self.folder}
-        if self.status == SURVIVED:
-            data["reading"] = self.mutant.reading()
         return data
 
 
@@ -115,6 +113,26 @@ class MutationReport:
     elapsed_s: float = field(compare=False)
     scheduler: str | None = None
     """The Dask scheduler's address, when not a local cluster."""
+
+    def fired(self, machine: str, row: int) -> tuple[int, int]:
+        """How often the base's trial fired this row: (in the explorations, in the simulations)."""
+        counts = []
+        for check in ("explore", "simulate"):
+            run = self.base.check(check)
+            each = run.fired.get(machine, ()) if run is not None else ()
+            counts.append(each[row - 1] if row - 1 < len(each) else 0)
+        return counts[0], counts[1]
+
+    def reading(self, result: MutantResult) -> str:
+        """The survivor's one-line reading, told by whether any check of the base's trial ever fired its row."""
+        mutant = result.mutant
+        explored, simulated = self.fired(mutant.machine, mutant.row)
+        if explored == simulated == 0:
+            return (
+                f"no check fires {mutant.trigger} ({mutant.machine} row {mutant.row}) in the base's trial: "
+                "a hole in the checks (no configuration or scenario reaches the row), whatever the change"
+            )
+        return f"{mutant.reading()} (the row fired {explored:,} times in the explorations, {simulated:,} in the simulations)"
 
     @property
     def killed(self) -> tuple[MutantResult, ...]:
@@ -183,7 +201,12 @@ class MutationReport:
             "processes": self.processes,
             "scheduler": self.scheduler,
             "elapsed_s": round(self.elapsed_s, 3),
-            "results": [result.to_json() for result in self.results],
+            "results": [
+                result.to_json() | ({"reading": self.reading(result)} if result.status == SURVIVED else {}) for result in self.results
+            ],
+            "rows_never_fired": [
+                {"machine": machine, "row": row} for (machine, row) in self.per_row() if self.fired(machine, row) == (0, 0)
+            ],
         }
 
 
@@ -214,7 +237,7 @@ def mutate(
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ValueError(f"processes must be a whole number, at least 1, not {processes!r}")
     began = time.perf_counter()
-    base_trial = run_trial(base, scale, label=label, timelines=False)
+    base_trial = run_trial(base, scale, label=label, timelines=False, coverage=True)
     expected = tuple(sorted(key for key, finding in base_trial.verdicts().items() if not finding.ok))
     mutants = mutants_of(base, chosen)
     root = None if out is None else str(Path(out).resolve())
@@ -284,13 +307,15 @@ def summary_lines(report: MutationReport) -> list[str]:
     lines += ["", f"rows with survivors: {len(weak)} of {len(report.per_row())}"]
     for (machine, row), (dead, count) in weak:
         lines.append(f"  {machine} row {row:<3} {dead:>3} of {count:<3} killed")
+    never = [f"{machine} {row}" for (machine, row) in report.per_row() if report.fired(machine, row) == (0, 0)]
+    lines += ["", f"rows no check fires in the base's trial: {len(never)}" + (f" ({', '.join(never)})" if never else "")]
     survivors = report.survivors
     lines += ["", f"survivors: {len(survivors)}"]
     for result in survivors:
         mutant = result.mutant
         lines.append(f"  {mutant.machine} row {mutant.row} ({mutant.where}): {mutant.row_text}")
         lines.append(f"      change: {mutant.change}")
-        lines.append(f"      reading: {mutant.reading()}")
+        lines.append(f"      reading: {report.reading(result)}")
         if result.folder is not None:
             lines.append(f"      spec: {result.folder}")
     return lines

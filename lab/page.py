@@ -93,7 +93,7 @@ def render(report: MutationReport) -> str:
             _cell(r.mutant.where, code=True),
             _cell(r.mutant.row_text, code=True),
             _cell(r.mutant.change),
-            _cell(r.mutant.reading()),
+            _cell(report.reading(r)),
             _cell(r.folder or "", code=True),
         ]
         for r in report.survivors

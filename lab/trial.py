@@ -31,7 +31,7 @@ from __future__ import annotations
 import shlex
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -230,6 +230,8 @@ class CheckRun:
     elapsed_s: float = 0.0
     cpu_s: float = 0.0
     """The CPU time this process spent on the check: what it costs, whatever else shares the machine (the wall time does not)."""
+    fired: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """With `coverage`: per machine, how often each row fired (accepted events), in row order; else empty."""
 
     def failed(self) -> tuple[Finding, ...]:
         return tuple(finding for finding in self.findings if finding.status != OK)
@@ -292,6 +294,7 @@ def run_trial(
     stop_early: bool = False,
     expected: Iterable[tuple[str, str]] = (),
     timelines: bool = True,
+    coverage: bool = False,
     checks: Sequence[str] = CHECKS,
 ) -> Trial:
     """Put `spec` through `checks` (default all three), cheapest first; see the module's docstring.
@@ -314,8 +317,8 @@ def run_trial(
     with tempfile.TemporaryDirectory(prefix="shiftchange-trial-") as scratch:
         steps: dict[str, Callable[[], CheckRun]] = {
             STRUCTURE: lambda: _structure(spec),
-            EXPLORE: lambda: _explore(spec, scale, label, Path(scratch), timelines),
-            SIMULATE: lambda: _simulate(spec, scale, label, timelines),
+            EXPLORE: lambda: _explore(spec, scale, label, Path(scratch), timelines, coverage),
+            SIMULATE: lambda: _simulate(spec, scale, label, timelines, coverage),
         }
         for name in CHECKS:
             if name not in checks or (name == EXPLORE and not scale.explore) or (name == SIMULATE and not scale.simulations):
@@ -383,7 +386,7 @@ def _structure(spec: Spec) -> CheckRun:
 # ------------------------------------------------------------------ explore
 
 
-def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: bool) -> CheckRun:
+def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: bool, coverage: bool = False) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.explore import explore, replay_command, steps_flags
 
@@ -391,11 +394,14 @@ def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: boo
     folder = str(write_spec(spec, scratch / f"spec-{spec.digest}"))
     statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in INVARIANTS}
     examples: list[Counterexample] = []
+    fired: dict[str, list[int]] = {}
     for text in scale.explore:
         config = replace(explore_config(text), spec=folder)
         shown = replace(config, spec=None if label == _packaged_label() else label)
         try:
             result = explore(config, time_limit_s=scale.explore_time_limit_s)
+            if coverage:
+                _add(fired, result.tally.counts()["fired"])
         except Exception as error:  # a table that makes the core or the agent raise is judged, never a traceback
             statuses.setdefault(CRASHED, []).append((VIOLATED, f"{text}: {type(error).__name__}: {error}"))
             continue
@@ -426,7 +432,8 @@ def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: boo
                 )
             )
     findings = tuple(Finding(EXPLORE, name, *_worst(seen)) for name, seen in statuses.items())
-    return CheckRun(EXPLORE, findings, tuple(examples), runs=len(scale.explore), elapsed_s=time.perf_counter() - began)
+    spent = time.perf_counter() - began
+    return CheckRun(EXPLORE, findings, tuple(examples), runs=len(scale.explore), elapsed_s=spent, fired=_tuples(fired))
 
 
 def _packaged_label() -> str:
@@ -455,9 +462,10 @@ def _worst(seen: Sequence[tuple[str, str]]) -> tuple[str, str]:
 # ------------------------------------------------------------------ simulate
 
 
-def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool) -> CheckRun:
+def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool, coverage: bool = False) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.core.table import Table
+    from shiftchange.sim.coverage import CoverageSink
     from shiftchange.sim.scenarios import scenario_config
     from shiftchange.sim.world import play
 
@@ -465,6 +473,7 @@ def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool) -> CheckRun
     table = Table(spec, label)
     statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in INVARIANTS}
     examples: list[Counterexample] = []
+    fired: dict[str, list[int]] = {}
     drawn: set[str] = set()
     runs = 0
     for scenario in scale.scenarios:
@@ -473,7 +482,10 @@ def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool) -> CheckRun
             where = f"{scenario}, seed {seed}, {scale.tasks:,} tasks"
             runs += 1
             try:
-                outcome = play(config, seed, scenario, series=False, table=table)
+                sink = CoverageSink(spec) if coverage else None
+                outcome = play(config, seed, scenario, series=False, table=table, history_sink=sink)
+                if sink is not None:
+                    _add(fired, sink.tally.counts()["fired"])
             except Exception as error:  # a table that makes the core raise is a failure, not a traceback
                 statuses.setdefault(CRASHED, []).append((VIOLATED, f"{where}: {type(error).__name__}: {error}"))
                 continue
@@ -488,7 +500,8 @@ def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool) -> CheckRun
                 examples.append(example)
                 drawn.add(violated[0])
     findings = tuple(Finding(SIMULATE, name, *_worst(seen)) for name, seen in statuses.items() if seen)
-    return CheckRun(SIMULATE, findings, tuple(examples), runs=runs, elapsed_s=time.perf_counter() - began)
+    spent = time.perf_counter() - began
+    return CheckRun(SIMULATE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired))
 
 
 def _simulated_example(outcome: Any, invariant: str, scale: Scale, table: Any, timelines: bool, where: str) -> tuple[Counterexample, int]:
@@ -527,3 +540,15 @@ def _simulated_example(outcome: Any, invariant: str, scale: Scale, table: Any, t
 
 def _faults(count: int) -> str:
     return f"{count:,} fault{'' if count == 1 else 's'}"
+
+
+def _add(fired: dict[str, list[int]], counts: Mapping[str, Sequence[int]]) -> None:
+    """Add one run's rows fired (per machine, in row order) into `fired`."""
+    for machine, each in counts.items():
+        total = fired.setdefault(machine, [0] * len(each))
+        for number, count in enumerate(each):
+            total[number] += count
+
+
+def _tuples(fired: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
+    return {machine: tuple(counts) for machine, counts in fired.items()}

@@ -59,6 +59,12 @@ def test_the_report_text_json_and_page_agree(tmp_path):
         assert f"change: {survivor['change']}" in text
         assert survivor["reading"] in text and html.escape(survivor["reading"]) in page
         assert (tmp_path / "mutants" / survivor["id"] / "attempt.toml").is_file()  # written, for a reviewer's spec diff
+    readings = {survivor["reading"].split(": ", 1)[-1].split(" (the row fired")[0] for survivor in survivors}
+    assert any("a hole in the checks" in survivor["reading"] for survivor in survivors)  # defer: no lost response reaches it
+    assert any("(the row fired" in survivor["reading"] for survivor in survivors)  # a row the exploration fires, to no effect
+    assert len(readings) > 1
+    never = {(row["machine"], row["row"]) for row in data["rows_never_fired"]}
+    assert ("attempt", 2) in never and ("attempt", 1) not in never  # defer never fires here; admit always does
     checks = data["per_check"]
     assert checks["structure"]["mutants"] == 62 and checks["simulate"]["mutants"] == 0  # no scenario: nothing simulated
     assert f"ran on {checks['explore']['mutants']:>5,} mutants, {checks['explore']['runs']:>6,} runs" in text
