@@ -16,8 +16,11 @@ Each check gives a verdict per invariant (per property, for the structure):
 "ok", "violated", or "unknown" (a search cut short, or a checker that could
 not tell). A violation comes with its counterexample: the explorer's path or
 the simulator's run (shrunk when asked), the violating task's timeline, and
-the replay commands. `stop_early` ends the trial at the first check with a
-violation not in `expected` (a mutation analysis' "killed").
+the replay commands. `stop_early` ends the trial at the first violation not
+in `expected` (a mutation analysis' "killed"): no later check runs, and the
+check that found it searches or plays nothing after the configuration or run
+that did, so its other verdicts cover only what ran. An unknown verdict (a
+search cut short) never kills.
 
 The spec is a value; the explorer and every replay command name a spec by a
 folder (`--spec DIR`), so the trial writes the value into a scratch folder for
@@ -314,11 +317,16 @@ def run_trial(
     began = time.perf_counter()
     runs: list[CheckRun] = []
     killed: Finding | None = None
+
+    def kills(check: str) -> Callable[[str], bool] | None:
+        """With `stop_early`: whether a violation of this invariant in `check` kills the spec (so the check may stop there)."""
+        return (lambda name: (check, name) not in expected) if stop_early else None
+
     with tempfile.TemporaryDirectory(prefix="shiftchange-trial-") as scratch:
         steps: dict[str, Callable[[], CheckRun]] = {
             STRUCTURE: lambda: _structure(spec),
-            EXPLORE: lambda: _explore(spec, scale, label, Path(scratch), timelines, coverage),
-            SIMULATE: lambda: _simulate(spec, scale, label, timelines, coverage),
+            EXPLORE: lambda: _explore(spec, scale, label, Path(scratch), timelines, coverage, kills(EXPLORE)),
+            SIMULATE: lambda: _simulate(spec, scale, label, timelines, coverage, kills(SIMULATE)),
         }
         for name in CHECKS:
             if name not in checks or (name == EXPLORE and not scale.explore) or (name == SIMULATE and not scale.simulations):
@@ -327,8 +335,8 @@ def run_trial(
             run = steps[name]()
             run = replace(run, cpu_s=time.process_time() - cpu)
             runs.append(run)
-            if killed is None:
-                killed = next((f for f in run.findings if f.status != OK and (f.check, f.name) not in expected), None)
+            if killed is None:  # a violation kills; an unknown (a search cut short) does not
+                killed = next((f for f in run.findings if f.status == VIOLATED and (f.check, f.name) not in expected), None)
             if name == STRUCTURE and any(f.name == COMPILES and not f.ok for f in run.findings):
                 break  # a table the core refuses cannot be run
             if stop_early and killed is not None:
@@ -386,7 +394,9 @@ def _structure(spec: Spec) -> CheckRun:
 # ------------------------------------------------------------------ explore
 
 
-def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: bool, coverage: bool = False) -> CheckRun:
+def _explore(
+    spec: Spec, scale: Scale, label: str, scratch: Path, timelines: bool, coverage: bool = False, kills: Callable[[str], bool] | None = None
+) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.explore import explore, replay_command, steps_flags
 
@@ -395,6 +405,7 @@ def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: boo
     statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in INVARIANTS}
     examples: list[Counterexample] = []
     fired: dict[str, list[int]] = {}
+    runs = 0
     for text in scale.explore:
         config = replace(explore_config(text), spec=folder)
         shown = replace(config, spec=None if label == _packaged_label() else label)
@@ -404,7 +415,10 @@ def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: boo
                 _add(fired, result.tally.counts()["fired"])
         except Exception as error:  # a table that makes the core or the agent raise is judged, never a traceback
             statuses.setdefault(CRASHED, []).append((VIOLATED, f"{text}: {type(error).__name__}: {error}"))
+            if kills is not None and kills(CRASHED):
+                break
             continue
+        runs += 1
         found = result.counterexample
         for name in statuses:
             if name == CRASHED:
@@ -431,9 +445,11 @@ def _explore(spec: Spec, scale: Scale, label: str, scratch: Path, timelines: boo
                     (replay_command(shown, found.steps),),
                 )
             )
-    findings = tuple(Finding(EXPLORE, name, *_worst(seen)) for name, seen in statuses.items())
+            if kills is not None and found.status == VIOLATED and kills(found.invariant):
+                break  # stopping early: this configuration killed it, the next ones are not searched
+    findings = tuple(Finding(EXPLORE, name, *_worst(seen)) for name, seen in statuses.items() if seen)
     spent = time.perf_counter() - began
-    return CheckRun(EXPLORE, findings, tuple(examples), runs=len(scale.explore), elapsed_s=spent, fired=_tuples(fired))
+    return CheckRun(EXPLORE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired))
 
 
 def _packaged_label() -> str:
@@ -462,7 +478,9 @@ def _worst(seen: Sequence[tuple[str, str]]) -> tuple[str, str]:
 # ------------------------------------------------------------------ simulate
 
 
-def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool, coverage: bool = False) -> CheckRun:
+def _simulate(
+    spec: Spec, scale: Scale, label: str, timelines: bool, coverage: bool = False, kills: Callable[[str], bool] | None = None
+) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.core.table import Table
     from shiftchange.sim.coverage import CoverageSink
@@ -476,29 +494,33 @@ def _simulate(spec: Spec, scale: Scale, label: str, timelines: bool, coverage: b
     fired: dict[str, list[int]] = {}
     drawn: set[str] = set()
     runs = 0
-    for scenario in scale.scenarios:
-        for seed in scale.seeds:
-            config = scenario_config(scenario, seed, scale.tasks)
-            where = f"{scenario}, seed {seed}, {scale.tasks:,} tasks"
-            runs += 1
-            try:
-                sink = CoverageSink(spec) if coverage else None
-                outcome = play(config, seed, scenario, series=False, table=table, history_sink=sink)
-                if sink is not None:
-                    _add(fired, sink.tally.counts()["fired"])
-            except Exception as error:  # a table that makes the core raise is a failure, not a traceback
-                statuses.setdefault(CRASHED, []).append((VIOLATED, f"{where}: {type(error).__name__}: {error}"))
-                continue
-            for name, verdict in outcome.verdicts.items():
-                detail = f"{where}: {verdict.example[0]}" if verdict.status != OK and verdict.example else where
-                statuses.setdefault(name, []).append((verdict.status, detail if verdict.status != OK else ""))
-            # One counterexample per invariant: the first run that violates it is shrunk and drawn, later ones are not.
-            violated = [name for name, verdict in outcome.verdicts.items() if verdict.status == VIOLATED and name not in drawn]
-            if violated:
-                example, spent = _simulated_example(outcome, violated[0], scale, table, timelines, where)
-                runs += spent
-                examples.append(example)
-                drawn.add(violated[0])
+    plays = [(scenario, seed) for scenario in scale.scenarios for seed in scale.seeds]
+    for scenario, seed in plays:
+        config = scenario_config(scenario, seed, scale.tasks)
+        where = f"{scenario}, seed {seed}, {scale.tasks:,} tasks"
+        runs += 1
+        try:
+            sink = CoverageSink(spec) if coverage else None
+            outcome = play(config, seed, scenario, series=False, table=table, history_sink=sink)
+            if sink is not None:
+                _add(fired, sink.tally.counts()["fired"])
+        except Exception as error:  # a table that makes the core raise is a failure, not a traceback
+            statuses.setdefault(CRASHED, []).append((VIOLATED, f"{where}: {type(error).__name__}: {error}"))
+            if kills is not None and kills(CRASHED):
+                break
+            continue
+        for name, verdict in outcome.verdicts.items():
+            detail = f"{where}: {verdict.example[0]}" if verdict.status != OK and verdict.example else where
+            statuses.setdefault(name, []).append((verdict.status, detail if verdict.status != OK else ""))
+        # One counterexample per invariant: the first run that violates it is shrunk and drawn, later ones are not.
+        violated = [name for name, verdict in outcome.verdicts.items() if verdict.status == VIOLATED and name not in drawn]
+        if violated:
+            example, spent = _simulated_example(outcome, violated[0], scale, table, timelines, where)
+            runs += spent
+            examples.append(example)
+            drawn.add(violated[0])
+        if kills is not None and any(v.status == VIOLATED and kills(name) for name, v in outcome.verdicts.items()):
+            break  # stopping early: this run killed it, the next ones are not played
     findings = tuple(Finding(SIMULATE, name, *_worst(seen)) for name, seen in statuses.items() if seen)
     spent = time.perf_counter() - began
     return CheckRun(SIMULATE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired))
