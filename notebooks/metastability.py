@@ -25,6 +25,9 @@
 SCALE = "full"
 
 # %%
+# %matplotlib inline
+# The maps' figures are drawn without pyplot (`PhaseMap.figure()` leaves the caller's backend alone); the inline backend
+# is what registers a PNG form for a displayed Figure, so without it `display` shows only `<Figure size ...>`.
 from IPython.display import display
 
 from shiftchange.sim import scenario_config

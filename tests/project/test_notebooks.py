@@ -9,6 +9,7 @@ source is what a code host shows: its cells must be the source's cells (run
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -20,6 +21,25 @@ runner = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(runner)
 
 NAMES = runner.notebooks()
+PLOTS = re.compile(r"plt\.show\(\)|display\([^\n]*\.figure\(")
+"""A cell that shows a figure: pyplot's `plt.show()`, or `display(...figure())` of a Figure drawn without pyplot."""
+
+
+def figures_missing(notebook) -> list[str]:
+    """Each plotting cell with no image/png output, and each output that is a figure's text alone (`<Figure size ...>`)."""
+    missing = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        outputs = cell.get("outputs", ())
+        pngs = sum("image/png" in output.get("data", {}) for output in outputs)
+        if PLOTS.search(cell.source) and pngs < len(PLOTS.findall(cell.source)):
+            missing.append(f"cell {index} shows {len(PLOTS.findall(cell.source))} figure(s) but holds {pngs} image/png output(s)")
+        for output in outputs:
+            text = "".join(output.get("data", {}).get("text/plain", ""))
+            if text.startswith("<Figure size") and "image/png" not in output.get("data", {}):
+                missing.append(f"cell {index} holds a figure's text only: {text!r}")
+    return missing
 
 
 def test_the_five_notebooks_are_there() -> None:
@@ -40,6 +60,7 @@ def test_committed_notebook_is_its_source_executed(name: str) -> None:
         f"notebooks/{name}.ipynb has no plot in its outputs"
     )
     assert not any(output.get("output_type") == "error" for cell in executed.cells for output in cell.get("outputs", ()))
+    assert not figures_missing(executed), f"notebooks/{name}.ipynb: {figures_missing(executed)}"
 
 
 @pytest.mark.heavy
@@ -49,6 +70,13 @@ def test_notebook_runs_and_its_claims_hold(name: str, tmp_path: Path) -> None:
     executed = nbformat.read(target, as_version=4)
     assert "papermill" not in executed.metadata
     assert _cells(executed) == _cells(runner.source(name))
+    assert not figures_missing(executed), f"{name} executed: {figures_missing(executed)}"
+
+
+def test_every_notebook_shows_a_figure_somewhere() -> None:
+    """The check above has something to check: each notebook has at least one plotting cell its pattern finds."""
+    for name in NAMES:
+        assert any(PLOTS.search(cell.source) for cell in runner.source(name).cells if cell.cell_type == "code"), name
 
 
 def test_off_a_terminal_the_runner_says_which_notebook_runs(monkeypatch, capsys, tmp_path: Path) -> None:
