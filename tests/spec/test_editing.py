@@ -71,7 +71,7 @@ def test_outside_a_checkout_the_packaged_spec_is_read(tmp_path, monkeypatch, cap
 
 def test_review_page_shows_the_edit_and_no_absolute_path(checkout, capsys):
     unfence_start(checkout)
-    assert main(["spec", "review", "-o", "review"]) == 0
+    assert main(["spec", "review", "-o", "review"]) == 1  # the edit fails a property: the page is written and the status says so
     page = (checkout / "review" / "review.html").read_text(encoding="utf-8")
     assert "fenced_worker_writes" in page and "unfenced worker write: start: claimed -&gt; running" in page
     assert str(checkout) not in page and str(DEFAULT_DIRECTORY) not in page
