@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,3 +113,32 @@ def test_the_porting_guide_names_the_error_the_example_raises_for_a_stale_write(
     with pytest.raises(Exception) as raised, store.transaction() as tx:
         tx.update_task(stale, objective="second")
     assert type(raised.value).__name__ == named[1]
+
+
+COUNT_TOLERANCE = 0.1
+"""How far the test counts tests/README.md gives may drift from the suite before the page is stale: a tenth."""
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(
+    ("command", "markers"),
+    [("`.venv/bin/python -m pytest`", "not slow"), ("`.venv/bin/python -m pytest -m 'not slow and not heavy'`", "not slow and not heavy")],
+    ids=["default", "fast"],
+)
+def test_the_tests_readme_counts_the_tests_each_tier_runs(command, markers):
+    """Goal: the tiers' test counts in tests/README.md are within a tenth of what pytest collects (it said 1,899 at 2,672)."""
+    row = next(
+        line for line in (ROOT / "tests" / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith(f"| {command} |")
+    )
+    documented = int(re.search(r"\(([\d,]+) tests\)", row)[1].replace(",", ""))
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", markers, "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    count = int(re.search(r"(\d+)(?:/\d+)? tests? collected", collected.stdout)[1])
+    assert abs(documented - count) <= COUNT_TOLERANCE * count, (
+        f"tests/README.md says {documented:,} for {command}; pytest collects {count:,}"
+    )
