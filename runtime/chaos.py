@@ -1392,7 +1392,7 @@ def _figure_rows(report: ChaosReport) -> list[str]:
         skews = m["clock_skews_note"]
     else:
         extra = f" ({m['clock_skews_ahead']:,} ahead, {m['clock_skews_behind']:,} behind, by {report.faults.skew_s:g} s;"
-        skews = faults(SKEW, m["clock_skews"], f"{extra} {len(m['workers_skewed_at_end'])} workers skewed at the end)")
+        skews = faults(SKEW, m["clock_skews"], f"{extra} {_counted(len(m['workers_skewed_at_end']), 'worker')} skewed at the end)")
     dropped = m["dropped_responses"]
     restarted = m["process_starts"].get(_PROVIDER, 1) > 1
     counted = (f", {dropped:,} dropped" + (" since the provider's last start" if restarted else "")) if dropped is not None else ""
@@ -1436,3 +1436,8 @@ def _figure_rows(report: ChaosReport) -> list[str]:
 
 
 # ------------------------------------------------------------------ the command
+
+
+def _counted(count: int, noun: str) -> str:
+    """A count and its noun, singular for one (`1 worker`, `3 workers`)."""
+    return f"{count:,} {noun if count == 1 else noun + 's'}"

@@ -26,6 +26,7 @@ from .antipatterns import antipattern
 from .config import SimConfig
 from .scenarios import SCENARIOS, scenario_config
 from .settings import PLACED_PATH, diff, format_value
+from .summary import counted
 
 if TYPE_CHECKING:
     from .world import Outcome
@@ -183,7 +184,7 @@ def _header(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> s
     scenario = outcome.scenario if outcome.scenario in SCENARIOS else f"baseline (a {outcome.scenario} config)"
     return (
         f"shiftchange sim run: scenario {scenario}{settings}, seed {outcome.seed}, {outcome.tasks:,} tasks{antipattern}{spec}; "
-        f"{faults_played(outcome):,} faults injected, {outcome.events_processed:,} SimPy events, {elapsed_s:.1f} s wall"
+        f"{counted(faults_played(outcome), 'fault')} injected, {outcome.events_processed:,} SimPy events, {elapsed_s:.1f} s wall"
     )
 
 

@@ -47,3 +47,15 @@ def test_a_map_of_one_job_says_job(capsys):
     assert status == 0, out
     assert out.splitlines()[0] == "1 job (2 runs: a control and a triggered run per cell and seed)"
     assert not ONE_PLURAL.search(out), out
+
+
+def test_a_run_with_one_fault_says_one_fault_injected(capsys):
+    status = main(["sim", "run", "--tasks", "3", "--fault", "crash busy at=1 for=5"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert status == 0 and "; 1 fault injected, " in first and not ONE_PLURAL.search(first), first
+
+
+def test_the_chaos_report_counts_skewed_workers_singular_for_one():
+    from shiftchange.runtime.chaos import _counted
+
+    assert (_counted(1, "worker"), _counted(0, "worker"), _counted(1200, "worker")) == ("1 worker", "0 workers", "1,200 workers")
