@@ -27,6 +27,8 @@ lost a race is refused, but it is not late: it never had a lease.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -41,6 +43,7 @@ __all__ = [
     "AttemptTimeline",
     "BudgetLine",
     "Evidence",
+    "FinalRecords",
     "Receipt",
     "Timeline",
     "build_timeline",
@@ -381,3 +384,33 @@ def offset(seconds: float) -> str:
     if left < 3600:
         return f"{sign}{int(left // 60)}m{left % 60:04.1f}s"
     return f"{sign}{int(left // 3600)}h{int(left % 3600 // 60):02d}m"
+
+
+class FinalRecords:
+    """One task's final records and its events, read as `build_timeline` reads a store.
+
+    A simulated run and an explored path keep no events in their stores (they go to the checkers as they happen);
+    given the records the checkers judged, this read-only view lets their pages show the operator's own timeline.
+    """
+
+    def __init__(self, task: Task, attempts: Sequence[Attempt], intents: Sequence[Intent], events: Sequence[Event]) -> None:
+        self._task = task
+        self._attempts = sorted(attempts, key=lambda attempt: attempt.number)
+        self._intents = intents
+        self._events = events
+
+    @contextmanager
+    def transaction(self) -> Iterator[FinalRecords]:
+        yield self
+
+    def task(self, task_id: str) -> Task | None:
+        return self._task if task_id == self._task.task_id else None
+
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        return list(self._attempts) if task_id == self._task.task_id else []
+
+    def intents_of(self, attempt_id: str) -> list[Intent]:
+        return sorted((intent for intent in self._intents if intent.attempt_id == attempt_id), key=lambda intent: intent.key)
+
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        return [event for event in self._events if event.seq > after_seq and task_id in (None, event.task_id)]

@@ -12,13 +12,12 @@ through a read-only view shaped like a store. The text is `render_timeline`'s.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from shiftchange.checkers.history import Retired
-from shiftchange.core import Attempt, Event, Intent, Task
-from shiftchange.core.timeline import build_timeline, render_timeline
+from shiftchange.core import Event
+from shiftchange.core.timeline import FinalRecords, build_timeline, render_timeline
 
 __all__ = ["explored_timeline", "simulated_timeline", "task_named"]
 
@@ -32,32 +31,6 @@ def task_named(example: Sequence[str]) -> str | None:
         if found:
             return found.group(0)
     return None
-
-
-class _Records:
-    """One task's final records and its events, read as `build_timeline` reads a store."""
-
-    def __init__(self, task: Task, attempts: Sequence[Attempt], intents: Sequence[Intent], events: Sequence[Event]) -> None:
-        self._task = task
-        self._attempts = sorted(attempts, key=lambda attempt: attempt.number)
-        self._intents = intents
-        self._events = [event for event in events if event.task_id == task.task_id]
-
-    @contextmanager
-    def transaction(self) -> Iterator[_Records]:
-        yield self
-
-    def task(self, task_id: str) -> Task | None:
-        return self._task if task_id == self._task.task_id else None
-
-    def attempts_of(self, task_id: str) -> list[Attempt]:
-        return list(self._attempts) if task_id == self._task.task_id else []
-
-    def intents_of(self, attempt_id: str) -> list[Intent]:
-        return sorted((intent for intent in self._intents if intent.attempt_id == attempt_id), key=lambda intent: intent.key)
-
-    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
-        return [event for event in self._events if event.seq > after_seq and task_id in (None, event.task_id)]
 
 
 def explored_timeline(config: Any, steps: Sequence[str], example: Sequence[str]) -> str | None:
@@ -78,7 +51,7 @@ def explored_timeline(config: Any, steps: Sequence[str], example: Sequence[str])
             return None
         attempts = tx.attempts_of(task_id)
         intents = [intent for attempt in attempts for intent in tx.intents_of(attempt.attempt_id)]
-        timeline = build_timeline(_Records(task, attempts, intents, events), task_id)
+        timeline = build_timeline(FinalRecords(task, attempts, intents, events), task_id)
     return render_timeline(timeline)
 
 
@@ -100,4 +73,4 @@ def simulated_timeline(play: Any, example: Sequence[str]) -> str | None:
     if not final:
         return None
     retired = final[-1]
-    return render_timeline(build_timeline(_Records(retired.task, retired.attempts, retired.intents, events), task_id))
+    return render_timeline(build_timeline(FinalRecords(retired.task, retired.attempts, retired.intents, events), task_id))

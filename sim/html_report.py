@@ -41,14 +41,13 @@ import html
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shiftchange.checkers.history import Retired, Verdict, tally
-from shiftchange.core import Attempt, Event, InputError, Intent, Task
-from shiftchange.core.timeline import Action, AttemptTimeline, Timeline, build_timeline, moment, offset
+from shiftchange.core import Attempt, Event, InputError, Task
+from shiftchange.core.timeline import Action, AttemptTimeline, FinalRecords, Timeline, build_timeline, moment, offset
 
 __all__ = [
     "CHAOS_PANELS",
@@ -215,7 +214,7 @@ class TimelineSink:
             return
         if full:
             self._plain.pop()
-        timeline = build_timeline(_FinalRead(entry.task, entry.attempts, entry.intents, events), entry.task.task_id)
+        timeline = build_timeline(FinalRecords(entry.task, entry.attempts, entry.intents, events), entry.task.task_id)
         (self._notable if notable else self._plain).append(timeline)
 
     def note(self) -> str:
@@ -230,36 +229,6 @@ class TimelineSink:
 
 def _notable(task: Task, attempts: Sequence[Attempt]) -> bool:
     return task.state != "done" or len(attempts) > 1
-
-
-class _FinalRead:
-    """One retired task's final records and events, read as a store is read: what `build_timeline` asks of its store.
-
-    `build_timeline` is the operator's timeline (`shiftchange timeline`); given this read-only view of the records
-    the checkers judged, a simulated run's page shows that very timeline instead of a second rendering of its own.
-    """
-
-    def __init__(self, task: Task, attempts: Sequence[Attempt], intents: Sequence[Intent], events: list[Event]) -> None:
-        self._task = task
-        self._attempts = sorted(attempts, key=lambda attempt: attempt.number)
-        self._intents = intents
-        self._events = events
-
-    @contextmanager
-    def transaction(self) -> Any:
-        yield self
-
-    def task(self, task_id: str) -> Task | None:
-        return self._task if task_id == self._task.task_id else None
-
-    def attempts_of(self, task_id: str) -> list[Attempt]:
-        return list(self._attempts) if task_id == self._task.task_id else []
-
-    def intents_of(self, attempt_id: str) -> list[Intent]:
-        return sorted((intent for intent in self._intents if intent.attempt_id == attempt_id), key=lambda intent: intent.key)
-
-    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
-        return [event for event in self._events if event.seq > after_seq and task_id in (None, event.task_id)]
 
 
 # ------------------------------------------------------------------ the two drivers' pages
