@@ -304,13 +304,13 @@ class Context:
             call = asked
             call.out, call.detail = out, detail
             fired = call.chosen if call.chosen is not UNCHOSEN else choose(machine, before, trigger, call)
+        worker = None
+        if actor == "worker":  # the caller (a claim names itself): the holder, unless an unfenced call presented another generation
+            worker = call.given.get("worker_id") or (
+                attempt.worker_id if presented is None or presented == attempt.generation else self.caller(tx, attempt, presented)
+            )
         if fired is None:
             refusal = self._refusal(attempt, trigger, remembered(call))
-            worker = None
-            if actor == "worker":
-                worker = call.given.get("worker_id") or (
-                    attempt.worker_id if presented is None or presented == attempt.generation else self.caller(tx, attempt, presented)
-                )
             return self.refuse(tx, actor, trigger, attempt.task_id, attempt, before, refusal, presented, worker, detail, operation_key)
         dest, row = fired
         try:
@@ -323,11 +323,6 @@ class Context:
             writes["state"] = dest
             if self.moved is not None:
                 self.moved(attempt.attempt_id, before, dest)
-        worker = None
-        if actor == "worker":  # the caller: the Attempt's holder, unless an unfenced call presented another generation
-            worker = writes.get("worker_id") or (
-                attempt.worker_id if presented is None or presented == attempt.generation else self.caller(tx, attempt, presented)
-            )
         tx.update_attempt(attempt, **writes)
         detail = call.detail
         # The event written out rather than through `event`: every accepted contract takes this path.
