@@ -31,6 +31,7 @@ from .mutate import add_parser as add_spec_mutate_parser
 from .operator import add_parsers as add_operator_parsers
 from .phase import add_parser as add_phase_parser
 from .spec_diff import add_parser as add_spec_diff_parser
+from .spec_diff import add_run_arguments
 from .sweep import add_parser as add_sweep_parser
 from .tune import add_parser as add_tune_parser
 
@@ -161,19 +162,37 @@ def _diagram_format(output: str, given: str | None) -> str:
 
 
 def _spec_review(args: argparse.Namespace) -> int:
-    """Write the review page; print the failing properties, as `spec check` does, and exit 1 when any fails."""
+    """Write the review page; print the failing properties, as `spec check` does, and exit 1 when any fails.
+
+    With --run, the reviewed spec and its base (--base, default the last commit's spec/) are put on trial as `spec diff
+    --run` puts them, and the page gains "What this change does"; exit 1 also when the spec breaks an invariant the
+    base holds.
+    """
     from shiftchange.spec.coverage import CoverageError, read_coverage
 
+    from .spec_diff import run_scale, trial_base
+
+    scale = run_scale(args, ("base", "explore", "scenarios", "seeds", "tasks", "shrink_runs"))
     spec = _load_edited(args)
+    base, base_label = trial_base(args.base) if scale is not None else (None, "")
     try:
         coverage = read_coverage(args.coverage) if args.coverage is not None else None
         if coverage is not None:
             coverage.check_against(spec, args.coverage)
-        results = check_spec(spec)
-        page = write_review(spec, args.output, args.renderer, coverage, results)
     except CoverageError as error:
         raise BadInput(str(error)) from error
+    ran = None
+    if scale is not None:
+        from shiftchange.lab.compare import compare
+
+        label = shown_directory(spec.directory)
+        print(f"spec review --run: putting {base_label} and {label} on trial", file=sys.stderr, flush=True)
+        ran = compare(base, spec, scale, base_label=base_label, proposal_label=label)
+    results = check_spec(spec)
+    page = write_review(spec, args.output, args.renderer, coverage, results, change=None if ran is None else ran.change_run())
     _say_read(args, spec)
+    if ran is not None:
+        print("\n".join(ran.lines()))
     failed = [result for result in results if not result.ok]
     for result in failed:
         print(f"FAIL  {result.name}  {result.summary}")
@@ -182,8 +201,7 @@ def _spec_review(args: argparse.Namespace) -> int:
     print(f"wrote {page} and {page.with_name('review.html')}")
     if failed:
         print(f"{len(results) - len(failed)} of {len(results)} properties hold; the page marks the failing ones FAIL")
-        return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_FAILED if failed or (ran is not None and ran.broken) else EXIT_OK
 
 
 def _seed(text: str) -> int:
@@ -645,6 +663,13 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument(
         "--coverage", metavar="FILE.json", help="a coverage file (`sim run --coverage`): the transition tables gain a fired column"
     )
+    review.add_argument(
+        "--run", action="store_true", help='also put the spec and its base on trial, as `spec diff --run`: "What this change does"'
+    )
+    review.add_argument(
+        "--base", metavar="DIR|REV", help="with --run: the spec the change is judged against (default: HEAD, else the packaged spec)"
+    )
+    add_run_arguments(review)
     review.set_defaults(handler=_spec_review)
     add_spec_diff_parser(spec_commands)
     add_spec_mutate_parser(spec_commands)

@@ -74,18 +74,23 @@ def add_parser(spec_commands: Any) -> argparse.ArgumentParser:
     diff.add_argument("--machine", choices=("attempt", "task"), help="with --diagram: draw this machine only, changed or not")
     diff.add_argument("--renderer", choices=RENDERERS, default="auto", help="for svg and png: graphviz when `dot` exists, else matplotlib")
     diff.add_argument("--run", action="store_true", help="also put OLD and NEW on trial: structure, exploration, simulation")
-    from .mutate import add_scale_arguments
-
-    add_scale_arguments(diff)
-    diff.add_argument("--shrink-runs", metavar="N", help=f"with --run: runs the shrinker may spend on a violation (default {SHRINK_RUNS})")
+    add_run_arguments(diff)
     diff.add_argument("--review", metavar="DIR", help='with --run: write NEW\'s review page, with "What this change does", into DIR')
     diff.set_defaults(handler=run_diff)
     return diff
 
 
 SHRINK_RUNS = 30
-"""`spec diff --run`'s default budget of runs for shrinking a violating simulation."""
+"""`spec diff --run`'s (and `spec review --run`'s) default budget of runs for shrinking a violating simulation."""
 _RUN_ONLY = ("explore", "scenarios", "seeds", "tasks", "shrink_runs", "review")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that scale a trial of two specs (`spec diff --run`, `spec review --run`)."""
+    from .mutate import add_scale_arguments
+
+    add_scale_arguments(parser)
+    parser.add_argument("--shrink-runs", metavar="N", help=f"with --run: runs the shrinker may spend on a violation (default {SHRINK_RUNS})")
 
 
 def run_diff(args: argparse.Namespace) -> int:
@@ -94,7 +99,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.machine is not None and args.diagram is None:
         raise UsageError("spec diff: --machine chooses what --diagram draws; give --diagram FILE too (see --help)")
     diagram_format = _diagram_format(args.diagram) if args.diagram is not None else None
-    scale = _run_scale(args)
+    scale = run_scale(args, _RUN_ONLY)
     old, old_label = _spec_named(args.old)
     new, new_label = _spec_named(args.new) if args.new is not None else _work_tree_spec()
     diff = diff_specs(old, new, old_label, new_label)
@@ -123,21 +128,35 @@ def run_diff(args: argparse.Namespace) -> int:
     return EXIT_FAILED if diff.broken or (ran is not None and ran.broken) else EXIT_OK
 
 
-def _run_scale(args: argparse.Namespace) -> Any:
+def run_scale(args: argparse.Namespace, run_only: tuple[str, ...]) -> Any:
     """The trial's scale with --run (checked before anything is read or run); without it, a trial flag is a usage error."""
     from shiftchange.cli.main import BadInput, UsageError
 
     from .mutate import scale_from, whole_number
 
     if not args.run:
-        given = [name for name in _RUN_ONLY if getattr(args, name) is not None]
+        given = [name for name in run_only if getattr(args, name, None) is not None]
         if given:
-            raise UsageError(f"spec diff: --{given[0].replace('_', '-')} is for a trial; give --run too (see --help)")
+            raise UsageError(f"spec {args.spec_command}: --{given[0].replace('_', '-')} is for a trial; give --run too (see --help)")
         return None
     shrink_runs = whole_number(args.shrink_runs, "--shrink-runs") if args.shrink_runs is not None else SHRINK_RUNS
-    if args.review is not None and Path(args.review).exists() and not Path(args.review).is_dir():
-        raise BadInput(f"--review {args.review} is a file, not a folder")
+    review = getattr(args, "review", None)
+    if review is not None and Path(review).exists() and not Path(review).is_dir():
+        raise BadInput(f"--review {review} is a file, not a folder")
     return scale_from(args, shrink_runs)
+
+
+def trial_base(text: str | None) -> tuple[Spec, str]:
+    """`spec review --run`'s base: the spec --base names, else the last commit's spec/ in a git work tree, else the packaged spec."""
+    from shiftchange.spec.source import SpecSourceError, read_spec
+
+    if text is not None:
+        return _spec_named(text)
+    try:
+        read = read_spec("HEAD")
+    except SpecSourceError:
+        read = read_spec(None)  # outside a git work tree (or one with no commit): the spec this package ships
+    return read.spec, read.label
 
 
 def _run(old: Spec, new: Spec, old_label: str, new_label: str, scale: Any) -> Any:

@@ -120,3 +120,30 @@ def test_bad_trial_flags_are_one_line_and_exit_2_before_anything_runs(capsys, tm
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and says in err, err
     assert not (tmp_path / "page").exists()
+
+
+@pytest.mark.heavy
+def test_spec_review_run_judges_the_reviewed_spec_against_its_base(capsys, tmp_path, in_checkout, unfenced):
+    """Goal: `spec review --spec PROPOSAL --run --base HEAD` exits 1 and its page opens with the same counterexample."""
+    proposal = unfenced[3]
+    status, out, err = run(capsys, "spec", "review", "--spec", str(proposal), "--run", "--base", "HEAD", *SMALL, "-o", str(tmp_path))
+    assert status == 1, err
+    assert "run: base HEAD:spec and proposal" in out and "fenced_writes broken: shortest counterexample 19 steps" in out
+    page = (tmp_path / "review.html").read_text()
+    assert '<section id="what-this-change-does">' in page and "Recovery timeline of task task-1" in page
+
+
+def test_spec_review_run_of_the_base_itself_breaks_nothing(capsys, tmp_path, in_checkout):
+    """Goal: the shipped spec reviewed against itself exits 0, and the page says the proposal breaks nothing."""
+    status, out, err = run(capsys, "spec", "review", "--spec", str(ROOT / "spec"), "--run", "--base", "HEAD", *SMALL, "-o", str(tmp_path))
+    assert status == 0, err
+    assert "the proposal breaks no verdict the base holds" in out
+    assert '<section id="what-this-change-does">' in (tmp_path / "review.html").read_text()
+
+
+@pytest.mark.parametrize("argv", [("--base", "HEAD"), ("--tasks", "10")])
+def test_spec_review_trial_flags_need_run(capsys, tmp_path, argv):
+    status, out, err = run(capsys, "spec", "review", *argv, "-o", str(tmp_path / "page"))
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and "is for a trial; give --run too" in err, err
+    assert not (tmp_path / "page").exists()
