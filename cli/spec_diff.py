@@ -90,7 +90,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     from .mutate import add_scale_arguments
 
     add_scale_arguments(parser)
-    parser.add_argument("--shrink-runs", metavar="N", help=f"with --run: runs the shrinker may spend on a violation (default {SHRINK_RUNS})")
+    parser.add_argument(
+        "--shrink-runs", metavar="N", help=f"with --run: runs the shrinker may spend on a violation (default {SHRINK_RUNS})"
+    )
 
 
 def run_diff(args: argparse.Namespace) -> int:
