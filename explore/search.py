@@ -316,6 +316,7 @@ def _tally_of(config: ExploreConfig) -> Tally:
 def _add_counts(tally: Tally, counts: dict) -> None:
     """Add another process's `Tally.counts` into `tally` (the same rows: the processes were forked from one spec)."""
     tally.events += counts["events"]
+    tally.add_presented(counts["presented"])
     for machine, fired in counts["fired"].items():
         mine = tally._fired[machine]
         for index, count in enumerate(fired):

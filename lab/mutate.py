@@ -14,6 +14,20 @@ picklable; every trial is deterministic (the explorer enumerates, the
 simulator's seeds are fixed), so one process, a pool and a Dask cluster give
 the same verdicts, and the report is sorted by mutant, not by completion.
 
+A mutant is played only where it can differ from the base. The core consults
+a row only when a call presents the row's trigger in one of its states, and
+every run is deterministic; so a run of the base in which no call presented
+the trigger in any state the mutant's row leaves (its sources, and the state
+a widening adds) plays, under the mutant, call for call as it did under the
+base, and cannot kill it. The base's trial records what each of its runs
+presented (`CheckRun.presented`), and each mutant skips the runs its change
+cannot reach. Two conditions keep this exact: the mutant compiles to the same
+derived sets as the base (the fenced triggers, the leased, expirable and
+active states, ...: read everywhere, not only at the row), else it skips
+nothing; and an exploration the base did not search to its end, or that found
+a violation, records nothing and is never skipped. A survivor whose row no
+run reached reads so: a hole in the checks, not a finding about the row.
+
 A mutant killed by the explorer or the simulator has replay commands, which
 name it by a folder: it is written under `out`/ID (a survivor too, so a
 reviewer can `spec diff` it). A mutant the structural check kills needs none.
@@ -49,6 +63,8 @@ class _Job:
     scale: Scale
     expected: tuple[tuple[str, str], ...]
     out: str | None
+    unreached: frozenset[tuple[str, str]] = frozenset()
+    """The (check, unit) runs of the base in which no call presented what this mutant changes: they would play as the base's."""
 
 
 def run_job(job: _Job) -> dict[str, Any]:
@@ -56,7 +72,9 @@ def run_job(job: _Job) -> dict[str, Any]:
     mutant = job.mutant
     spec = mutant.apply(job.base)
     folder = str(Path(job.out) / mutant.id) if job.out is not None else f"<{mutant.id}>"
-    trial = run_trial(spec, job.scale, label=folder, stop_early=True, expected=job.expected, timelines=False)
+    unreached = job.unreached
+    skip = (lambda check, unit: (check, unit) in unreached) if unreached else None
+    trial = run_trial(spec, job.scale, label=folder, stop_early=True, expected=job.expected, timelines=False, skip=skip)
     killed = trial.killed_by
     if job.out is not None and (killed is None or killed.check != STRUCTURE):
         write_spec(spec, folder)  # its replay commands, or a reviewer's `spec diff`, name this folder
@@ -72,7 +90,9 @@ def run_job(job: _Job) -> dict[str, Any]:
         "detail": "" if killed is None else killed.detail,
         "replay": replay,
         "folder": None if killed is not None and killed.check == STRUCTURE else folder,
-        "checks": {run.check: {"runs": run.runs, "elapsed_s": run.elapsed_s, "cpu_s": run.cpu_s} for run in trial.checks},
+        "checks": {
+            run.check: {"runs": run.runs, "skipped": run.skipped, "elapsed_s": run.elapsed_s, "cpu_s": run.cpu_s} for run in trial.checks
+        },
     }
 
 
@@ -87,6 +107,11 @@ class MutantResult:
     folder: str | None
     checks: Mapping[str, Mapping[str, float]] = field(compare=False)
 
+    @property
+    def reached(self) -> bool:
+        """Whether any exploration or simulation was played for it: a run of the base presented what it changes."""
+        return any(spent["runs"] for check, spent in self.checks.items() if check != STRUCTURE)
+
     def verdict(self) -> tuple[str, str, str | None, str | None]:
         """What must agree between executors: the mutant, whether it died, and by which check and invariant."""
         return (self.mutant.id, self.status, self.check, self.invariant)
@@ -94,7 +119,7 @@ class MutantResult:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.mutant.to_json()
         data |= {"status": self.status, "check": self.check, "invariant": self.invariant, "detail": self.detail}
-        data |= {"replay": list(self.replay), "folder": self.folder}
+        data |= {"replay": list(self.replay), "folder": self.folder, "reached": self.reached}
         return data
 
 
@@ -124,13 +149,14 @@ class MutationReport:
         return counts[0], counts[1]
 
     def reading(self, result: MutantResult) -> str:
-        """The survivor's one-line reading, told by whether any check of the base's trial ever fired its row."""
+        """The survivor's one-line reading, told by whether any run of the base's trial reached what it changes."""
         mutant = result.mutant
         explored, simulated = self.fired(mutant.machine, mutant.row)
-        if explored == simulated == 0:
+        if not result.reached:
+            states = mutant.argument if mutant.kind == "widen_source" else "any state the row leaves"
             return (
-                f"no check fires {mutant.trigger} ({mutant.machine} row {mutant.row}) in the base's trial: "
-                "a hole in the checks (no configuration or scenario reaches the row), whatever the change"
+                f"no run of the base presents {mutant.trigger} in {states} ({mutant.machine} row {mutant.row}), so every run plays"
+                " as the base's: a hole in the checks (no configuration or scenario reaches it), whatever the change"
             )
         return f"{mutant.reading()} (the row fired {explored:,} times in the explorations, {simulated:,} in the simulations)"
 
@@ -164,11 +190,12 @@ class MutationReport:
 
     def per_check(self) -> dict[str, dict[str, float]]:
         """Per check: the mutants it ran on, the runs it made (searches, simulations), its time, and the mutants it killed."""
-        totals = {check: {"mutants": 0, "runs": 0, "elapsed_s": 0.0, "cpu_s": 0.0, "killed": 0} for check in CHECKS}
+        totals = {check: {"mutants": 0, "runs": 0, "skipped": 0, "elapsed_s": 0.0, "cpu_s": 0.0, "killed": 0} for check in CHECKS}
         for result in self.results:
             for check, spent in result.checks.items():
                 totals[check]["mutants"] += 1
                 totals[check]["runs"] += int(spent["runs"])
+                totals[check]["skipped"] += int(spent.get("skipped", 0))
                 totals[check]["elapsed_s"] += float(spent["elapsed_s"])
                 totals[check]["cpu_s"] += float(spent.get("cpu_s", 0.0))
             if result.check is not None:
@@ -220,12 +247,14 @@ def mutate(
     processes: int = 1,
     dask: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    skip_unreached: bool = True,
 ) -> MutationReport:
     """Every single-point mutant of `base` (of `kinds`, default all) on trial; see the module's docstring.
 
     `processes` local processes (1: here), or `dask`: a scheduler's address, or "local" for a `LocalCluster` of
     `processes` workers. `out` is where the mutants with replay commands are written (None: nowhere, and their
     replays name `<ID>`). The base is tried first, with every check: what it already fails kills no mutant.
+    `skip_unreached=False` plays every run for every mutant (the same verdicts, at the full cost: the module says why).
     """
     from shiftchange.sim.sweep import _check_executor, _execute
 
@@ -241,7 +270,12 @@ def mutate(
     expected = tuple(sorted(key for key, finding in base_trial.verdicts().items() if not finding.ok))
     mutants = mutants_of(base, chosen)
     root = None if out is None else str(Path(out).resolve())
-    jobs = [_Job(index, base, mutant, scale, expected, root) for index, mutant in enumerate(mutants)]
+    presented = {(run.check, name): pairs for run in base_trial.checks for name, pairs in run.presented.items()}
+    derived = _derived(base) if skip_unreached else None
+    jobs = [
+        _Job(index, base, mutant, scale, expected, root, _unreached(base, mutant, presented, derived))
+        for index, mutant in enumerate(mutants)
+    ]
     rows: dict[int, dict[str, Any]] = {}
     for index, row in _execute(jobs, processes, executor, scheduler, run_job):
         rows[index] = row
@@ -251,6 +285,35 @@ def mutate(
     return MutationReport(
         label, base.digest, scale, chosen, base_trial, results, executor, processes, time.perf_counter() - began, scheduler
     )
+
+
+def _derived(spec: Spec) -> tuple[Any, ...] | None:
+    """What the core reads of a table besides the row a call presents: its state sets and trigger sets (None: no table)."""
+    from shiftchange.core import InputError
+    from shiftchange.core.table import Table
+    from shiftchange.spec.loader import SpecError
+
+    try:
+        table = Table(spec)
+    except (SpecError, InputError):
+        return None
+    attempt, task = table.attempt, table.task
+    return (
+        attempt.fenced_triggers, attempt.triggers, task.triggers, attempt.initial, task.initial, table.leased, table.expirable,
+        table.active, table.attempt_terminal, table.task_terminal, table.task_resting, table.task_dispatchable,
+    )  # fmt: skip
+
+
+def _unreached(
+    base: Spec, mutant: Mutant, presented: Mapping[tuple[str, str], frozenset[tuple[str, str, str | None]]], derived: Any
+) -> frozenset[tuple[str, str]]:
+    """The runs of the base's trial in which no call presented the mutant's trigger in a state its row leaves (see the module)."""
+    if derived is None or _derived(mutant.apply(base)) != derived:
+        return frozenset()  # it compiles to other state or trigger sets (or not at all: the structure check settles it)
+    row = base.machines[mutant.machine].rows[mutant.row - 1]
+    states = set(row.sources) | ({mutant.argument} if mutant.kind == "widen_source" else set())
+    changed = {(mutant.machine, mutant.trigger, state) for state in states}
+    return frozenset(key for key, pairs in presented.items() if changed.isdisjoint(pairs))
 
 
 def _result(mutant: Mutant, row: Mapping[str, Any], root: str | None, out: str | Path | None) -> MutantResult:
@@ -298,6 +361,7 @@ def summary_lines(report: MutationReport) -> list[str]:
         lines.append(
             f"  {check:<9}  ran on {spent['mutants']:>5,} mutants, {spent['runs']:>6,} runs, {spent['elapsed_s']:>8,.1f} s"
             f" ({spent['cpu_s']:,.1f} s CPU, {mean:.2f} s a mutant), killed {spent['killed']:,}"
+            + (f"; {spent['skipped']:,} runs skipped as the base's own" if spent["skipped"] else "")
         )
     lines.append(f"  {cpu:,.1f} s of CPU in all the trials: {cpu / 2:,.0f} s on two idle cores")
     lines += ["", "killed by:"]

@@ -235,6 +235,11 @@ class CheckRun:
     """The CPU time this process spent on the check: what it costs, whatever else shares the machine (the wall time does not)."""
     fired: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """With `coverage`: per machine, how often each row fired (accepted events), in row order; else empty."""
+    presented: Mapping[str, frozenset[tuple[str, str, str | None]]] = field(default_factory=dict)
+    """With `coverage`: per run (`unit`: an exploration's text, a simulation's "scenario seed N"), every (machine, trigger,
+    state) a call presented to the table, accepted or refused, in a search that ran to its end or a run played whole."""
+    skipped: int = 0
+    """Runs not made because `skip` showed them to be the base's own (see `run_trial`)."""
 
     def failed(self) -> tuple[Finding, ...]:
         return tuple(finding for finding in self.findings if finding.status != OK)
@@ -299,12 +304,17 @@ def run_trial(
     timelines: bool = True,
     coverage: bool = False,
     checks: Sequence[str] = CHECKS,
+    skip: Callable[[str, str], bool] | None = None,
 ) -> Trial:
     """Put `spec` through `checks` (default all three), cheapest first; see the module's docstring.
 
     `label` names the spec in replay commands (a folder or revision holding it; `None` for the packaged spec
     when `spec` is it): without it, the spec is written to `out`/spec-DIGEST and named so. `expected` are the
     (check, name) verdicts already failing for the base this spec is compared with: they do not kill it.
+
+    `skip(check, unit)` says that a run (an exploration by its text, a simulation by `unit(scenario, seed)`) would play
+    exactly as the base's did, so it is not made: the mutation analysis passes it for the runs in which the base never
+    presented a changed row's trigger in any of its states (`lab.mutate`). A skipped run finds nothing the base did not.
     """
     scale = Scale() if scale is None else scale
     unknown = [name for name in checks if name not in CHECKS]
@@ -325,8 +335,8 @@ def run_trial(
     with tempfile.TemporaryDirectory(prefix="shiftchange-trial-") as scratch:
         steps: dict[str, Callable[[], CheckRun]] = {
             STRUCTURE: lambda: _structure(spec),
-            EXPLORE: lambda: _explore(spec, scale, label, Path(scratch), timelines, coverage, kills(EXPLORE)),
-            SIMULATE: lambda: _simulate(spec, scale, label, timelines, coverage, kills(SIMULATE)),
+            EXPLORE: lambda: _explore(spec, scale, label, Path(scratch), timelines, coverage, kills(EXPLORE), skip),
+            SIMULATE: lambda: _simulate(spec, scale, label, timelines, coverage, kills(SIMULATE), skip),
         }
         for name in CHECKS:
             if name not in checks or (name == EXPLORE and not scale.explore) or (name == SIMULATE and not scale.simulations):
@@ -394,8 +404,20 @@ def _structure(spec: Spec) -> CheckRun:
 # ------------------------------------------------------------------ explore
 
 
+def unit(scenario: str, seed: int) -> str:
+    """How a simulation is named to `skip` and in `CheckRun.presented`."""
+    return f"{scenario} seed {seed}"
+
+
 def _explore(
-    spec: Spec, scale: Scale, label: str, scratch: Path, timelines: bool, coverage: bool = False, kills: Callable[[str], bool] | None = None
+    spec: Spec,
+    scale: Scale,
+    label: str,
+    scratch: Path,
+    timelines: bool,
+    coverage: bool = False,
+    kills: Callable[[str], bool] | None = None,
+    skip: Callable[[str, str], bool] | None = None,
 ) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.explore import explore, replay_command, steps_flags
@@ -405,14 +427,21 @@ def _explore(
     statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in INVARIANTS}
     examples: list[Counterexample] = []
     fired: dict[str, list[int]] = {}
-    runs = 0
+    presented: dict[str, frozenset[tuple[str, str, str | None]]] = {}
+    runs = skipped = 0
     for text in scale.explore:
+        if skip is not None and skip(EXPLORE, text):
+            skipped += 1
+            continue
         config = replace(explore_config(text), spec=folder)
         shown = replace(config, spec=None if label == _packaged_label() else label)
         try:
             result = explore(config, time_limit_s=scale.explore_time_limit_s)
             if coverage:
-                _add(fired, result.tally.counts()["fired"])
+                counts = result.tally.counts()
+                _add(fired, counts["fired"])
+                if result.complete and result.counterexample is None:
+                    presented[text] = _pairs(counts["presented"])
         except Exception as error:  # a table that makes the core or the agent raise is judged, never a traceback
             statuses.setdefault(CRASHED, []).append((VIOLATED, f"{text}: {type(error).__name__}: {error}"))
             if kills is not None and kills(CRASHED):
@@ -449,7 +478,9 @@ def _explore(
                 break  # stopping early: this configuration killed it, the next ones are not searched
     findings = tuple(Finding(EXPLORE, name, *_worst(seen)) for name, seen in statuses.items() if seen)
     spent = time.perf_counter() - began
-    return CheckRun(EXPLORE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired))
+    return CheckRun(
+        EXPLORE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired), presented=presented, skipped=skipped
+    )
 
 
 def _packaged_label() -> str:
@@ -479,7 +510,13 @@ def _worst(seen: Sequence[tuple[str, str]]) -> tuple[str, str]:
 
 
 def _simulate(
-    spec: Spec, scale: Scale, label: str, timelines: bool, coverage: bool = False, kills: Callable[[str], bool] | None = None
+    spec: Spec,
+    scale: Scale,
+    label: str,
+    timelines: bool,
+    coverage: bool = False,
+    kills: Callable[[str], bool] | None = None,
+    skip: Callable[[str, str], bool] | None = None,
 ) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.core.table import Table
@@ -493,9 +530,13 @@ def _simulate(
     examples: list[Counterexample] = []
     fired: dict[str, list[int]] = {}
     drawn: set[str] = set()
-    runs = 0
+    presented: dict[str, frozenset[tuple[str, str, str | None]]] = {}
+    runs = skipped = 0
     plays = [(scenario, seed) for scenario in scale.scenarios for seed in scale.seeds]
     for scenario, seed in plays:
+        if skip is not None and skip(SIMULATE, unit(scenario, seed)):
+            skipped += 1
+            continue
         config = scenario_config(scenario, seed, scale.tasks)
         where = f"{scenario}, seed {seed}, {scale.tasks:,} tasks"
         runs += 1
@@ -503,7 +544,9 @@ def _simulate(
             sink = CoverageSink(spec) if coverage else None
             outcome = play(config, seed, scenario, series=False, table=table, history_sink=sink)
             if sink is not None:
-                _add(fired, sink.tally.counts()["fired"])
+                counts = sink.tally.counts()
+                _add(fired, counts["fired"])
+                presented[unit(scenario, seed)] = _pairs(counts["presented"])
         except Exception as error:  # a table that makes the core raise is a failure, not a traceback
             statuses.setdefault(CRASHED, []).append((VIOLATED, f"{where}: {type(error).__name__}: {error}"))
             if kills is not None and kills(CRASHED):
@@ -523,7 +566,9 @@ def _simulate(
             break  # stopping early: this run killed it, the next ones are not played
     findings = tuple(Finding(SIMULATE, name, *_worst(seen)) for name, seen in statuses.items() if seen)
     spent = time.perf_counter() - began
-    return CheckRun(SIMULATE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired))
+    return CheckRun(
+        SIMULATE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired), presented=presented, skipped=skipped
+    )
 
 
 def _simulated_example(outcome: Any, invariant: str, scale: Scale, table: Any, timelines: bool, where: str) -> tuple[Counterexample, int]:
@@ -570,6 +615,11 @@ def _add(fired: dict[str, list[int]], counts: Mapping[str, Sequence[int]]) -> No
         total = fired.setdefault(machine, [0] * len(each))
         for number, count in enumerate(each):
             total[number] += count
+
+
+def _pairs(presented: Mapping[str, Iterable[Sequence[Any]]]) -> frozenset[tuple[str, str, str | None]]:
+    """A tally's (trigger, state) pairs per machine as one set of (machine, trigger, state)."""
+    return frozenset((machine, trigger, state) for machine, pairs in presented.items() for trigger, state in pairs)
 
 
 def _tuples(fired: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,7 +308,7 @@ class Tally:
     `Coverage` again, refusing one counted against other rows.
     """
 
-    __slots__ = ("_fired", "_other", "_refused", "_rows", "_triggers", "_unmatched", "events", "identity")
+    __slots__ = ("_fired", "_other", "_presented", "_refused", "_rows", "_triggers", "_unmatched", "events", "identity")
 
     def __init__(self, spec: Spec) -> None:
         self.identity = identity_of(spec)
@@ -326,6 +326,8 @@ class Tally:
         self._triggers = {name: frozenset(machine.triggers) for name, machine in spec.machines.items()}
         self._fired = {name: [0] * len(keys) for name, keys in self.identity.items()}
         self._refused: dict[str, dict[str, int]] = {name: {} for name in self.identity}
+        self._presented: dict[str, set[tuple[str, str | None]]] = {name: set() for name in self.identity}
+        """Per machine, every (trigger, state) a call presented, accepted or refused: the rows that could have decided it."""
         self._unmatched: dict[tuple[str, str, str | None, str | None], list] = {}
         self._other: dict[str, int] = {}
         self.events = 0
@@ -340,6 +342,7 @@ class Tally:
             if kind not in self._triggers[machine]:
                 self._other[kind] = self._other.get(kind, 0) + 1
                 return
+        self._presented[machine].add((kind, event.from_state))
         if not event.accepted:
             refused = self._refused[machine]
             refused[kind] = refused.get(kind, 0) + 1
@@ -360,7 +363,13 @@ class Tally:
             "refused": {name: dict(counts) for name, counts in self._refused.items()},
             "unmatched": [[*key, count, example] for key, (count, example) in self._unmatched.items()],
             "other": dict(self._other),
+            "presented": {name: sorted(pairs, key=str) for name, pairs in self._presented.items()},
         }
+
+    def add_presented(self, presented: Mapping[str, Iterable[Sequence[Any]]]) -> None:
+        """Add another tally's `counts()["presented"]` (another process's share of one search)."""
+        for machine, pairs in presented.items():
+            self._presented[machine].update((trigger, state) for trigger, state in pairs)
 
     def coverage(self, recorded_by: Iterable[str] = ()) -> Coverage:
         """This tally as the coverage of one run; a history with no event at all is refused, not written as zeros."""
