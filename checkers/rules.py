@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from shiftchange.core import Attempt, Event, Task
 from shiftchange.spec.model import RESPONSES, Spec
@@ -64,6 +65,7 @@ __all__ = [
     "OneEffectPerOperation",
     "SingleOwner",
     "SuspectThenReconcile",
+    "TruthfulStates",
     "all_checkers",
 ]
 
@@ -927,6 +929,104 @@ class CompleteAudit(_Fold):
 
 # ------------------------------------------------------------------ catalogue
 
+# --------------------------------------------------------------- truthful_states
+
+
+@dataclass(slots=True)
+class _Latest:
+    """A task's latest Attempt as its accepted events left it, and the Attempts a cancellation was asked of."""
+
+    number: int = 0
+    state: str | None = None
+    cancel_asked: set[str] = field(default_factory=set)
+
+
+class TruthfulStates(_Fold):
+    """Every state a record enters means what the chapter says it means, whoever moved it there.
+
+    A state's meaning is the vocabulary's, not a row's (`[states.*]` in the
+    packaged spec; a table may not add, drop or redefine one), so this rule
+    judges who moved a record into a state and what the record carries there,
+    never which row did it:
+
+    - an Attempt is `admitted` only by the orchestrator's admission, from `queued`;
+    - it is `running` or `verifying` only by its worker (the lease holder starts
+      it, and reports the result that verification then checks);
+    - it is `suspect` only by the reaper (its lease expired);
+    - it `succeeded` only on the provider's evidence, from `verifying`; and its
+      final record carries that evidence;
+    - it is `cancelled` only after a cancellation was asked of it;
+    - its final record, when `failed`, `quarantined` or `blocked`, carries a
+      classified failure domain (and, quarantined, its failure signature);
+    - a Task is in `review` only when its latest Attempt succeeded, `blocked` or
+      `quarantined` only when its latest Attempt is, `done` only by an
+      operator's approval from `review`, `ready` or `cancelled` only by an
+      operator, and never moved back to `inbox`.
+    """
+
+    name = "truthful_states"
+    judges_final_records = True
+
+    _MOVED_BY: ClassVar[dict[str, str]] = {
+        "admitted": "orchestrator",
+        "running": WORKER,
+        "verifying": WORKER,
+        "suspect": "reaper",
+        "succeeded": "provider",
+    }
+    _MOVED_FROM: ClassVar[dict[str, str]] = {"admitted": "queued", "succeeded": "verifying"}
+    _TASK_MOVED_BY: ClassVar[dict[str, str]] = {"ready": "operator", "cancelled": "operator", "done": "operator"}
+    _TASK_LATEST: ClassVar[dict[str, str]] = {"review": "succeeded", "blocked": "blocked", "quarantined": "quarantined"}
+    _CLASSIFIED = frozenset({"failed", "quarantined", "blocked"})
+
+    def _new(self) -> _Latest:
+        return _Latest()
+
+    def _on_event(self, latest: _Latest, event: Event) -> None:
+        kind, to_state = event.kind, event.to_state
+        if _attempt_level(event):
+            number = _number(event.attempt_id)
+            if number >= latest.number:
+                latest.number, latest.state = number, to_state
+            if kind == "cancel":
+                latest.cancel_asked.add(event.attempt_id)
+            if event.from_state == to_state or kind == "append":
+                return
+            wanted = self._MOVED_BY.get(to_state)
+            if wanted is not None and event.actor != wanted:
+                self._violation(f"{event.attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
+            source = self._MOVED_FROM.get(to_state)
+            if source is not None and event.from_state != source:
+                self._violation(f"{event.attempt_id} entered {to_state} from {event.from_state}, not from {source}", describe(event))
+            if to_state == "cancelled" and event.attempt_id not in latest.cancel_asked:
+                self._violation(f"{event.attempt_id} was cancelled, but no cancellation was asked of it", describe(event))
+            return
+        if event.attempt_id is not None or event.from_state == to_state or kind == "create":
+            return  # `decide` names an Attempt and moves nothing; `create` puts a task in its inbox
+        if to_state == "inbox":
+            self._violation(f"{event.task_id} went back to its inbox from {event.from_state}", describe(event))
+        wanted = self._TASK_MOVED_BY.get(to_state)
+        if wanted is not None and event.actor != wanted:
+            self._violation(f"{event.task_id} entered {to_state} by the {event.actor}, not an {wanted}", describe(event))
+        if to_state == "done" and event.from_state != "review":
+            self._violation(f"{event.task_id} was done from {event.from_state}, never reviewed", describe(event))
+        needed = self._TASK_LATEST.get(to_state)
+        if needed is not None and latest.state != needed:
+            self._violation(f"{event.task_id} entered {to_state} while its latest Attempt is {latest.state}, not {needed}", describe(event))
+
+    def _on_retired(self, latest: _Latest | None, retired: Retired) -> None:
+        for attempt in retired.attempts:
+            state = attempt.state
+            if state in self._CLASSIFIED and attempt.failure_domain is None:
+                self._violation(
+                    f"{attempt.attempt_id} ended {state} with no classified failure domain", _record(attempt), describe(retired)
+                )
+            elif state == "quarantined" and not attempt.failure_signature:
+                self._violation(f"{attempt.attempt_id} was quarantined with no failure signature", _record(attempt), describe(retired))
+            elif state == "succeeded" and not attempt.evidence:
+                self._violation(f"{attempt.attempt_id} succeeded with no evidence recorded", _record(attempt), describe(retired))
+
+
 _CHECKERS: tuple[type[_Fold], ...] = (
     SingleOwner,
     FencedWrites,
@@ -938,6 +1038,7 @@ _CHECKERS: tuple[type[_Fold], ...] = (
     CancelIsFinal,
     ClassifiedRetry,
     CompleteAudit,
+    TruthfulStates,
 )
 
 INVARIANTS: tuple[str, ...] = tuple(checker.name for checker in _CHECKERS)
@@ -945,5 +1046,5 @@ INVARIANTS: tuple[str, ...] = tuple(checker.name for checker in _CHECKERS)
 
 
 def all_checkers(context: CheckContext) -> list[Checker]:
-    """Fresh instances of the ten checkers, in the catalogue's order."""
+    """Fresh instances of the eleven checkers, in the catalogue's order."""
     return [checker(context) for checker in _CHECKERS]

@@ -44,8 +44,11 @@ INVARIANT_NAMES = (
     "cancel_is_final",
     "classified_retry",
     "complete_audit",
+    "truthful_states",
 )
-"""The invariant catalogue of DESIGN.md; every spec must state each one."""
+"""The invariant catalogue: DESIGN.md's ten, and `truthful_states` (each state means what it says), added when the
+mutation analysis of the table showed that a row moved to the wrong state went unseen (docs/mutation-verdict.md);
+every spec must state each one."""
 
 NO_RETRY_RESPONSES = ("stop", "escalate", "quarantine")
 

@@ -227,6 +227,8 @@ class Story:
         )
         if accepted:
             record.state = after
+            if kind == "verified":
+                record.evidence = detail or "ci passed on the head"  # the provider's verdict records its evidence
         self.history.append(event)
         return self
 
@@ -334,7 +336,7 @@ class Story:
 
 
 def story() -> Story:
-    """A fresh task-1 over a fresh History of the ten checkers."""
+    """A fresh task-1 over a fresh History of the eleven checkers."""
     return Story(History(all_checkers(CONTEXT)))
 
 
@@ -692,6 +694,52 @@ def attempt_without_its_event(s: Story, plant: bool) -> Story:
     return s.running(2, 2).at(25).succeeded(2, 2).retire()
 
 
+def succeeded_on_the_workers_word(s: Story, plant: bool) -> Story:
+    """The worker's completion lands the Attempt in succeeded itself: no verification, no evidence."""
+    s.created().dispatched().running(1, 1)
+    if not plant:
+        return s.at(5).succeeded(1, 1).retire()
+    s.at(5).fenced("complete", 1, 1, "succeeded")
+    s.event("attempt_succeeded", to_state="review").event("decide", 1).event("approve", to_state="done", actor="operator")
+    return s.retire()
+
+
+def cancelled_unasked(s: Story, plant: bool) -> Story:
+    """Reconciliation ends an expired Attempt cancelled although nobody asked for a cancellation."""
+    s.created().dispatched().running(1, 1)
+    if not plant:
+        return s.at(31).expired(1).event("decide", 1).at(40).escalated(1).retire()
+    s.at(31).event("expire", 1, "suspect", actor="reaper").event("reconcile", 1, "reconciling")
+    s.event("effects_absent", 1, "cancelled").event("decide", 1)
+    return s.at(40).escalated(1).retire()
+
+
+def failed_unclassified(s: Story, plant: bool) -> Story:
+    """An Attempt ends failed with no failure domain on its record: the retry policy has nothing to read."""
+    s.created().dispatched().running(1, 1).at(31).expired(1).event("decide", 1)
+    if plant:
+        s.attempts[1].failure_domain = None
+    return s.at(40).escalated(1).retire()
+
+
+def review_of_a_failed_attempt(s: Story, plant: bool) -> Story:
+    """The task goes to review while its latest Attempt failed: a human is asked to approve work that never succeeded."""
+    s.created().dispatched().running(1, 1).at(31).expired(1).event("decide", 1)
+    if plant:
+        s.at(40).event("attempt_succeeded", to_state="review").event("approve", to_state="done", actor="operator")
+        return s.retire()
+    return s.at(40).escalated(1).retire()
+
+
+def done_without_review(s: Story, plant: bool) -> Story:
+    """The orchestrator marks the task done itself, straight from in_progress: nobody reviewed it."""
+    s.created().dispatched().running(1, 1)
+    if not plant:
+        return s.at(5).succeeded(1, 1).retire()
+    s.at(5).fenced("complete", 1, 1, "verifying").event("verified", 1, "succeeded", actor="provider")
+    return s.event("attempt_succeeded", to_state="done").event("decide", 1).retire()
+
+
 PLANTED = {
     "single_owner": (
         (claim_during_a_live_lease, "two owners"),
@@ -745,6 +793,13 @@ PLANTED = {
         (state_change_without_event, "last accepted task event"),
         (attempt_without_its_event, "never appended by an event"),
     ),
+    "truthful_states": (
+        (succeeded_on_the_workers_word, "entered succeeded by the worker, not the provider"),
+        (cancelled_unasked, "no cancellation was asked of it"),
+        (failed_unclassified, "ended failed with no classified failure domain"),
+        (review_of_a_failed_attempt, "entered review while its latest Attempt is failed"),
+        (done_without_review, "entered done by the orchestrator"),
+    ),
 }
 CASES = [pytest.param(name, build, phrase, id=build.__name__) for name, planted in PLANTED.items() for build, phrase in planted]
 
@@ -794,7 +849,7 @@ def test_checkers_of_final_records_are_unknown_when_no_task_retired():
     """Goal: with events but no Retired entry, the checkers of final records cannot tell and say so; the event checkers judge."""
     s = clean_start(story())
     verdicts = s.history.verdicts()
-    final = {"no_lost_tasks", "budgets_hold", "classified_retry", "complete_audit"}
+    final = {"no_lost_tasks", "budgets_hold", "classified_retry", "complete_audit", "truthful_states"}
     assert {name for name, verdict in verdicts.items() if verdict.status == UNKNOWN} == final
     assert "no task retired" in verdicts["no_lost_tasks"].example[0]
     assert {name for name, verdict in verdicts.items() if verdict.status == OK} == set(INVARIANTS) - final

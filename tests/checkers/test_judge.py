@@ -23,7 +23,7 @@ from shiftchange.sim.world import play
 from shiftchange.testing import reference_orchestrator
 from shiftchange.testing.rig import World, fence
 
-FINAL_RECORDS = {"no_lost_tasks", "budgets_hold", "classified_retry", "complete_audit"}
+FINAL_RECORDS = {"no_lost_tasks", "budgets_hold", "classified_retry", "complete_audit", "truthful_states"}
 
 
 def finished_world() -> World:
@@ -39,7 +39,7 @@ def finished_world() -> World:
 
 
 def test_a_reference_history_with_its_ledger_and_final_read_is_valid_by_every_invariant():
-    """Goal: the reference core's own history, its provider's ledger and its records satisfy all ten invariants."""
+    """Goal: the reference core's own history, its provider's ledger and its records satisfy all eleven invariants."""
     world = finished_world()
     ledger = ledger_from(world.provider.ledger, world.store)
     verdicts = judge(world.store.events(), ledger, world.store, context=context_for(world.config, world.reliability))

@@ -75,7 +75,7 @@ def _holds_for(scenario: str, seeds: range) -> None:
 @pytest.mark.heavy
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_the_correct_core_holds_every_invariant_in_every_scenario(scenario):
-    """Ten seeds of each scenario: the reference core keeps all ten invariants under its faults, every kind of fault the
+    """Ten seeds of each scenario: the reference core keeps all eleven invariants under its faults, every kind of fault the
     scenario switches on strikes in at least one seed, and goodput comes back after a trigger in all but one of them."""
     _holds_for(scenario, SEEDS)
 
@@ -101,7 +101,7 @@ def test_every_antipattern_is_caught_by_its_expected_invariant(name):
 
 
 def test_thirteen_antipatterns_each_name_a_known_scenario_and_invariant():
-    """The table DESIGN.md asks for: thirteen switches, each with a scenario that exists and one of the ten invariants
+    """The table DESIGN.md asks for: thirteen switches, each with a scenario that exists and one of the eleven invariants
     (or, for the retry storm, a quantitative property of the world: goodput_recovers)."""
     assert len(ANTIPATTERNS) == 13
     for pattern in ANTIPATTERNS.values():
