@@ -46,6 +46,9 @@ from .seen import SharedSeen
 from .snapshots import Snapshots
 from .world import World
 
+DONE = "done"
+"""The Task state in which its work is finished: reviewed and accepted (`spec/task.toml`)."""
+
 ENDED_RANK = b"\xff\xff"
 """A state judged as ended ranks after every step taken from it: one more step index, greater than any."""
 Record = tuple[bytes, int, int, bytes, tuple[str, ...], tuple[str, ...] | None, frozenset[str]]
@@ -70,6 +73,8 @@ class Counts:
     cut: int = 0
     spilled: int = 0
     pruned: int = 0
+    finished: int = 0
+    """Arrivals at a state where nothing can happen any more with every task done (`Exploration.finishes`)."""
     findings: list[tuple[bytes, tuple[str, ...], Finding]] = field(default_factory=list)
 
     def add(self, other: Counts) -> None:
@@ -81,7 +86,13 @@ class Counts:
         self.cut += other.cut
         self.spilled += other.spilled
         self.pruned += other.pruned
+        self.finished += other.finished
         self.findings += other.findings
+
+
+def finished(world: World) -> bool:
+    """Whether every task of this world is done: the work finished (asked only where nothing can happen any more)."""
+    return all(retired.task.state == DONE for retired in world.retirements())
 
 
 class Partition:
@@ -141,6 +152,8 @@ class Partition:
         key = fingerprint(world, self.symmetry)
         shape = key if self.symmetry else fingerprint(world, True)
         actions = tuple(world.actions())
+        if not actions:
+            self.counts.finished += finished(world)
         finding = judge(world, not actions)
         if self.owns(shape):
             self.seen.add(key)
@@ -204,7 +217,9 @@ class Partition:
             # nothing can change any more, so it is judged as a state where the run has ended.
             self.stuck.add(shape)
             counts.quiescent += 1
-            finding = judge(self.snapshots.loads(data), True)
+            ended = self.snapshots.loads(data)
+            counts.finished += finished(ended)
+            finding = judge(ended, True)
             if finding is not None:
                 counts.findings.append((rank + ENDED_RANK, path, finding))
 
@@ -237,6 +252,8 @@ class Partition:
         else:
             actions = tuple(child.actions())
             quiescent = not actions
+        if quiescent and not self.counts.finished:
+            self.counts.finished += finished(child)
         finding = None if unchanged and not quiescent else judge(child, quiescent)
         if finding is not None:
             self.counts.findings.append((rank, path, finding))

@@ -62,7 +62,7 @@ from .exposures import pattern_of
 from .flags import steps_flags
 from .frontier import MEMORY_MAX_BYTES
 from .judge import Finding, judge
-from .levels import Bounded, Counts, Partition
+from .levels import Bounded, Counts, Partition, finished
 from .replay import replay
 from .seen import SharedSeen
 from .snapshots import Snapshots
@@ -115,6 +115,10 @@ class Exploration:
     stopped_by: str | None = None
     """None when the search completed; else "violation", "depth", "states", "time" or "interrupted"."""
     counterexample: Counterexample | None = None
+    finishes: bool | None = None
+    """Whether some state where nothing can happen any more has every task done: the work can still be finished under
+    this table (None: not measured, as by a search over several processes). A safety check holds on a table that refuses
+    everything; this is the one liveness question the search answers, the possibility of success (CTL's EF done)."""
     elapsed_s: float = 0.0
     table: Table | None = None
     """The transition table the core ran: the configuration's spec (`spec`), with the anti-pattern's edit, if any."""
@@ -286,6 +290,7 @@ class _BreadthFirst:
         for name in ("states", "explored", "transitions", "depth", "quiescent", "cut", "spilled", "pruned"):
             setattr(result, name, getattr(counts, name))
         result.stopped_by = stopped_by
+        result.finishes = counts.finished > 0
         if counts.findings:
             _rank, steps, finding = min(counts.findings, key=lambda found: found[0])
             played = replay(result.config, steps)  # the very steps that built the violating world: its history is theirs
@@ -489,6 +494,8 @@ class _DepthFirst:
         return True
 
     def _judge(self, world: World, path: tuple[str, ...], quiescent: bool) -> None:
+        if quiescent and not self.result.finishes:
+            self.result.finishes = finished(world)
         finding = judge(world, quiescent)
         if finding is not None:
             self.result.depth = max(self.result.depth, len(path))

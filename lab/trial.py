@@ -65,6 +65,11 @@ CHECKS = (STRUCTURE, EXPLORE, SIMULATE)
 """The checks, cheapest first."""
 COMPILES = "compiles"
 """The structure check's first verdict: the core compiles the table (its vocabulary and states are the core's)."""
+FINISHES = "work_can_finish"
+"""The explorer's liveness verdict beside the invariants: in every configuration some run of the world ends with every
+task done. The invariants are safety properties, which a table that refuses every grant, or leads every Attempt to
+failure, satisfies; this asks that the work can still be finished (CTL's EF done, over the states where nothing can
+happen any more). Violated when a search ran to its end and never got there."""
 CRASHED = "crashed"
 """A check that raised: the run could not be judged, and a table that makes the core raise is a failure all the same."""
 
@@ -424,7 +429,7 @@ def _explore(
 
     began = time.perf_counter()
     folder = str(write_spec(spec, scratch / f"spec-{spec.digest}"))
-    statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in INVARIANTS}
+    statuses: dict[str, list[tuple[str, str]]] = {name: [] for name in (*INVARIANTS, FINISHES)}
     examples: list[Counterexample] = []
     fired: dict[str, list[int]] = {}
     presented: dict[str, frozenset[tuple[str, str, str | None]]] = {}
@@ -452,6 +457,9 @@ def _explore(
         for name in statuses:
             if name == CRASHED:
                 continue
+            if name == FINISHES:
+                statuses[name].append(_finishes(result, text))
+                continue
             if found is not None and found.invariant == name:
                 statuses[name].append((found.status, f"{text}: {found.example[0] if found.example else ''}"))
             elif result.complete:
@@ -459,6 +467,8 @@ def _explore(
             else:
                 why = "stopped at another violation" if found is not None else f"stopped by its {result.stopped_by} bound"
                 statuses[name].append((UNKNOWN, f"{text}: {why}"))
+        if kills is not None and statuses[FINISHES][-1][0] == VIOLATED and kills(FINISHES):
+            break  # stopping early: no run of this configuration finishes the work
         if found is not None:
             drawn = _explored_drawing(config, found) if timelines else None
             examples.append(
@@ -481,6 +491,15 @@ def _explore(
     return CheckRun(
         EXPLORE, findings, tuple(examples), runs=runs, elapsed_s=spent, fired=_tuples(fired), presented=presented, skipped=skipped
     )
+
+
+def _finishes(result: Any, text: str) -> tuple[str, str]:
+    """This configuration's `work_can_finish` verdict: ok when some ended state has every task done."""
+    if result.finishes:
+        return OK, ""
+    if result.complete:
+        return VIOLATED, f"{text}: no run ends with every task done ({result.quiescent:,} ended states, none of them done)"
+    return UNKNOWN, f"{text}: the search stopped before it found a run that ends with every task done"
 
 
 def _packaged_label() -> str:
