@@ -105,15 +105,14 @@ class Reconciler:
             }
             context.fire(tx, attempt, "evidence_contradictory", "orchestrator", given, detail=words)
             return Reconciliation("contradictory", attempt.state, tuple(findings))
-        if not settled:
-            reason = "pending: calls still in flight"
-            context.event(
-                tx, "orchestrator", "reconcile", attempt.task_id, attempt, True, reason, attempt.state, attempt.state, detail=words
-            )
-            return Reconciliation("pending", attempt.state, tuple(findings))
-        self._settle(tx, found)
         outcome = "landed" if landed else "absent"
-        self._fail(tx, attempt, attempts, outcome, words)
+        # Whether every call has settled is the rows' `calls_settled` guard to decide, not this contract's: a call still
+        # in flight leaves the Attempt reconciling, its refusal kept in the history, and the caller asks again later.
+        result = self._fail(tx, attempt, attempts, outcome, words, settled)
+        if not result.accepted and "calls_settled" in result.guards:
+            return Reconciliation("pending", attempt.state, tuple(findings))
+        if result.accepted:
+            self._settle(tx, found)
         return Reconciliation(outcome, attempt.state, tuple(findings))
 
     def _record(self, tx: Transaction, found: Found) -> tuple[list[str], int, list[str]]:
@@ -147,14 +146,16 @@ class Reconciler:
             else:
                 context.after_commit(partial(self._breakers.record_failure, intent.dependency, now, "unknown_result: no effect landed"))
 
-    def _fail(self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], outcome: str, findings: str) -> None:
-        """Every call settled: the Attempt fails (or is quarantined, or cancelled) with its findings. Only `complete` verifies."""
+    def _fail(
+        self, tx: Transaction, attempt: Attempt, attempts: list[Attempt], outcome: str, findings: str, settled: bool
+    ) -> Refused | Accepted:
+        """The Attempt fails (or is quarantined, or cancelled) with its findings, if every call settled. Only `complete` verifies."""
         context = self._context
         domain = attempt.failure_domain or "executor"
         landed = outcome == "landed"
         signature = attempt.failure_signature or (f"{domain}:lease lost after effects landed" if landed else f"{domain}:no effect landed")
-        given = {"settled": True, "attempts": attempts, "outcome": outcome, "domain": domain, "signature": signature}
-        context.fire(tx, attempt, f"effects_{outcome}", "orchestrator", given, detail=findings)
+        given = {"settled": settled, "attempts": attempts, "outcome": outcome, "domain": domain, "signature": signature}
+        return context.fire(tx, attempt, f"effects_{outcome}", "orchestrator", given, detail=findings)
 
     # ---------------------------------------------------------- verify
 
