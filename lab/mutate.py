@@ -17,8 +17,8 @@ the same verdicts, and the report is sorted by mutant, not by completion.
 A mutant is played only where it can differ from the base. The core consults
 a row only when a call presents the row's trigger in one of its states, and
 every run is deterministic; so a run of the base in which no call presented
-the trigger in any state the mutant's row leaves (its sources, and the state
-a widening adds) plays, under the mutant, call for call as it did under the
+the trigger in any state where the mutant's row decides otherwise (its
+sources; for a widening, the one state it adds) plays, under the mutant, call for call as it did under the
 base, and cannot kill it. The base's trial records what each of its runs
 presented (`CheckRun.presented`), and each mutant skips the runs its change
 cannot reach. Two conditions keep this exact: the mutant compiles to the same
@@ -311,7 +311,8 @@ def _unreached(
     if derived is None or _derived(mutant.apply(base)) != derived:
         return frozenset()  # it compiles to other state or trigger sets (or not at all: the structure check settles it)
     row = base.machines[mutant.machine].rows[mutant.row - 1]
-    states = set(row.sources) | ({mutant.argument} if mutant.kind == "widen_source" else set())
+    # A widened row decides as before in its own sources: only the state it adds can play otherwise.
+    states = {mutant.argument} if mutant.kind == "widen_source" else set(row.sources)
     changed = {(mutant.machine, mutant.trigger, state) for state in states}
     return frozenset(key for key, pairs in presented.items() if changed.isdisjoint(pairs))
 
