@@ -82,6 +82,9 @@ _REOPENED = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
 WORKER = "worker"
 """The actor whose writes the fence guards: every accepted Attempt event of this actor after its claim is a material write."""
 FENCE_ISSUER = "claim"
+VERIFIED = "verified"
+"""The provider's passing verdict: by the vocabulary, the one trigger whose meaning is that independent evidence confirmed
+the result (`verification_failed` is its failing verdict)."""
 """The worker's one write that needs no fence: it issues one (a new generation, token and expiry)."""
 
 
@@ -953,8 +956,9 @@ class TruthfulStates(_Fold):
     - it is `running` or `verifying` only by its worker (the lease holder starts
       it, and reports the result that verification then checks);
     - it is `suspect` only by the reaper (its lease expired);
-    - it `succeeded` only on the provider's evidence, from `verifying`; and its
-      final record carries that evidence;
+    - it `succeeded` only on the provider's passing verdict (`verified`, the
+      vocabulary's one trigger that means it), from `verifying`; and its final
+      record carries that evidence;
     - it is `cancelled` only after a cancellation was asked of it;
     - its final record, when `failed`, `quarantined` or `blocked`, carries a
       classified failure domain (and, quarantined, its failure signature);
@@ -995,6 +999,8 @@ class TruthfulStates(_Fold):
             wanted = self._MOVED_BY.get(to_state)
             if wanted is not None and event.actor != wanted:
                 self._violation(f"{event.attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
+            if to_state == "succeeded" and kind != VERIFIED:
+                self._violation(f"{event.attempt_id} succeeded on {kind}, not on the provider's passing verdict", describe(event))
             source = self._MOVED_FROM.get(to_state)
             if source is not None and event.from_state != source:
                 self._violation(f"{event.attempt_id} entered {to_state} from {event.from_state}, not from {source}", describe(event))

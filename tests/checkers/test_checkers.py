@@ -704,6 +704,17 @@ def succeeded_on_the_workers_word(s: Story, plant: bool) -> Story:
     return s.retire()
 
 
+def succeeded_on_a_failing_verdict(s: Story, plant: bool) -> Story:
+    """The provider's failing verdict lands the Attempt in succeeded: evidence recorded, but evidence of a failure."""
+    s.created().dispatched().running(1, 1)
+    if not plant:
+        return s.at(5).succeeded(1, 1).retire()
+    s.attempts[1].evidence = "ci failed on the head"
+    s.at(5).fenced("complete", 1, 1, "verifying").event("verification_failed", 1, "succeeded", actor="provider")
+    s.event("attempt_succeeded", to_state="review").event("decide", 1).event("approve", to_state="done", actor="operator")
+    return s.retire()
+
+
 def cancelled_unasked(s: Story, plant: bool) -> Story:
     """Reconciliation ends an expired Attempt cancelled although nobody asked for a cancellation."""
     s.created().dispatched().running(1, 1)
@@ -795,6 +806,7 @@ PLANTED = {
     ),
     "truthful_states": (
         (succeeded_on_the_workers_word, "entered succeeded by the worker, not the provider"),
+        (succeeded_on_a_failing_verdict, "succeeded on verification_failed"),
         (cancelled_unasked, "no cancellation was asked of it"),
         (failed_unclassified, "ended failed with no classified failure domain"),
         (review_of_a_failed_attempt, "entered review while its latest Attempt is failed"),
