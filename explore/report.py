@@ -30,6 +30,8 @@ def summary_lines(result: Exploration) -> list[str]:
         f"  {result.states:,} distinct states, {result.explored:,} explored, {result.transitions:,} transitions,"
         f" maximum depth {result.depth}, {result.quiescent:,} quiescent"
         + (f", {result.pruned:,} steps skipped (their other order was taken)" if result.por else ""),
+        "  the work can finish: "
+        + ("yes, some run ends with every task done" if result.finishes else "no run found that ends with every task done"),
         f"  {result.elapsed_s:.1f} s, {result.states_per_s:,.0f} distinct states per second"
         + (f", {result.spilled:,} states waited on disk" if result.spilled else ""),
         f"  states kept as {result.fingerprint_bits}-bit fingerprints: the chance two of them collided is at most"
@@ -138,6 +140,7 @@ def as_json(result: Exploration) -> dict[str, Any]:
         "transitions": result.transitions,
         "depth": result.depth,
         "quiescent": result.quiescent,
+        "finishes": result.finishes,
         "complete": result.complete,
         "stopped_by": result.stopped_by,
         "elapsed_s": round(result.elapsed_s, 3),

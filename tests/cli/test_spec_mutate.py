@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,8 @@ from shiftchange.lab.mutate import KILLED, SURVIVED, mutate, summary_lines, verd
 from shiftchange.lab.page import render
 from shiftchange.lab.trial import Scale
 from shiftchange.spec.loader import packaged_spec
+
+ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = ("negate_guard", "unfence")
 SMALL = Scale(explore=("workers=1 lost_responses=1",), scenarios=())
@@ -115,3 +118,7 @@ def test_the_whole_shipped_table_at_the_default_scale(tmp_path):
     assert report.per_kind()["unfence"] == (11, 11)
     assert report.base.killed_by is None
     assert 0.5 < report.score < 1.0
+    verdict = (ROOT / "docs" / "mutation-verdict.md").read_text()
+    unargued = [result.mutant.id for result in report.survivors if f"`{result.mutant.id}`" not in verdict]
+    assert not unargued, f"survivors docs/mutation-verdict.md does not name: {unargued}"
+    assert f"{len(report.survivors)} survivors." in verdict

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shiftchange.lab.trial import EXPLORE, SIMULATE, STRUCTURE, Scale, TrialError, run_trial
-from shiftchange.spec.edits import unfence
+from shiftchange.spec.edits import negate_guard, unfence
 from shiftchange.spec.loader import load_spec, packaged_spec
 
 PAUSE = "workers=2 pauses=1"
@@ -49,3 +49,18 @@ def test_a_bad_scale_is_one_typed_error():
         Scale(explore=("workers=9",))
     with pytest.raises(TrialError, match="unknown check 'fuzz'"):
         run_trial(packaged_spec(), checks=("fuzz",))
+
+
+def test_work_can_finish_kills_a_table_that_is_safe_and_useless():
+    """Goal: a grant that asks the opposite of `rate_allows` refuses every call, so every safety invariant holds and no run
+    ends with the task done: the explorer's liveness verdict kills it, and holds for the shipped table."""
+    from shiftchange.lab.trial import FINISHES
+
+    scale = Scale(explore=("workers=1 refusals=1",), scenarios=())
+    base = run_trial(packaged_spec(), scale, label="spec", timelines=False)
+    assert base.verdicts()[("explore", FINISHES)].status == "ok"
+    useless = negate_guard(packaged_spec(), "attempt", 10, "rate_allows")
+    trial = run_trial(useless, scale, label="useless", timelines=False, stop_early=True)
+    assert (trial.killed_by.check, trial.killed_by.name) == ("explore", FINISHES)
+    assert "no run ends with every task done" in trial.killed_by.detail
+    assert all(finding.ok for (check, name), finding in trial.verdicts().items() if name != FINISHES)
