@@ -89,7 +89,10 @@ A stale worker needs two workers and a pause (the unfenced `complete` is found i
 places reaches rows the pause does not (recovery after a crash, cancellation, duplicate delivery, lost calls and answers,
 refusals, failing CI and its retries). Together they fire all but a few of the shipped table's rows; the simulator's
 scenarios reach those (admission's defer and shed, the budget, checkpoints)."""
-DEFAULT_SCENARIOS = ("mixed", "zombie-worker")
+DEFAULT_SCENARIOS = ("mixed", "zombie-worker", "capacity-overload", "cancel-storm")
+"""The simulator's default scenarios: the main job; stale workers (the aimed pause that catches an unfenced completion
+comes up from 300 tasks); admission under overload, the only world that defers and sheds (the mutation analysis found
+every mutant of those rows unreached without it); and cancellation mid-run at scale."""
 DEFAULT_SEEDS = (0,)
 DEFAULT_TASKS = 300
 EXPLORE_TIME_LIMIT_S = 10.0

@@ -55,7 +55,7 @@ SCALE = "full"
 SCALES = {
     # The two configurations that reach an expired lease: a worker paused past its lease, and one that crashed.
     "ci": Scale(explore=("workers=2 pauses=1", "workers=2 crashes=1"), scenarios=(), seeds=()),
-    # `spec diff --run`'s defaults: eight explored configurations, and the simulator's mixed and zombie-worker runs.
+    # `spec diff --run`'s defaults: eight explored configurations, and the simulator's four scenarios (lab.trial.DEFAULT_SCENARIOS).
     "full": Scale(),
 }
 TRIAL = SCALES[SCALE]
