@@ -942,6 +942,10 @@ class _Latest:
     number: int = 0
     state: str | None = None
     cancel_asked: set[str] = field(default_factory=set)
+    reconciled: set[str] = field(default_factory=set)
+    """Attempts that entered Reconciling: they end with reconciliation's findings recorded."""
+    judged: set[str] = field(default_factory=set)
+    """Attempts that left Verifying for an ending: they end with the provider's evidence recorded."""
 
 
 class TruthfulStates(_Fold):
@@ -962,10 +966,13 @@ class TruthfulStates(_Fold):
     - it is `cancelled` only after a cancellation was asked of it;
     - its final record, when `failed`, `quarantined` or `blocked`, carries a
       classified failure domain (and, quarantined, its failure signature);
+    - an Attempt that passed Reconciling ends with its findings recorded, and
+      one the provider's verdict ended, with the evidence;
     - a Task is in `review` only when its latest Attempt succeeded, `blocked` or
       `quarantined` only when its latest Attempt is, `done` only by an
       operator's approval from `review`, `ready` or `cancelled` only by an
-      operator, and never moved back to `inbox`.
+      operator, and never moved back to `inbox`; in review or done it carries
+      the loop's decision `verify`, at rest `stop` or `escalate`, with a reason.
     """
 
     name = "truthful_states"
@@ -982,6 +989,14 @@ class TruthfulStates(_Fold):
     _TASK_MOVED_BY: ClassVar[dict[str, str]] = {"ready": "operator", "cancelled": "operator", "done": "operator"}
     _TASK_LATEST: ClassVar[dict[str, str]] = {"review": "succeeded", "blocked": "blocked", "quarantined": "quarantined"}
     _CLASSIFIED = frozenset({"failed", "quarantined", "blocked"})
+    _DECIDED: ClassVar[dict[str, frozenset[str]]] = {
+        "review": frozenset({"verify"}),
+        "done": frozenset({"verify"}),
+        "escalated": frozenset({"stop", "escalate"}),
+        "blocked": frozenset({"stop", "escalate"}),
+        "quarantined": frozenset({"stop", "escalate"}),
+    }
+    """The loop's decision a task at rest, in review or done carries: the one that put it there, with its reason."""
 
     def _new(self) -> _Latest:
         return _Latest()
@@ -994,6 +1009,10 @@ class TruthfulStates(_Fold):
                 latest.number, latest.state = number, to_state
             if kind == "cancel":
                 latest.cancel_asked.add(event.attempt_id)
+            if to_state == "reconciling":
+                latest.reconciled.add(event.attempt_id)
+            elif event.from_state == "verifying" and to_state in self.sets.attempt_terminal:
+                latest.judged.add(event.attempt_id)
             if event.from_state == to_state or kind == "append":
                 return
             wanted = self._MOVED_BY.get(to_state)
@@ -1031,6 +1050,27 @@ class TruthfulStates(_Fold):
                 self._violation(f"{attempt.attempt_id} was quarantined with no failure signature", _record(attempt), describe(retired))
             elif state == "succeeded" and not attempt.evidence:
                 self._violation(f"{attempt.attempt_id} succeeded with no evidence recorded", _record(attempt), describe(retired))
+            elif latest is not None and state in self.sets.attempt_terminal:
+                if attempt.attempt_id in latest.reconciled and attempt.reconciliation is None:
+                    self._violation(
+                        f"{attempt.attempt_id} ended {state} after reconciling, with no findings recorded",
+                        _record(attempt),
+                        describe(retired),
+                    )
+                elif attempt.attempt_id in latest.judged and not attempt.evidence:
+                    self._violation(
+                        f"{attempt.attempt_id} ended {state} on the provider's verdict, with no evidence recorded",
+                        _record(attempt),
+                        describe(retired),
+                    )
+        task = retired.task
+        wanted = self._DECIDED.get(task.state)
+        if wanted is not None and (task.decision not in wanted or not task.decision_reason):
+            self._violation(
+                f"{task.task_id} is {task.state} but its recorded decision is {task.decision!r} ({_brief(task.decision_reason)}),"
+                f" not one of {', '.join(sorted(wanted))} with its reason",
+                describe(retired),
+            )
 
 
 _CHECKERS: tuple[type[_Fold], ...] = (

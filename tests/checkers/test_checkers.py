@@ -38,6 +38,9 @@ from shiftchange.core import (
 )
 from shiftchange.core.machine import SPEC
 
+DECISIONS = {"attempt_succeeded": "verify", "stop": "stop", "escalate": "escalate", "attempt_quarantined": "escalate",
+             "attempt_blocked": "escalate"}  # fmt: skip
+"""The loop's decision each of its task rows carries out (`core.policy.decide`)."""
 CONTEXT = CheckContext(lease_ttl_s=30.0, attempt_spend_max_usd=5.0, reason_length_min=10)
 WORKSPACE = "repo-a"
 REASON = "lease lost and reconciliation found nothing"
@@ -229,6 +232,13 @@ class Story:
             record.state = after
             if kind == "verified":
                 record.evidence = detail or "ci passed on the head"  # the provider's verdict records its evidence
+            elif kind == "verification_failed":
+                record.evidence = detail or "ci failed on the head"
+            elif kind in ("effects_absent", "effects_landed"):
+                record.reconciliation = kind.removeprefix("effects_")  # reconciliation records its findings
+            decided = DECISIONS.get(kind) if record is self.task else None
+            if decided is not None:  # the loop's decision, written with the row that carries it out
+                record.decision, record.decision_reason = decided, detail or f"the loop decided {decided}"
         self.history.append(event)
         return self
 
@@ -715,6 +725,22 @@ def succeeded_on_a_failing_verdict(s: Story, plant: bool) -> Story:
     return s.retire()
 
 
+def findings_not_recorded(s: Story, plant: bool) -> Story:
+    """Reconciliation fails the expired Attempt but records nothing of what it found: Attempt 2 has nothing to resume from."""
+    s.created().dispatched().running(1, 1).at(31).expired(1).event("decide", 1)
+    if plant:
+        s.attempts[1].reconciliation = None
+    return s.at(40).escalated(1).retire()
+
+
+def escalated_without_its_decision(s: Story, plant: bool) -> Story:
+    """The task rests escalated while its record still says the loop decided to retry: a human reads the wrong reason."""
+    s.created().dispatched().running(1, 1).at(31).expired(1).event("decide", 1).at(40).escalated(1)
+    if plant:
+        s.task.decision = "retry"
+    return s.retire()
+
+
 def cancelled_unasked(s: Story, plant: bool) -> Story:
     """Reconciliation ends an expired Attempt cancelled although nobody asked for a cancellation."""
     s.created().dispatched().running(1, 1)
@@ -808,6 +834,8 @@ PLANTED = {
         (succeeded_on_the_workers_word, "entered succeeded by the worker, not the provider"),
         (succeeded_on_a_failing_verdict, "succeeded on verification_failed"),
         (cancelled_unasked, "no cancellation was asked of it"),
+        (findings_not_recorded, "after reconciling, with no findings recorded"),
+        (escalated_without_its_decision, "its recorded decision is 'retry'"),
         (failed_unclassified, "ended failed with no classified failure domain"),
         (review_of_a_failed_attempt, "entered review while its latest Attempt is failed"),
         (done_without_review, "entered done by the orchestrator"),
