@@ -82,10 +82,10 @@ _REOPENED = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
 WORKER = "worker"
 """The actor whose writes the fence guards: every accepted Attempt event of this actor after its claim is a material write."""
 FENCE_ISSUER = "claim"
+"""The worker's one write that needs no fence: it issues one (a new generation, token and expiry)."""
 VERIFIED = "verified"
 """The provider's passing verdict: by the vocabulary, the one trigger whose meaning is that independent evidence confirmed
 the result (`verification_failed` is its failing verdict)."""
-"""The worker's one write that needs no fence: it issues one (a new generation, token and expiry)."""
 
 
 @dataclass(frozen=True, slots=True)

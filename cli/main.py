@@ -173,6 +173,8 @@ def _spec_review(args: argparse.Namespace) -> int:
     from .spec_diff import run_scale, trial_base
 
     scale = run_scale(args, ("base", "explore", "scenarios", "seeds", "tasks", "shrink_runs"))
+    if scale is not None and Path(args.output).exists() and not Path(args.output).is_dir():
+        raise BadInput(f"-o {args.output} is a file, not a folder")  # said before both trials run, not after
     spec = _load_edited(args)
     base, base_label = trial_base(args.base) if scale is not None else (None, "")
     try:

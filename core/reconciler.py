@@ -109,10 +109,11 @@ class Reconciler:
         # Whether every call has settled is the rows' `calls_settled` guard to decide, not this contract's: a call still
         # in flight leaves the Attempt reconciling, its refusal kept in the history, and the caller asks again later.
         result = self._fail(tx, attempt, attempts, outcome, words, settled)
-        if not result.accepted and "calls_settled" in result.guards:
+        if not result.accepted:
+            # Still Reconciling, its refusal kept: a call in flight (the rows' calls_settled), or a table with no way out
+            # for these findings. Either way nothing is concluded, and the caller asks again.
             return Reconciliation("pending", attempt.state, tuple(findings))
-        if result.accepted:
-            self._settle(tx, found)
+        self._settle(tx, found)
         return Reconciliation(outcome, attempt.state, tuple(findings))
 
     def _record(self, tx: Transaction, found: Found) -> tuple[list[str], int, list[str]]:

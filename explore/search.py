@@ -115,9 +115,9 @@ class Exploration:
     stopped_by: str | None = None
     """None when the search completed; else "violation", "depth", "states", "time" or "interrupted"."""
     counterexample: Counterexample | None = None
-    finishes: bool | None = None
+    finishes: bool = False
     """Whether some state where nothing can happen any more has every task done: the work can still be finished under
-    this table (None: not measured, as by a search over several processes). A safety check holds on a table that refuses
+    this table (False as well when the search stopped before it found one). A safety check holds on a table that refuses
     everything; this is the one liveness question the search answers, the possibility of success (CTL's EF done)."""
     elapsed_s: float = 0.0
     table: Table | None = None

@@ -156,7 +156,8 @@ class MutationReport:
             states = mutant.argument if mutant.kind == "widen_source" else "any state the row leaves"
             return (
                 f"no run of the base presents {mutant.trigger} in {states} ({mutant.machine} row {mutant.row}), so every run plays"
-                " as the base's: a hole in the checks (no configuration or scenario reaches it), whatever the change"
+                " as the base's: a hole in the checks (no configuration or scenario reaches it), unless no call can ever"
+                " present it there (docs/mutation-verdict.md argues which)"
             )
         return f"{mutant.reading()} (the row fired {explored:,} times in the explorations, {simulated:,} in the simulations)"
 

@@ -543,6 +543,7 @@ def _simulate(
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.core.table import Table
     from shiftchange.sim.coverage import CoverageSink
+    from shiftchange.sim.network import rejected_so_far
     from shiftchange.sim.scenarios import scenario_config
     from shiftchange.sim.world import play
 
@@ -564,11 +565,13 @@ def _simulate(
         runs += 1
         try:
             sink = CoverageSink(spec) if coverage else None
+            rejected = rejected_so_far()
             outcome = play(config, seed, scenario, series=False, table=table, history_sink=sink)
             if sink is not None:
                 counts = sink.tally.counts()
                 _add(fired, counts["fired"])
-                presented[unit(scenario, seed)] = _pairs(counts["presented"])
+                if rejected_so_far() == rejected:  # a rejected call rolled back: what it presented left no event to count
+                    presented[unit(scenario, seed)] = _pairs(counts["presented"])
         except Exception as error:  # a table that makes the core raise is a failure, not a traceback
             statuses.setdefault(CRASHED, []).append((VIOLATED, f"{where}: {type(error).__name__}: {error}"))
             if kills is not None and kills(CRASHED):

@@ -154,9 +154,25 @@ class Transport:
         return answer, back_s
 
 
+_rejected = 0
+"""Contract calls this process's simulations answered with `Rejected` (see `rejected_so_far`)."""
+
+
+def rejected_so_far() -> int:
+    """How many calls this process's simulations have answered with `Rejected`, counting from its start.
+
+    A call rejected by a typed core error rolled its transaction back: whatever row it consulted left no event. The
+    mutation analysis (`lab.trial`) reads it before and after a run, and keeps no record of what a run presented to the
+    table when the count moved, so that a presentation it could not see never lets a mutant's run be skipped.
+    """
+    return _rejected
+
+
 def deliver(contract: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run one contract call at the orchestrator; a typed core error becomes a `Rejected` answer."""
+    global _rejected
     try:
         return contract(*args, **kwargs)
     except CoreError as error:
+        _rejected += 1
         return Rejected(f"{type(error).__name__}: {error}")

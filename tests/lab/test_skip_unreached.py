@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from shiftchange.lab.mutants import Mutant, mutants_of
-from shiftchange.lab.mutate import KILLED, SURVIVED, _derived, _unreached, mutate, verdicts_of
+from shiftchange.lab.mutate import KILLED, SURVIVED, _derived, _Job, _unreached, mutate, run_job, verdicts_of
 from shiftchange.lab.trial import Scale, run_trial
 from shiftchange.spec.loader import packaged_spec
 
@@ -55,3 +55,27 @@ def test_a_mutant_that_moves_a_derived_state_set_skips_nothing():
     assert _unreached(spec, elsewhere, presented, derived) == frozenset({("explore", "x")})
     claim = by_id["attempt-5-drop_guard-backoff_elapsed"]
     assert _unreached(spec, claim, presented, derived) == frozenset()
+
+
+@pytest.mark.heavy
+def test_a_widened_or_moved_row_skips_only_runs_that_would_play_as_the_base():
+    """Goal: the widening's branch (only the added state can differ) and moved destinations, on a sample of each kind,
+    give the same verdict skipping as playing every run; some runs are skipped, so the comparison is not vacuous."""
+    spec = packaged_spec()
+    base = run_trial(spec, SCALE, label="spec", timelines=False, coverage=True)
+    expected = tuple(sorted(key for key, finding in base.verdicts().items() if not finding.ok))
+    presented = {(run.check, name): pairs for run in base.checks for name, pairs in run.presented.items()}
+    derived = _derived(spec)
+    sample = [m for kind in ("widen_source", "move_dest") for m in mutants_of(spec, (kind,))[::23]]
+    skipped = 0
+    for index, mutant in enumerate(sample):
+        unreached = _unreached(spec, mutant, presented, derived)
+        skipping = run_job(_Job(index, spec, mutant, SCALE, expected, None, unreached))
+        playing = run_job(_Job(index, spec, mutant, SCALE, expected, None, frozenset()))
+        assert (skipping["status"], skipping["check"], skipping["invariant"]) == (
+            playing["status"],
+            playing["check"],
+            playing["invariant"],
+        ), mutant.id
+        skipped += sum(spent["skipped"] for spent in skipping["checks"].values())
+    assert len(sample) >= 30 and skipped > 0
