@@ -939,6 +939,7 @@ class CompleteAudit(_Fold):
 class _Latest:
     """A task's latest Attempt as its accepted events left it, and the Attempts a cancellation was asked of."""
 
+    attempt_id: str | None = None
     number: int = 0
     state: str | None = None
     cancel_asked: set[str] = field(default_factory=set)
@@ -1003,28 +1004,31 @@ class TruthfulStates(_Fold):
 
     def _on_event(self, latest: _Latest, event: Event) -> None:
         kind, to_state = event.kind, event.to_state
-        if _attempt_level(event):
-            number = _number(event.attempt_id)
-            if number >= latest.number:
-                latest.number, latest.state = number, to_state
+        attempt_id = event.attempt_id
+        if attempt_id is not None and kind != "decide":  # an Attempt's event (`_attempt_level`), on the simulator's hot path
+            if attempt_id != latest.attempt_id and _number(attempt_id) > latest.number:
+                latest.attempt_id, latest.number = attempt_id, _number(attempt_id)
+            if attempt_id == latest.attempt_id:
+                latest.state = to_state
             if kind == "cancel":
-                latest.cancel_asked.add(event.attempt_id)
+                latest.cancel_asked.add(attempt_id)
+            from_state = event.from_state
+            if from_state == to_state or kind == "append":
+                return  # most events write in place: nothing entered a state
             if to_state == "reconciling":
-                latest.reconciled.add(event.attempt_id)
-            elif event.from_state == "verifying" and to_state in self.sets.attempt_terminal:
-                latest.judged.add(event.attempt_id)
-            if event.from_state == to_state or kind == "append":
-                return
+                latest.reconciled.add(attempt_id)
+            elif from_state == "verifying" and to_state in self.sets.attempt_terminal:
+                latest.judged.add(attempt_id)
             wanted = self._MOVED_BY.get(to_state)
             if wanted is not None and event.actor != wanted:
-                self._violation(f"{event.attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
+                self._violation(f"{attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
             if to_state == "succeeded" and kind != VERIFIED:
-                self._violation(f"{event.attempt_id} succeeded on {kind}, not on the provider's passing verdict", describe(event))
+                self._violation(f"{attempt_id} succeeded on {kind}, not on the provider's passing verdict", describe(event))
             source = self._MOVED_FROM.get(to_state)
-            if source is not None and event.from_state != source:
-                self._violation(f"{event.attempt_id} entered {to_state} from {event.from_state}, not from {source}", describe(event))
-            if to_state == "cancelled" and event.attempt_id not in latest.cancel_asked:
-                self._violation(f"{event.attempt_id} was cancelled, but no cancellation was asked of it", describe(event))
+            if source is not None and from_state != source:
+                self._violation(f"{attempt_id} entered {to_state} from {from_state}, not from {source}", describe(event))
+            if to_state == "cancelled" and attempt_id not in latest.cancel_asked:
+                self._violation(f"{attempt_id} was cancelled, but no cancellation was asked of it", describe(event))
             return
         if event.attempt_id is not None or event.from_state == to_state or kind == "create":
             return  # `decide` names an Attempt and moves nothing; `create` puts a task in its inbox

@@ -74,7 +74,8 @@ class Counts:
     spilled: int = 0
     pruned: int = 0
     finished: int = 0
-    """Arrivals at a state where nothing can happen any more with every task done (`Exploration.finishes`)."""
+    """Nonzero once a state where nothing can happen any more had every task done (`Exploration.finishes`); counting
+    stops at the first, since only whether there is one is asked."""
     findings: list[tuple[bytes, tuple[str, ...], Finding]] = field(default_factory=list)
 
     def add(self, other: Counts) -> None:
@@ -153,7 +154,7 @@ class Partition:
         shape = key if self.symmetry else fingerprint(world, True)
         actions = tuple(world.actions())
         if not actions:
-            self.counts.finished += finished(world)
+            self._ended(world)
         finding = judge(world, not actions)
         if self.owns(shape):
             self.seen.add(key)
@@ -218,10 +219,15 @@ class Partition:
             self.stuck.add(shape)
             counts.quiescent += 1
             ended = self.snapshots.loads(data)
-            counts.finished += finished(ended)
+            self._ended(ended)
             finding = judge(ended, True)
             if finding is not None:
                 counts.findings.append((rank + ENDED_RANK, path, finding))
+
+    def _ended(self, world: World) -> None:
+        """A state where nothing can happen any more: whether the work finished there, until one is found."""
+        if not self.counts.finished:
+            self.counts.finished += finished(world)
 
     def _any_moves(self, data: bytes, shape: int, asleep: frozenset[str]) -> bool:
         """Whether one of the steps asleep in a state whose every step taken leads back to it leads elsewhere."""
@@ -252,8 +258,8 @@ class Partition:
         else:
             actions = tuple(child.actions())
             quiescent = not actions
-        if quiescent and not self.counts.finished:
-            self.counts.finished += finished(child)
+        if quiescent:
+            self._ended(child)
         finding = None if unchanged and not quiescent else judge(child, quiescent)
         if finding is not None:
             self.counts.findings.append((rank, path, finding))

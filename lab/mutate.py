@@ -17,16 +17,18 @@ the same verdicts, and the report is sorted by mutant, not by completion.
 A mutant is played only where it can differ from the base. The core consults
 a row only when a call presents the row's trigger in one of its states, and
 every run is deterministic; so a run of the base in which no call presented
-the trigger in any state where the mutant's row decides otherwise (its
-sources; for a widening, the one state it adds) plays, under the mutant, call for call as it did under the
-base, and cannot kill it. The base's trial records what each of its runs
-presented (`CheckRun.presented`), and each mutant skips the runs its change
-cannot reach. Two conditions keep this exact: the mutant compiles to the same
-derived sets as the base (the fenced triggers, the leased, expirable and
-active states, ...: read everywhere, not only at the row), else it skips
-nothing; and an exploration the base did not search to its end, or that found
-a violation, records nothing and is never skipped. A survivor whose row no
-run reached reads so: a hole in the checks, not a finding about the row.
+the trigger where the mutant's row decides otherwise (its sources; for a
+widening, only the state it adds) plays under the mutant call for call as it
+did under the base, and cannot kill it. The base's trial records what each of
+its runs presented (`CheckRun.presented`), and each mutant skips the runs its
+change cannot reach. Three conditions keep this exact: the mutant compiles to
+the same derived sets as the base (the fenced triggers, the leased,
+expirable and active states, ...: read everywhere, not only at the row), else
+it skips nothing; an exploration the base did not search to its end, or that
+found a violation, records nothing and is never skipped; and neither is a
+simulated run in which a call was rejected (its rolled-back transaction left
+no event to count). A survivor no run reached reads so: a hole in the checks,
+unless no call can ever present its trigger there.
 
 A mutant killed by the explorer or the simulator has replay commands, which
 name it by a folder: it is written under `out`/ID (a survivor too, so a
