@@ -83,6 +83,8 @@ WORKER = "worker"
 """The actor whose writes the fence guards: every accepted Attempt event of this actor after its claim is a material write."""
 FENCE_ISSUER = "claim"
 """The worker's one write that needs no fence: it issues one (a new generation, token and expiry)."""
+CONTRADICTORY = "contradictory_evidence"
+"""The failure domain of evidence that cannot all be true (spec/failure_domains.toml): what a blocked Attempt carries."""
 VERIFIED = "verified"
 """The provider's passing verdict: by the vocabulary, the one trigger whose meaning is that independent evidence confirmed
 the result (`verification_failed` is its failing verdict)."""
@@ -947,6 +949,10 @@ class _Latest:
     """Attempts that entered Reconciling: they end with reconciliation's findings recorded."""
     judged: set[str] = field(default_factory=set)
     """Attempts that left Verifying for an ending: they end with the provider's evidence recorded."""
+    promised: dict[str, float] = field(default_factory=dict)
+    """Each leased Attempt's expiry as its claim and accepted renewals promised it (claim or renewal time plus the TTL)."""
+    entered: dict[str, set[str]] = field(default_factory=dict)
+    """The states each Attempt entered that its final record must bear out (running: a start; verifying: a result)."""
 
 
 class TruthfulStates(_Fold):
@@ -960,20 +966,37 @@ class TruthfulStates(_Fold):
     - an Attempt is `admitted` only by the orchestrator's admission, from `queued`;
     - it is `running` or `verifying` only by its worker (the lease holder starts
       it, and reports the result that verification then checks);
-    - it is `suspect` only by the reaper (its lease expired);
+    - it is `claimed` only by a worker, from `admitted` (a claim takes an
+      Attempt no one held), and `running` only from `claimed`, with its start
+      recorded; it never goes back to `queued`;
+    - it is `verifying` only with the result its holder reported recorded;
+    - it is `suspect` only by the reaper, from a holder's state, once the lease
+      its claim and accepted renewals promised has run out, and never once a
+      cancellation was asked of it (a cancellation has its own time-out);
+    - it is `cancelling` only by an operator;
+    - it is `reconciling` only from a holder's state or `suspect` (an Attempt
+      whose run may have acted unseen), and it leaves Reconciling only for an
+      ending; an Attempt whose run may have acted ends only through
+      Reconciling or Verifying, never straight from a holder's state;
+    - a lease confers authority only in a holder's state: an Attempt leaves
+      those states with its lease ended (its expiry not after the move), and a
+      worker's write that leaves it there finds its lease current;
     - it `succeeded` only on the provider's passing verdict (`verified`, the
       vocabulary's one trigger that means it), from `verifying`; and its final
       record carries that evidence;
     - it is `cancelled` only after a cancellation was asked of it;
     - its final record, when `failed`, `quarantined` or `blocked`, carries a
-      classified failure domain (and, quarantined, its failure signature);
+      classified failure domain; quarantined, a failure signature that repeats
+      the Attempts before it beyond the task's budget (poison); blocked, the
+      contradictory evidence and its domain;
     - an Attempt that passed Reconciling ends with its findings recorded, and
       one the provider's verdict ended, with the evidence;
     - a Task is in `review` only when its latest Attempt succeeded, `blocked` or
       `quarantined` only when its latest Attempt is, `done` only by an
-      operator's approval from `review`, `ready` or `cancelled` only by an
-      operator, and never moved back to `inbox`; in review or done it carries
-      the loop's decision `verify`, at rest `stop` or `escalate`, with a reason.
+      operator's approval (`approve`) from `review`, `cancelled` only on an
+      operator's `cancel`, `ready` only by an operator, and never moved back to
+      `inbox`; in review or done it carries the loop's decision `verify`, at
+      rest `stop` or `escalate`, with a reason.
     """
 
     name = "truthful_states"
@@ -981,13 +1004,28 @@ class TruthfulStates(_Fold):
 
     _MOVED_BY: ClassVar[dict[str, str]] = {
         "admitted": "orchestrator",
+        "claimed": WORKER,
         "running": WORKER,
         "verifying": WORKER,
         "suspect": "reaper",
+        "cancelling": "operator",
         "succeeded": "provider",
     }
-    _MOVED_FROM: ClassVar[dict[str, str]] = {"admitted": "queued", "succeeded": "verifying"}
+    _MOVED_FROM: ClassVar[dict[str, frozenset[str]]] = {
+        "admitted": frozenset({"queued"}),
+        "claimed": frozenset({"admitted"}),
+        "running": frozenset({"claimed"}),
+        "suspect": frozenset({"claimed", "running"}),
+        "reconciling": frozenset({"claimed", "running", "cancelling", "suspect"}),
+        "succeeded": frozenset({"verifying"}),
+    }
+    """Where a state is entered from. Reconciling: a holder's states (the packaged table's leased ones) and suspect."""
+    _MAY_HAVE_ACTED = frozenset({"claimed", "running"})
+    """A holder's working states: an Attempt in one may have acted unseen, so it ends only through Reconciling (or
+    Verifying, on a result). From suspect and cancelling the same is suspect_then_reconcile's and cancel_is_final's."""
+    _BORNE_OUT = frozenset({"running", "verifying"})
     _TASK_MOVED_BY: ClassVar[dict[str, str]] = {"ready": "operator", "cancelled": "operator", "done": "operator"}
+    _TASK_ENTERED_ON: ClassVar[dict[str, str]] = {"done": "approve", "cancelled": "cancel"}
     _TASK_LATEST: ClassVar[dict[str, str]] = {"review": "succeeded", "blocked": "blocked", "quarantined": "quarantined"}
     _CLASSIFIED = frozenset({"failed", "quarantined", "blocked"})
     _DECIDED: ClassVar[dict[str, frozenset[str]]] = {
@@ -1014,21 +1052,18 @@ class TruthfulStates(_Fold):
                 latest.cancel_asked.add(attempt_id)
             from_state = event.from_state
             if from_state == to_state or kind == "append":
-                return  # most events write in place: nothing entered a state
-            if to_state == "reconciling":
-                latest.reconciled.add(attempt_id)
-            elif from_state == "verifying" and to_state in self.sets.attempt_terminal:
-                latest.judged.add(attempt_id)
-            wanted = self._MOVED_BY.get(to_state)
-            if wanted is not None and event.actor != wanted:
-                self._violation(f"{attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
-            if to_state == "succeeded" and kind != VERIFIED:
-                self._violation(f"{attempt_id} succeeded on {kind}, not on the provider's passing verdict", describe(event))
-            source = self._MOVED_FROM.get(to_state)
-            if source is not None and from_state != source:
-                self._violation(f"{attempt_id} entered {to_state} from {from_state}, not from {source}", describe(event))
-            if to_state == "cancelled" and attempt_id not in latest.cancel_asked:
-                self._violation(f"{attempt_id} was cancelled, but no cancellation was asked of it", describe(event))
+                if kind == "renew":
+                    latest.promised[attempt_id] = event.at + self.context.lease_ttl_s
+                # most events write in place: nothing entered a state; a worker's write that leaves its Attempt in a
+                # holder's state must find the lease current (a report that ended the run, left running, does not)
+                expires_at = event.expires_at
+                if event.actor == WORKER and expires_at is not None and expires_at <= event.at and to_state in self.sets.leased:
+                    self._violation(
+                        f"{attempt_id} stayed {to_state} on the worker's {kind} with its lease ended at t={expires_at:.2f}",
+                        describe(event),
+                    )
+                return
+            self._entered(latest, event, attempt_id, kind, from_state, to_state)
             return
         if event.attempt_id is not None or event.from_state == to_state or kind == "create":
             return  # `decide` names an Attempt and moves nothing; `create` puts a task in its inbox
@@ -1039,19 +1074,83 @@ class TruthfulStates(_Fold):
             self._violation(f"{event.task_id} entered {to_state} by the {event.actor}, not an {wanted}", describe(event))
         if to_state == "done" and event.from_state != "review":
             self._violation(f"{event.task_id} was done from {event.from_state}, never reviewed", describe(event))
+        trigger = self._TASK_ENTERED_ON.get(to_state)
+        if trigger is not None and kind != trigger:
+            self._violation(f"{event.task_id} entered {to_state} on {kind}, not on the operator's {trigger}", describe(event))
         needed = self._TASK_LATEST.get(to_state)
         if needed is not None and latest.state != needed:
             self._violation(f"{event.task_id} entered {to_state} while its latest Attempt is {latest.state}, not {needed}", describe(event))
 
+    def _entered(self, latest: _Latest, event: Event, attempt_id: str, kind: str, from_state: str | None, to_state: str) -> None:
+        """An Attempt moved from one state into another: who moved it, from where, with what authority left."""
+        sets = self.sets
+        terminal = sets.attempt_terminal
+        if from_state in terminal:
+            return  # an ended Attempt rewritten is append_only_attempts' to judge
+        if to_state == "reconciling":
+            latest.reconciled.add(attempt_id)
+        elif from_state == "verifying" and to_state in terminal:
+            latest.judged.add(attempt_id)
+        if to_state in self._BORNE_OUT:
+            latest.entered.setdefault(attempt_id, set()).add(to_state)
+        if to_state == "claimed":
+            latest.promised[attempt_id] = event.at + self.context.lease_ttl_s
+        elif to_state == "suspect":
+            promised = latest.promised.get(attempt_id)
+            if promised is not None and event.at < promised:
+                self._violation(
+                    f"{attempt_id} became suspect at t={event.at:.2f}, but its claim and renewals gave it a lease until t={promised:.2f}",
+                    describe(event),
+                )
+        wanted = self._MOVED_BY.get(to_state)
+        if wanted is not None and event.actor != wanted:
+            self._violation(f"{attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
+        if to_state == "succeeded" and kind != VERIFIED:
+            self._violation(f"{attempt_id} succeeded on {kind}, not on the provider's passing verdict", describe(event))
+        sources = self._MOVED_FROM.get(to_state)
+        if sources is not None and from_state not in sources:
+            self._violation(f"{attempt_id} entered {to_state} from {from_state}, not from {' or '.join(sorted(sources))}", describe(event))
+        if to_state == "queued":
+            self._violation(f"{attempt_id} went back to queued from {from_state}", describe(event))
+        if from_state == "reconciling" and to_state not in terminal:
+            self._violation(f"{attempt_id} left Reconciling for {to_state}, not for an ending", describe(event))
+        if from_state in self._MAY_HAVE_ACTED and to_state in terminal and event.actor != "reaper":  # an expiry: suspect_then_reconcile's
+            self._violation(
+                f"{attempt_id} ended {to_state} straight from {from_state}: its run may have acted, and nothing reconciled it",
+                describe(event),
+            )
+        if to_state == "suspect" and attempt_id in latest.cancel_asked:
+            self._violation(f"{attempt_id} became suspect after a cancellation was asked of it", describe(event))
+        expires_at = event.expires_at
+        if from_state in sets.leased and to_state not in sets.leased and expires_at is not None and expires_at > event.at:
+            self._violation(
+                f"{attempt_id} left {from_state} for {to_state} with its lease still current until t={expires_at:.2f}",
+                describe(event),
+            )
+        if to_state == "cancelled" and attempt_id not in latest.cancel_asked:
+            self._violation(f"{attempt_id} was cancelled, but no cancellation was asked of it", describe(event))
+
     def _on_retired(self, latest: _Latest | None, retired: Retired) -> None:
-        for attempt in retired.attempts:
+        attempts = retired.attempts
+        for index, attempt in enumerate(attempts):
             state = attempt.state
+            if latest is not None:
+                self._borne_out(latest, attempt, retired)
             if state in self._CLASSIFIED and attempt.failure_domain is None:
                 self._violation(
                     f"{attempt.attempt_id} ended {state} with no classified failure domain", _record(attempt), describe(retired)
                 )
-            elif state == "quarantined" and not attempt.failure_signature:
-                self._violation(f"{attempt.attempt_id} was quarantined with no failure signature", _record(attempt), describe(retired))
+            elif state == "quarantined" and not _poison(attempts[:index], attempt, retired.task.budget.repeated_signatures_max):
+                self._violation(
+                    f"{attempt.attempt_id} was quarantined, but its failure signature {_brief(attempt.failure_signature)} does not"
+                    f" repeat the Attempts before it beyond the task's budget ({retired.task.budget.repeated_signatures_max})",
+                    _record(attempt),
+                    describe(retired),
+                )
+            elif state == "blocked" and (attempt.failure_domain != CONTRADICTORY or not attempt.evidence):
+                self._violation(
+                    f"{attempt.attempt_id} ended blocked without contradictory evidence recorded", _record(attempt), describe(retired)
+                )
             elif state == "succeeded" and not attempt.evidence:
                 self._violation(f"{attempt.attempt_id} succeeded with no evidence recorded", _record(attempt), describe(retired))
             elif latest is not None and state in self.sets.attempt_terminal:
@@ -1075,6 +1174,33 @@ class TruthfulStates(_Fold):
                 f" not one of {', '.join(sorted(wanted))} with its reason",
                 describe(retired),
             )
+
+    def _borne_out(self, latest: _Latest, attempt: Attempt, retired: Retired) -> None:
+        entered = latest.entered.get(attempt.attempt_id)
+        if not entered:
+            return
+        if "running" in entered and attempt.started_at is None:
+            self._violation(f"{attempt.attempt_id} was running, but no start is recorded", _record(attempt), describe(retired))
+        if "verifying" in entered and attempt.result is None:
+            self._violation(
+                f"{attempt.attempt_id} was verifying, but no result of its holder's is recorded", _record(attempt), describe(retired)
+            )
+
+
+def _poison(earlier: list[Attempt] | tuple[Attempt, ...], attempt: Attempt, repeats_max: int) -> bool:
+    """Whether `attempt`'s failure signature ends a run of identical ones (over the failed and quarantined Attempts before
+    it) longer than the budget's `repeated_signatures_max`: the chapter's poison, counted from the records."""
+    signature = attempt.failure_signature
+    if not signature:
+        return False
+    run = 1
+    for before in reversed(earlier):
+        if before.state not in ("failed", "quarantined"):
+            continue
+        if before.failure_signature != signature:
+            break
+        run += 1
+    return run > repeats_max
 
 
 _CHECKERS: tuple[type[_Fold], ...] = (

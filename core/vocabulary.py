@@ -484,8 +484,18 @@ def _record_failure_report(call: Call) -> None:
 
 @effect("attempt", "revoke_authority", material=True)
 def _revoke_authority(call: Call) -> None:
-    """The lease holder's run ends here: its end and how long it ran are stamped; the row's destination is no longer leased."""
-    call.writes.update(ended_at=call.now, elapsed_s=call.context.elapsed_s(call.attempt, call.now))
+    """The lease holder's run ends here: its end and how long it ran are stamped, and the lease ends with it.
+
+    The lease's expiry comes forward to now (never later than it was), so `lease_current` holds for no call after this
+    row, whatever state a later row leaves the Attempt in: authority is ended by the record, not only by the row's
+    destination being a state no renewal leaves.
+    """
+    attempt, now = call.attempt, call.now
+    expires_at = attempt.expires_at
+    writes = call.writes
+    writes.update(ended_at=now, elapsed_s=call.context.elapsed_s(attempt, now))
+    if expires_at is not None and expires_at > now:
+        writes["expires_at"] = now
 
 
 @effect(

@@ -11,7 +11,8 @@ Two judges watch, and neither trusts the implementation's own account:
 
 - The model. It knows what the machine did and what came back, and keeps
   the authority facts independently: each lease it was handed, the expiry
-  it computed for it (claim or renewal time plus `lease_ttl_s`), the highest
+  it computed for it (claim or renewal time plus `lease_ttl_s`, brought
+  forward to the moment a row revokes the holder's authority), the highest
   generation of each task, which Attempts were cancelled and which
   completed, what each terminal Attempt looked like when it ended, and each
   worker's health probes. Every answer is checked against it and against
@@ -92,6 +93,8 @@ SOURCES: dict[str, frozenset[str]] = {
 """For each Attempt trigger, the states it has a row from: from any other state it must be refused."""
 LEASED = SOURCES["renew"]
 EXPIRABLE = SOURCES["expire"]
+REVOKING = frozenset(row.trigger for _source, _dest, row in _SPEC.attempt.edges() if "revoke_authority" in row.effects)
+"""Triggers whose rows end the holder's run: its lease ends with them (`revoke_authority`)."""
 WORKING = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
 """States that do or await work: a cancelled Attempt never enters one again."""
 RESTING = frozenset(name for name, state in _SPEC.task.states.items() if state.resting)
@@ -491,6 +494,9 @@ class OrchestratorMachine(RuleBasedStateMachine):
             expect(authority is None, f"{trigger} on {attempt_id} ({before}) with generation {generation} was accepted, but {authority}")
             if trigger == "complete":
                 self.completed.add(attempt_id)
+            if trigger in REVOKING:  # the holder's run ends here, and its lease with it
+                held = self.held[attempt_id]
+                held.expires_at = min(held.expires_at, self.clock.now())
             if trigger == "renew":
                 expect(isinstance(result, Renewal), f"an accepted renewal returned {result!r}")
                 now = self.clock.now()
@@ -596,6 +602,9 @@ class OrchestratorMachine(RuleBasedStateMachine):
         }
         moved = set(self.orchestrator.reap())
         expect_equal(moved, due, f"what the reaper moved at t={now:g}")
+        for attempt_id, _state in due:  # an expiry or a timed-out cancellation ends the holder's run and its lease
+            held = self.held[attempt_id]
+            held.expires_at = min(held.expires_at, now)
 
     # ------------------------------------------------------------ drawing live objects
 

@@ -201,6 +201,7 @@ class Story:
         detail: str = "",
         from_state: str | None = None,
         operation_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Story:
         """One event; from_state defaults to the tracked record's state, to_state to an in-place write.
 
@@ -226,6 +227,7 @@ class Story:
             detail,
             None if accepted else "stale_fence",
             not accepted,
+            expires_at=expires_at,
             operation_key=operation_key,
         )
         if accepted:
@@ -236,6 +238,10 @@ class Story:
                 record.evidence = detail or "ci failed on the head"
             elif kind in ("effects_absent", "effects_landed"):
                 record.reconciliation = kind.removeprefix("effects_")  # reconciliation records its findings
+            elif kind == "start":
+                record.started_at = self.now  # the start is recorded
+            elif kind == "complete":
+                record.result = detail or "the pull request is open"  # the holder's reported result
             decided = DECISIONS.get(kind) if record is self.task else None
             if decided is not None:  # the loop's decision, written with the row that carries it out
                 record.decision, record.decision_reason = decided, detail or f"the loop decided {decided}"
@@ -288,9 +294,12 @@ class Story:
         accepted: bool = True,
         detail: str = "",
         operation_key: str | None = None,
+        expires_at: float | None = None,
     ) -> Story:
         worker_id = self.attempts[number].worker_id
-        return self.event(kind, number, to_state, accepted, generation, "worker", worker_id, detail, operation_key=operation_key)
+        return self.event(
+            kind, number, to_state, accepted, generation, "worker", worker_id, detail, operation_key=operation_key, expires_at=expires_at
+        )
 
     def granted(self, number: int, generation: int, key: str, accepted: bool = True) -> Story:
         self.fenced("grant_tool", number, generation, accepted=accepted, detail=key, operation_key=key)
@@ -777,6 +786,109 @@ def done_without_review(s: Story, plant: bool) -> Story:
     return s.event("attempt_succeeded", to_state="done").event("decide", 1).retire()
 
 
+def failure_report_keeps_the_lease(s: Story, plant: bool) -> Story:
+    """The worker's failure report moves its Attempt into Reconciling with the lease still current until t=30 (near miss: the
+    report ends the lease at t=5)."""
+    s.created().dispatched().running(1, 1)
+    attempt = s.attempts[1]
+    attempt.failure_domain, attempt.failure_signature = "executor", "worker crashed"
+    s.at(5).fenced("report_failure", 1, 1, "reconciling", expires_at=30.0 if plant else 5.0)
+    return s.event("effects_absent", 1, "failed").event("decide", 1).escalated(1).retire()
+
+
+def report_leaves_it_running(s: Story, plant: bool) -> Story:
+    """The failure report ends the lease at t=5 but leaves the Attempt running (near miss: it leaves for Reconciling)."""
+    s.created().dispatched().running(1, 1)
+    attempt = s.attempts[1]
+    attempt.failure_domain, attempt.failure_signature = "executor", "worker crashed"
+    s.at(5).fenced("report_failure", 1, 1, None if plant else "reconciling", expires_at=5.0)
+    if plant:
+        return s.at(31).expired(1).event("decide", 1).escalated(1).retire()
+    return s.event("effects_absent", 1, "failed").event("decide", 1).escalated(1).retire()
+
+
+def receipt_claims_again(s: Story, plant: bool) -> Story:
+    """A receipt sends a running Attempt back to claimed (near miss: it writes in place)."""
+    s.created().dispatched().running(1, 1)
+    s.at(5).fenced("record_receipt", 1, 1, "claimed" if plant else None)
+    if plant:
+        s.fenced("start", 1, 1, "running")
+    return s.at(10).succeeded(1, 1).retire()
+
+
+def verifying_without_a_result(s: Story, plant: bool) -> Story:
+    """A renewal moves the Attempt into verifying: verification then judges a result nobody reported (near miss: complete)."""
+    s.created().dispatched().running(1, 1)
+    s.at(5).fenced("renew" if plant else "complete", 1, 1, "verifying")
+    s.event("verified", 1, "succeeded", actor="provider")
+    s.event("attempt_succeeded", to_state="review").event("decide", 1).event("approve", to_state="done", actor="operator")
+    return s.retire()
+
+
+def blocked_on_a_failing_verdict(s: Story, plant: bool) -> Story:
+    """A failing CI verdict blocks the Attempt: blocked with evidence, but of a failure, not of a contradiction (near miss:
+    two pull requests for one key, contradictory)."""
+    s.created().dispatched().running(1, 1).at(5).fenced("complete", 1, 1, "verifying")
+    attempt = s.attempts[1]
+    if plant:
+        attempt.failure_domain, attempt.failure_signature = "validation", "test_port fails"
+        s.event("verification_failed", 1, "blocked", actor="provider")
+    else:
+        attempt.failure_domain, attempt.failure_signature = "contradictory_evidence", "evidence:create-pr: 2 effects"
+        attempt.evidence = "create-pr: 2 effects"
+        s.event("evidence_contradictory", 1, "blocked")
+    return s.event("attempt_blocked", to_state="blocked").event("decide", 1).retire()
+
+
+def quarantined_at_first_failure(s: Story, plant: bool) -> Story:
+    """Attempt 1's first failure is dead-lettered: its signature repeats nothing (near miss: Attempt 2 repeats Attempt 1's)."""
+    s.created().dispatched().running(1, 1)
+    attempt = s.attempts[1]
+    attempt.failure_domain, attempt.failure_signature = "validation", "test_port fails"
+    s.at(5).fenced("report_failure", 1, 1, "reconciling")
+    if plant:
+        s.event("effects_absent", 1, "quarantined").event("attempt_quarantined", to_state="quarantined").event("decide", 1)
+        return s.retire()
+    s.event("effects_absent", 1, "failed").event("decide", 1)
+    s.at(10).retried(2, "the port is reused without SO_REUSEADDR", backoff_s=0.0).running(2, 2)
+    s.attempts[2].failure_domain, s.attempts[2].failure_signature = "validation", "test_port fails"
+    s.at(15).fenced("report_failure", 2, 2, "reconciling").event("effects_absent", 2, "quarantined")
+    return s.event("attempt_quarantined", to_state="quarantined").event("decide", 2).retire()
+
+
+def suspect_while_renewed(s: Story, plant: bool) -> Story:
+    """The reaper makes the Attempt suspect at t=40 although a renewal at t=20 gave it a lease until t=50 (near miss: t=50)."""
+    s.created().dispatched().running(1, 1).at(20).fenced("renew", 1, 1)
+    return s.at(40 if plant else 50).expired(1).event("decide", 1).escalated(1).retire()
+
+
+def failure_report_straight_to_failed(s: Story, plant: bool) -> Story:
+    """The worker's failure report ends the Attempt failed at once: a call of its may still land (near miss: Reconciling)."""
+    s.created().dispatched().running(1, 1)
+    attempt = s.attempts[1]
+    attempt.failure_domain, attempt.failure_signature = "executor", "worker crashed"
+    if plant:
+        s.at(5).fenced("report_failure", 1, 1, "failed")
+    else:
+        s.at(5).fenced("report_failure", 1, 1, "reconciling").event("effects_absent", 1, "failed")
+    return s.event("decide", 1).escalated(1).retire()
+
+
+def cancelling_by_the_orchestrator(s: Story, plant: bool) -> Story:
+    """The orchestrator puts a running Attempt into cancelling on its own (near miss: the operator's cancel)."""
+    s.created().dispatched().running(1, 1)
+    s.at(5).event("cancel", 1, "cancelling", actor="orchestrator" if plant else "operator")
+    s.at(6).fenced("cancel_acknowledged", 1, 1, "reconciling").event("effects_absent", 1, "cancelled")
+    return s.event("cancel", to_state="cancelled", actor="operator").retire()
+
+
+def done_on_a_rejection(s: Story, plant: bool) -> Story:
+    """The reviewer's rejection (`request_changes`) lands the task in done (near miss: the reviewer's approval)."""
+    s.created().dispatched().running(1, 1).at(5).fenced("complete", 1, 1, "verifying")
+    s.event("verified", 1, "succeeded", actor="provider").event("attempt_succeeded", to_state="review").event("decide", 1)
+    return s.event("request_changes" if plant else "approve", to_state="done", actor="operator").retire()
+
+
 PLANTED = {
     "single_owner": (
         (claim_during_a_live_lease, "two owners"),
@@ -839,6 +951,16 @@ PLANTED = {
         (failed_unclassified, "ended failed with no classified failure domain"),
         (review_of_a_failed_attempt, "entered review while its latest Attempt is failed"),
         (done_without_review, "entered done by the orchestrator"),
+        (failure_report_keeps_the_lease, "with its lease still current until t=30.00"),
+        (report_leaves_it_running, "stayed running on the worker's report_failure with its lease ended"),
+        (receipt_claims_again, "entered claimed from running, not from admitted"),
+        (verifying_without_a_result, "no result of its holder's is recorded"),
+        (blocked_on_a_failing_verdict, "blocked without contradictory evidence"),
+        (quarantined_at_first_failure, "does not repeat the Attempts before it"),
+        (suspect_while_renewed, "gave it a lease until t=50.00"),
+        (failure_report_straight_to_failed, "straight from running"),
+        (cancelling_by_the_orchestrator, "entered cancelling by the orchestrator"),
+        (done_on_a_rejection, "entered done on request_changes"),
     ),
 }
 CASES = [pytest.param(name, build, phrase, id=build.__name__) for name, planted in PLANTED.items() for build, phrase in planted]
