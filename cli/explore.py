@@ -35,6 +35,7 @@ _COUNTS = (
     ("tasks", "N", "tasks (1-3, default 1)"),
     ("crashes", "N", "worker crashes the nemesis may place (0-4, default 0)"),
     ("pauses", "N", "stop-the-world pauses of a worker (0-4, default 0)"),
+    ("stalls", "N", "slow spells of a worker holding a lease: no step for a lease's length, its heartbeat still renewing (0-4, default 0)"),
     ("lost-requests", "N", "provider calls that never arrive: nothing lands (0-4, default 0)"),
     ("lost-responses", "N", "provider answers lost after the effect landed (0-4, default 0)"),
     ("duplicates", "N", "worker requests delivered a second time, later (0-4, default 0)"),

@@ -26,6 +26,7 @@ def next_instant(world: Any) -> float | None:
     held = {w.agent.fence[:2] for w in world.workers if w.holding and not w.paused}
     candidates = _record_deadlines(world.store, held, world.table.expirable)
     candidates += [w.wait_until for w in world.workers if w.wait_until is not None]
+    candidates += [w.stalled_until for w in world.workers if w.stalled_until is not None]
     future = [at for at in candidates if at > now]
     if not future:
         return None

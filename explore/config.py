@@ -29,6 +29,7 @@ _COUNTS = {
     "tasks": (1, 3),
     "crashes": (0, 4),
     "pauses": (0, 4),
+    "stalls": (0, 4),
     "lost_requests": (0, 4),
     "lost_responses": (0, 4),
     "duplicates": (0, 4),
@@ -60,6 +61,9 @@ class ExploreConfig:
     tasks: int = 1
     crashes: int = 0
     pauses: int = 0
+    stalls: int = 0
+    """Slow spells of a worker holding a lease: for one lease's length it takes no step, while its heartbeat renews on
+    cadence (the slow worker the chapter's Suspect is careful not to call dead; its lease outlives the stall)."""
     lost_requests: int = 0
     """Calls the provider never receives: nothing lands, and the caller hears nothing until the deadline."""
     lost_responses: int = 0

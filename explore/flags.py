@@ -17,6 +17,7 @@ COUNT_FLAGS = (
     ("tasks", "--tasks"),
     ("crashes", "--crashes"),
     ("pauses", "--pauses"),
+    ("stalls", "--stalls"),
     ("lost_requests", "--lost-requests"),
     ("lost_responses", "--lost-responses"),
     ("duplicates", "--duplicates"),

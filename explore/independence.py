@@ -131,8 +131,9 @@ def _worker(world: Any, worker_id: str, action: str, argument: str) -> frozenset
         return frozenset((EVERYTHING,))
     if step == "claim":
         return frozenset((*names, _task(argument)))
-    if step in ("pause", "wake", "crash"):
-        return frozenset((*names, *(("budget:pauses",) if step == "pause" else ("budget:crashes",) if step == "crash" else ())))
+    if step in ("pause", "wake", "crash", "stall"):
+        budget = {"pause": ("budget:pauses",), "crash": ("budget:crashes",), "stall": ("budget:stalls",)}.get(step, ())
+        return frozenset((*names, *budget))
     if step == "perform":
         return frozenset((*names, WIRE))
     task = _task_of_worker(world.worker(worker_id))

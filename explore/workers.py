@@ -104,6 +104,8 @@ class Worker:
     """What the worker will hear at `wait_until`: a provider's answer, a `ProviderTimeout`, or None (a `Wait` ends)."""
     wait_until: float | None = None
     renewed_at: float = 0.0
+    stalled_until: float | None = None
+    """While it is stalled: it takes no step but its heartbeat's until then (the nemesis's `stall`)."""
 
     @property
     def worker_id(self) -> str:
@@ -124,6 +126,8 @@ class Worker:
         """The steps this worker may take now, as (step, ":argument" or ""): its command's, or a claim; then a renewal."""
         if self.paused:
             return []
+        if self.stalled_until is not None:
+            return [(RENEW, "")] if self.holding and self.renewed_at < now else []
         command = self.command
         if command is None:
             return [("claim", f":{task_id}") for task_id in admitted] + ([("claim-next", "")] if admitted else [])
@@ -186,7 +190,9 @@ class Worker:
         self.call, self.answer, self.wait_until = None, timed_out(perform), perform.deadline_at
 
     def settle(self, wire: Wire, now: float) -> None:
-        """Hand the agent every answer that has a single value and is due by `now`."""
+        """Hand the agent every answer that has a single value and is due by `now`; a stall that has run its length ends."""
+        if self.stalled_until is not None and self.stalled_until <= now:
+            self.stalled_until = None
         while True:
             command = self.command
             if type(command) is Stop:
@@ -208,6 +214,7 @@ class Worker:
         self.agent = Agent(agent.worker_id, agent.config, agent.backoff, agent.workflow, agent.seams)
         self.command = self.call = self.answer = self.wait_until = None
         self.paused = False
+        self.stalled_until = None
         self.incarnation += 1
 
     # ----------------------------------------------------------- digest
@@ -217,7 +224,7 @@ class Worker:
         that holds nothing last renewed (its next claim starts the heartbeat afresh)."""
         return (
             self.worker_id, self.agent.state_row(), command_row(self.command), self.paused, self.call is not None,
-            answer_row(self.answer), self.wait_until, self.renewed_at if self.holding else None,
+            answer_row(self.answer), self.wait_until, self.renewed_at if self.holding else None, self.stalled_until,
         )  # fmt: skip
 
 

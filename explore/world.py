@@ -233,7 +233,7 @@ class World:
 
     def _worker_step(self, worker: Worker, action: str, argument: str) -> None:
         step, _, duplicate = action.partition("+")
-        if step in (nemesis.CRASH, nemesis.PAUSE, nemesis.WAKE):
+        if step in (nemesis.CRASH, nemesis.PAUSE, nemesis.WAKE, nemesis.STALL):
             nemesis.strike(self, worker, step)
         else:
             worker.act(step, argument, self, self.clock.now(), duplicate == "dup")

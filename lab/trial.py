@@ -77,6 +77,8 @@ DEFAULT_EXPLORE: tuple[str, ...] = (
     "workers=2 pauses=1",
     "workers=2 crashes=1",
     "workers=2 cancels=1",
+    "workers=1 cancels=2",
+    "workers=1 stalls=1 cancels=1",
     "workers=2 duplicates=1",
     "workers=1 lost_responses=1",
     "workers=1 lost_requests=1",
@@ -86,8 +88,9 @@ DEFAULT_EXPLORE: tuple[str, ...] = (
 """The explorer's default configurations, one fault kind each (one task), each searched to the end in about a second or less.
 
 A stale worker needs two workers and a pause (the unfenced `complete` is found in 19 steps); each other fault the explorer
-places reaches rows the pause does not (recovery after a crash, cancellation, duplicate delivery, lost calls and answers,
-refusals, failing CI and its retries). Together they fire all but a few of the shipped table's rows; the simulator's
+places reaches rows the pause does not (recovery after a crash, cancellation and a second one of the same Attempt, a slow
+holder that renews while claimed, running and cancelling, duplicate delivery, lost calls and answers, refusals, failing CI
+and its retries). Together they fire all but a few of the shipped table's rows; the simulator's
 scenarios reach those (admission's defer and shed, the budget, checkpoints)."""
 DEFAULT_SCENARIOS = ("mixed", "zombie-worker", "capacity-overload", "cancel-storm")
 """The simulator's default scenarios: the main job; stale workers (the aimed pause that catches an unfenced completion

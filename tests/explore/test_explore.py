@@ -43,6 +43,7 @@ CLEAN = {
     "crash, code host without keys": {"crashes": 1, "idempotent_provider": False},
     "a cancellation": {"cancels": 1},
     "two cancellations": {"cancels": 2},
+    "a stall and a cancellation": {"workers": 1, "stalls": 1, "cancels": 1},
     "provider refusals": {"refusals": 2},
     "lost requests": {"lost_requests": 1},
     "lost requests, code host without keys": {"lost_requests": 1, "idempotent_provider": False},
@@ -85,6 +86,34 @@ def test_the_benchmark_configuration_completes_with_no_violation():
     coverage = result.coverage()
     fired = {row.trigger for row in SPEC.attempt.rows if coverage.count("attempt", row.index + 1)}
     assert {"expire", "reconcile", "effects_landed", "effects_absent"} <= fired  # every recovery path was walked
+
+
+def test_a_stalled_holder_renews_in_every_holder_state_and_keeps_its_lease():
+    """Goal: the stall reaches the renewals no other fault does (claimed, running, cancelling, all accepted on time), and a
+    slow holder whose heartbeat runs is never taken for dead: no expiry, no Suspect, in any interleaving."""
+    result = explore(ExploreConfig(workers=1, stalls=1, cancels=1))
+    assert result.ok and result.complete
+    coverage = result.coverage()
+    renewed = {row.sources for row in SPEC.attempt.rows if row.trigger == "renew" and coverage.count("attempt", row.index + 1)}
+    assert renewed == {("claimed",), ("running",), ("cancelling",)}
+    assert not any(coverage.count("attempt", row.index + 1) for row in SPEC.attempt.rows if row.trigger == "expire")
+    without = explore(ExploreConfig(workers=1, cancels=1)).coverage()
+    renewed = {row.sources for row in SPEC.attempt.rows if row.trigger == "renew" and without.count("attempt", row.index + 1)}
+    assert ("claimed",) not in renewed and ("running",) not in renewed  # without the stall, no holder renews while it works
+
+
+def test_a_stall_is_a_step_of_its_own_and_replays():
+    """Goal: `stall` is the nemesis's labelled step, spent from its budget, recorded as a fault, and a path through it replays."""
+    world = World(ExploreConfig(workers=1, stalls=1))
+    for label in ("control:admit", "worker-1:claim:task-1"):
+        world.apply(label)
+    assert "worker-1:stall" in world.actions()
+    world.apply("worker-1:stall")
+    assert world.budgets.stalls == 0 and "worker-1:stall" not in world.actions()
+    assert [a for a in world.actions() if a.startswith("worker-1:")] == []  # slow: no step of its own at this instant
+    assert any(a.startswith("clock:advance:") for a in world.actions())  # but time may pass, and its heartbeat renews
+    with pytest.raises(ExploreError, match="stalls must be a whole number from 0 to 4"):
+        ExploreConfig(stalls=5)
 
 
 @pytest.mark.slow
