@@ -92,7 +92,7 @@ FIRED = {
     "task": frozenset(
         {
             "accept", "dispatch", "retry", "attempt_succeeded", "attempt_blocked", "attempt_quarantined", "stop", "escalate",
-            "approve", "request_changes", "release", "cancel",
+            "approve", "release", "cancel",
         }
     ),
 }  # fmt: skip
@@ -642,7 +642,7 @@ def _cancel_active_attempt(call: Call) -> None:
     "task",
     "record_review",
     material=True,
-    nothing_written="the reviewer's verdict is the event the row appends (approve or request_changes, by the operator)",
+    nothing_written="the reviewer's verdict is the event the row appends (approve, by the operator)",
 )
 def _record_review(call: Call) -> None:
     return None
