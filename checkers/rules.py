@@ -83,6 +83,8 @@ WORKER = "worker"
 """The actor whose writes the fence guards: every accepted Attempt event of this actor after its claim is a material write."""
 FENCE_ISSUER = "claim"
 """The worker's one write that needs no fence: it issues one (a new generation, token and expiry)."""
+DELETION = "deletion"
+"""The fault kind of an effect deleted at the provider by someone outside; its parameter `provider_id` names the effect."""
 CONTRADICTORY = "contradictory_evidence"
 """The failure domain of evidence that cannot all be true (spec/failure_domains.toml): what a blocked Attempt carries."""
 VERIFIED = "verified"
@@ -538,13 +540,24 @@ class OneEffectPerOperation(_Fold):
 
     A logical operation is (dependency, operation, identity); every landed
     effect of one operation must carry the same provider id. A second,
-    distinct effect is a duplicate, whatever key it came with.
+    distinct effect is a duplicate, whatever key it came with, unless the first
+    was deleted at the provider by someone outside (a `deletion` fault naming it).
     """
 
     name = "one_effect_per_operation"
 
     def _new(self) -> dict[tuple[str, str, str], Landed]:
         return {}
+
+    def fault(self, fault: Fault) -> None:
+        """An effect deleted at the provider by someone outside (`deletion`, naming it) is gone: a later one is not its second."""
+        super().fault(fault)
+        if fault.kind == DELETION:
+            deleted = fault.parameter("provider_id")
+            for effects in self._tasks.values():
+                for operation, landed in list(effects.items()):
+                    if landed.provider_id == deleted:
+                        del effects[operation]
 
     def _on_landed(self, landed: Landed) -> None:
         effects = self._state(landed.task_id)
@@ -994,8 +1007,8 @@ class TruthfulStates(_Fold):
     - a Task is in `review` only when its latest Attempt succeeded, `blocked` or
       `quarantined` only when its latest Attempt is, `done` only by an
       operator's approval (`approve`) from `review`, `cancelled` only on an
-      operator's `cancel`, `ready` only by an operator, and never moved back to
-      `inbox`; in review or done it carries the loop's decision `verify`, at
+      operator's `cancel`, `ready` only by an operator, accepted only from its
+      inbox and released only from rest, and never moved back to `inbox`; in review or done it carries the loop's decision `verify`, at
       rest `stop` or `escalate`, with a reason.
     """
 
@@ -1077,6 +1090,10 @@ class TruthfulStates(_Fold):
         trigger = self._TASK_ENTERED_ON.get(to_state)
         if trigger is not None and kind != trigger:
             self._violation(f"{event.task_id} entered {to_state} on {kind}, not on the operator's {trigger}", describe(event))
+        if kind == "accept" and event.from_state != "inbox":
+            self._violation(f"{event.task_id} was accepted again, from {event.from_state}: only a task in its inbox is", describe(event))
+        elif kind == "release" and event.from_state not in self.sets.task_resting:
+            self._violation(f"{event.task_id} was released from {event.from_state}: only a task at rest is", describe(event))
         needed = self._TASK_LATEST.get(to_state)
         if needed is not None and latest.state != needed:
             self._violation(f"{event.task_id} entered {to_state} while its latest Attempt is {latest.state}, not {needed}", describe(event))

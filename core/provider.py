@@ -74,6 +74,8 @@ class LedgerProvider:
         self._refusals: list[ProviderRefused] = []
         self._clock = clock
         self.default_verdict: str | None = "passed"
+        self.deleted: set[str] = set()
+        """Effects deleted at the provider by someone outside (`delete`): still in the ledger, found by no lookup."""
 
     def lose_responses(self, count: int = 1) -> None:
         """The next `count` calls land but their responses are lost (the caller sees ProviderTimeout)."""
@@ -103,6 +105,14 @@ class LedgerProvider:
 
     def verdict(self, provider_id: str) -> str | None:
         return self._verdicts.get(provider_id, self.default_verdict)
+
+    def delete(self, provider_id: str) -> None:
+        """Someone outside deletes a landed effect (a pull request closed and deleted): the ledger keeps it as history, but
+        no lookup finds it any more, so a receipt that names it names what the provider no longer holds."""
+        effect = next(e for e in self.ledger if e.provider_id == provider_id)
+        self.deleted.add(provider_id)
+        self._by_key[effect.key].remove(effect)
+        self._by_identity[(effect.operation, effect.identity)].remove(effect)
 
     def effects_for(self, operation: str, identity: str) -> list[Effect]:
         """Every landed effect of one logical operation, whatever key it came with (for checkers)."""

@@ -34,8 +34,10 @@ _COUNTS = {
     "lost_responses": (0, 4),
     "duplicates": (0, 4),
     "cancels": (0, 2),
+    "operator_calls": (0, 2),
     "ci_failures": (0, 4),
     "refusals": (0, 4),
+    "deletions": (0, 2),
     "retries": (0, 4),
     "gateway_retries_max": (0, 3),
 }
@@ -71,10 +73,17 @@ class ExploreConfig:
     """Worker requests the network may deliver a second time, later."""
     cancels: int = 0
     """Operator cancellations: of a task (with its active Attempt), or of one active Attempt."""
+    operator_calls: int = 0
+    """An operator's calls made at any moment, whatever the task's state: accept it, approve it, or release it with one
+    more Attempt of budget. The table must refuse those out of turn; a release of a resting task hands it back to the
+    loop, which decides again."""
     ci_failures: int = 0
     """Effects whose CI verdict fails (with one signature): validation failures the loop must answer."""
     refusals: int = 0
     """Provider calls refused outright, in the authorization domain (a revoked credential) or the configuration domain."""
+    deletions: int = 0
+    """Effects deleted at the code host by someone outside the system (a pull request closed and deleted): the Attempt's
+    receipt then names what the provider no longer holds, evidence that contradicts the records."""
     retries: int = 1
     """Automatic retries per task: the task's budget allows `retries + 1` Attempts."""
     operations: tuple[str, ...] = ("create-pr",)

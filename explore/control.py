@@ -4,7 +4,11 @@
 cancellation ran out, by the reaper's own rule), `control:reconcile:ID`,
 `control:verify:ID`, `control:decide:TASK`, `control:retry:TASK`,
 `control:approve:TASK`, and the operator's `control:cancel:TASK` and
-`control:cancel-attempt:ID` while cancellations are left to spend.
+`control:cancel-attempt:ID` while cancellations are left to spend, and
+`operator:accept:TASK`, `operator:approve:TASK` and `operator:release:TASK`
+at any moment while operator calls are left (`operate`): an operator who
+presses a button whatever the task's state, which the table must refuse out
+of turn. A release accepted hands the task back to the loop to decide.
 
 What is due comes from `agent.control.Agenda`, noted on every committed
 event, as every control plane learns it; the decisions are the agent's
@@ -18,7 +22,7 @@ the loop decide after all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shiftchange.agent import Agenda, Retry, blind_retry, retry_for
@@ -27,6 +31,8 @@ from shiftchange.core.lease import reapable
 from .config import task_name
 
 CANCEL_TASK, CANCEL_ATTEMPT = "operator cancelled the task", "operator cancelled this attempt"
+OPERATOR_CALLS = ("accept", "approve", "release")
+RELEASE = "operator released the task with one more attempt"
 
 
 @dataclass(slots=True)
@@ -79,7 +85,24 @@ class ControlPlane:
         if world.budgets.cancels:
             labels += [f"control:cancel:{t}" for t in due.live_tasks]
             labels += [f"control:cancel-attempt:{a}" for a in due.active]
+        if world.budgets.operator_calls:
+            labels += [f"operator:{call}:{task_name(i)}" for i in range(world.config.tasks) for call in OPERATOR_CALLS]
         return labels
+
+    def operate(self, world: Any, action: str, task_id: str) -> None:
+        """One operator call out of the blue, spent from its budget; a release accepted is the loop's to decide on next."""
+        world.budgets.operator_calls -= 1
+        orchestrator = world.orchestrator
+        if action == "accept":
+            orchestrator.accept_task(task_id)
+        elif action == "approve":
+            orchestrator.approve(task_id)
+        else:
+            with world.store.transaction() as tx:
+                budget = tx.task(task_id).budget
+            budget = replace(budget, attempts_max=budget.attempts_max + 1)
+            if orchestrator.release(task_id, RELEASE, budget).accepted:
+                self.agenda.decide[task_id] = None
 
     def apply(self, world: Any, action: str, argument: str) -> None:
         """Run one control step's contract, and tell the agenda what came of it."""

@@ -22,8 +22,10 @@ COUNT_FLAGS = (
     ("lost_responses", "--lost-responses"),
     ("duplicates", "--duplicates"),
     ("cancels", "--cancels"),
+    ("operator_calls", "--operator-calls"),
     ("ci_failures", "--ci-failures"),
     ("refusals", "--refusals"),
+    ("deletions", "--deletions"),
     ("retries", "--retries"),
 )
 TIMING_FLAGS = (

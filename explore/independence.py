@@ -91,6 +91,10 @@ def footprint(world: Any, label: str) -> frozenset[str]:
         return frozenset((EVERYTHING,))
     if actor == "control":
         return _control(action, argument)
+    if actor == "operator":
+        return _operator()
+    if actor == "provider" and action == "delete":
+        return frozenset((EVERYTHING,))  # what the provider holds, read by every reconciliation and verification
     if actor == "provider":
         return _provider(world, action, int(argument))
     if actor == "network":
@@ -98,6 +102,11 @@ def footprint(world: Any, label: str) -> frozenset[str]:
         task = _task_of_call(duplicate.call)  # its worker too: a claim delivered again refreshes the worker's health probe
         return frozenset((EVERYTHING,)) if task is None else frozenset((f"dup:{argument}", f"worker:{duplicate.worker_id}", task))
     return _worker(world, actor, action, argument)
+
+
+def _operator() -> frozenset[str]:
+    """An operator's call out of turn may move its task and hand it to the loop: it commutes with nothing (no reduction)."""
+    return frozenset((EVERYTHING,))
 
 
 def _control(action: str, argument: str) -> frozenset[str]:

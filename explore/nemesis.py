@@ -39,20 +39,22 @@ class Budgets:
     lost_responses: int
     duplicates: int
     cancels: int
+    operator_calls: int
     ci_failures: int
     refusals: int
+    deletions: int
 
     @classmethod
     def of(cls, config: ExploreConfig) -> Budgets:
         return cls(
             config.crashes, config.pauses, config.stalls, config.lost_requests, config.lost_responses, config.duplicates, config.cancels,
-            config.ci_failures, config.refusals,
+            config.operator_calls, config.ci_failures, config.refusals, config.deletions,
         )  # fmt: skip
 
     def row(self) -> tuple:
         return (
             self.crashes, self.pauses, self.stalls, self.lost_requests, self.lost_responses, self.duplicates, self.cancels,
-            self.ci_failures, self.refusals,
+            self.operator_calls, self.ci_failures, self.refusals, self.deletions,
         )  # fmt: skip
 
 

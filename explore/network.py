@@ -13,6 +13,10 @@ these steps on it (`provider:STEP:N`, N naming the call):
 - `refuse-authorization`, `refuse-configuration`: the provider refuses it
   outright in that domain, and nothing lands.
 
+And on a landed effect, while deletions are left: `provider:delete:ID`,
+someone outside the system deletes it (a pull request closed and deleted),
+so a receipt that names it contradicts what the provider holds.
+
 A worker's request to the orchestrator is answered at once; one it sent as a
 duplicate is delivered a second time later (`network:redeliver:N`), and that
 answer reaches no one. A provider lands nothing past a call's deadline: the
@@ -36,7 +40,7 @@ REFUSALS = {"authorization": "403: the credential was revoked", "configuration":
 """The domains a provider refusal is reported in, with what the provider said: neither may be retried automatically."""
 CI_FAILURE = "failed:ci red on the same test"
 """The verdict a `land-failing` call's effect gets: the same signature every time, as a deterministic bug gives."""
-LAND, LAND_FAILING, LOSE, DROP, REFUSE = "land", "land-failing", "lose", "drop", "refuse-"
+LAND, LAND_FAILING, LOSE, DROP, REFUSE, DELETE = "land", "land-failing", "lose", "drop", "refuse-", "delete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +119,19 @@ class Network:
                 labels.append(f"provider:{LOSE}:{call.seq}")
             if budgets.refusals:
                 labels += [f"provider:{REFUSE}{domain}:{call.seq}" for domain in REFUSALS]
+        if budgets.deletions:
+            provider = world.provider
+            labels += [f"provider:{DELETE}:{e.provider_id}" for e in provider.ledger if e.provider_id not in provider.deleted]
         labels += [f"network:redeliver:{d.seq}" for d in self.duplicates]
         return labels
+
+    def delete(self, world: Any, provider_id: str) -> None:
+        """Someone outside deletes a landed effect at the code host, spent from the deletions budget."""
+        world.budgets.deletions -= 1
+        world.provider.delete(provider_id)
+        now = world.clock.now()
+        detail = f"{provider_id} is deleted at the code host by someone outside the system"
+        world.append(Fault(now, "deletion", DEPENDENCY, now, detail, (("provider_id", provider_id),)))
 
     @staticmethod
     def _landed_before(provider: Any, perform: Perform) -> bool:

@@ -174,7 +174,10 @@ class World:
             tuple(_record_row(t) for t in tasks),
             tuple(_record_row(a) for a in attempts),
             tuple((a.attempt_id, orchestrator.admission_status(a.attempt_id)) for a in attempts),
-            tuple((e.provider_id, e.key, e.operation, e.identity, provider.verdict(e.provider_id)) for e in provider.ledger),
+            tuple(
+                (e.provider_id, e.key, e.operation, e.identity, provider.verdict(e.provider_id), e.provider_id in provider.deleted)
+                for e in provider.ledger
+            ),
             self.control.row(),
             self.budgets.row(),
         )
@@ -219,12 +222,16 @@ class World:
         action, _, argument = rest.partition(":")
         if actor == "clock":
             clock.advance(self, float(argument))
+        elif actor == "provider" and action == "delete":
+            self.network.delete(self, argument)
         elif actor == "provider":
             self.network.answer(self, action, int(argument))
         elif actor == "network":
             self.network.redeliver(self, int(argument))
         elif actor == "control":
             self.control.apply(self, action, argument)
+        elif actor == "operator":
+            self.control.operate(self, action, argument)
         else:
             self._worker_step(self.worker(actor), action, argument)
         now = self.clock.now()

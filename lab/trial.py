@@ -84,14 +84,19 @@ DEFAULT_EXPLORE: tuple[str, ...] = (
     "workers=1 lost_requests=1",
     "workers=1 refusals=1",
     "workers=1 ci_failures=2 retries=2",
+    "workers=1 ci_failures=1 retries=0 operator_calls=1",
+    "workers=1 deletions=1 crashes=1",
+    "workers=1 refusals=1 cancels=1",
 )
 """The explorer's default configurations, one fault kind each (one task), each searched to the end in about a second or less.
 
 A stale worker needs two workers and a pause (the unfenced `complete` is found in 19 steps); each other fault the explorer
 places reaches rows the pause does not (recovery after a crash, cancellation and a second one of the same Attempt, a slow
 holder that renews while claimed, running and cancelling, duplicate delivery, lost calls and answers, refusals, failing CI
-and its retries). Together they fire all but a few of the shipped table's rows; the simulator's
-scenarios reach those (admission's defer and shed, the budget, checkpoints)."""
+and its retries, an operator who accepts, approves or releases at any moment (out of turn, or a task the budget
+stopped), a pull request deleted outside the system (evidence that contradicts a receipt), and a provider's refusal
+crossing a cancellation). Together they fire all but a few of the shipped table's rows; the simulator's scenarios reach those (admission's
+defer and shed, checkpoints)."""
 DEFAULT_SCENARIOS = ("mixed", "zombie-worker", "capacity-overload", "cancel-storm")
 """The simulator's default scenarios: the main job; stale workers (the aimed pause that catches an unfenced completion
 comes up from 300 tasks); admission under overload, the only world that defers and sheds (the mutation analysis found

@@ -889,6 +889,31 @@ def done_on_a_rejection(s: Story, plant: bool) -> Story:
     return s.event("request_changes" if plant else "approve", to_state="done", actor="operator").retire()
 
 
+def accepted_again(s: Story, plant: bool) -> Story:
+    """An operator accepts the task a second time while it is in progress, sending it back to ready (near miss: refused)."""
+    s.created().dispatched().running(1, 1)
+    s.at(5).event("accept", to_state="ready", actor="operator", accepted=plant)
+    return s.at(10).succeeded(1, 1).retire()
+
+
+def released_out_of_turn(s: Story, plant: bool) -> Story:
+    """An operator releases a task that was never at rest, straight from in progress (near miss: refused)."""
+    s.created().dispatched().running(1, 1)
+    s.at(5).event("release", to_state="ready", actor="operator", accepted=plant)
+    return s.at(10).succeeded(1, 1).retire()
+
+
+def deleted_pull_request_replaced(s: Story, plant: bool) -> Story:
+    """Two pull requests for one head; the near miss: the first was deleted at the code host by someone outside first."""
+    key = "create-pr:task-1:sha-1"
+    s.created().dispatched().running(1, 1).at(5).granted(1, 1, key).landed(key, "create-pr-1")
+    if not plant:
+        s.history.append(Fault(6.0, "deletion", "code_host", 6.0, "create-pr-1 is deleted", (("provider_id", "create-pr-1"),)))
+    s.at(31).expired(1).event("decide", 1)
+    s.at(40).retried(2, "the fixture leaks a port").running(2, 2, "worker-b").granted(2, 2, key).landed(key, "create-pr-2")
+    return s.at(45).succeeded(2, 2).retire()
+
+
 PLANTED = {
     "single_owner": (
         (claim_during_a_live_lease, "two owners"),
@@ -909,7 +934,10 @@ PLANTED = {
         (suspect_decided_without_reconciling, "without reconciling"),
         (expiry_straight_to_failed, "not suspect"),
     ),
-    "one_effect_per_operation": ((second_pull_request_for_one_head, "two effects"),),
+    "one_effect_per_operation": (
+        (second_pull_request_for_one_head, "two effects"),
+        (deleted_pull_request_replaced, "two effects: create-pr-1 and create-pr-2"),
+    ),
     "no_lost_tasks": (
         (queued_forever, "waited 500.00s"),
         (admitted_after_its_deadline, "after its deadline t=100.00 passed"),
@@ -961,6 +989,8 @@ PLANTED = {
         (failure_report_straight_to_failed, "straight from running"),
         (cancelling_by_the_orchestrator, "entered cancelling by the orchestrator"),
         (done_on_a_rejection, "entered done on request_changes"),
+        (accepted_again, "accepted again, from in_progress"),
+        (released_out_of_turn, "released from in_progress"),
     ),
 }
 CASES = [pytest.param(name, build, phrase, id=build.__name__) for name, planted in PLANTED.items() for build, phrase in planted]

@@ -44,6 +44,9 @@ CLEAN = {
     "a cancellation": {"cancels": 1},
     "two cancellations": {"cancels": 2},
     "a stall and a cancellation": {"workers": 1, "stalls": 1, "cancels": 1},
+    "an operator out of turn, a task the budget stopped": {"workers": 1, "ci_failures": 1, "retries": 0, "operator_calls": 1},
+    "a pull request deleted outside, and a crash": {"workers": 1, "deletions": 1, "crashes": 1},
+    "a refusal crossing a cancellation": {"workers": 1, "refusals": 1, "cancels": 1},
     "provider refusals": {"refusals": 2},
     "lost requests": {"lost_requests": 1},
     "lost requests, code host without keys": {"lost_requests": 1, "idempotent_provider": False},
@@ -100,6 +103,33 @@ def test_a_stalled_holder_renews_in_every_holder_state_and_keeps_its_lease():
     without = explore(ExploreConfig(workers=1, cancels=1)).coverage()
     renewed = {row.sources for row in SPEC.attempt.rows if row.trigger == "renew" and without.count("attempt", row.index + 1)}
     assert ("claimed",) not in renewed and ("running",) not in renewed  # without the stall, no holder renews while it works
+
+
+def test_an_operator_out_of_turn_is_refused_and_a_release_hands_the_task_back_to_the_loop():
+    """Goal: the operator's accept, approve and release are offered in every state; out of turn the table refuses them,
+    and a release of a task the budget stopped extends it by one Attempt and lets the loop finish the work."""
+    result = explore(ExploreConfig(workers=1, ci_failures=1, retries=0, operator_calls=1))
+    assert result.ok and result.complete and result.finishes
+    coverage = result.coverage()
+    fired = {row.trigger for row in SPEC.task.rows if coverage.count("task", row.index + 1)}
+    assert {"release", "stop", "approve", "retry"} <= fired
+    world = World(ExploreConfig(workers=1, operator_calls=1))
+    assert {"operator:accept:task-1", "operator:approve:task-1", "operator:release:task-1"} <= set(world.actions())
+    world.apply("operator:approve:task-1")  # the task is in progress: refused, and the budget is spent
+    assert world.budgets.operator_calls == 0 and not any(a.startswith("operator:") for a in world.actions())
+    with world.store.transaction() as tx:
+        assert tx.task("task-1").state == "in_progress"
+
+
+def test_a_deleted_pull_request_blocks_the_attempt_on_contradictory_evidence():
+    """Goal: deleting the landed effect outside the system reaches the rows no honest provider does (the contradiction,
+    the task blocked), and a second pull request after the first was deleted is no duplicate."""
+    result = explore(ExploreConfig(workers=1, deletions=1))
+    assert result.ok and result.complete
+    coverage = result.coverage()
+    assert any(coverage.count("attempt", r.index + 1) for r in SPEC.attempt.rows if r.trigger == "evidence_contradictory")
+    assert any(coverage.count("task", r.index + 1) for r in SPEC.task.rows if r.trigger == "attempt_blocked")
+    assert explore(ExploreConfig(workers=1, deletions=1, crashes=1)).ok  # the retry's pull request replaces a deleted one
 
 
 def test_a_stall_is_a_step_of_its_own_and_replays():
