@@ -40,7 +40,7 @@ _COUNTS = (
     ("lost-responses", "N", "provider answers lost after the effect landed (0-4, default 0)"),
     ("duplicates", "N", "worker requests delivered a second time, later (0-4, default 0)"),
     ("cancels", "N", "operator cancellations of a task (0-2, default 0)"),
-    ("operator-calls", "N", "an operator's accept, approve or release at any moment, whatever the task's state (0-2, default 0)"),
+    ("operator-calls", "N", "an operator's accept, approve, release or admission at any moment, whatever the state (0-2, default 0)"),
     ("ci-failures", "N", "effects whose CI verdict fails, with one signature (0-4, default 0)"),
     ("refusals", "N", "provider calls refused in the authorization or configuration domain (0-4, default 0)"),
     ("deletions", "N", "landed effects deleted at the code host by someone outside: contradictory evidence (0-2, default 0)"),

@@ -74,9 +74,9 @@ class ExploreConfig:
     cancels: int = 0
     """Operator cancellations: of a task (with its active Attempt), or of one active Attempt."""
     operator_calls: int = 0
-    """An operator's calls made at any moment, whatever the task's state: accept it, approve it, or release it with one
-    more Attempt of budget. The table must refuse those out of turn; a release of a resting task hands it back to the
-    loop, which decides again."""
+    """An operator's calls made at any moment, whatever the task's state: accept it, approve it, release it with one
+    more Attempt of budget, or ask admission for one of its Attempts. The table must refuse those out of turn; a release
+    of a resting task hands it back to the loop, which decides again."""
     ci_failures: int = 0
     """Effects whose CI verdict fails (with one signature): validation failures the loop must answer."""
     refusals: int = 0

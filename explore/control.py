@@ -5,10 +5,11 @@ cancellation ran out, by the reaper's own rule), `control:reconcile:ID`,
 `control:verify:ID`, `control:decide:TASK`, `control:retry:TASK`,
 `control:approve:TASK`, and the operator's `control:cancel:TASK` and
 `control:cancel-attempt:ID` while cancellations are left to spend, and
-`operator:accept:TASK`, `operator:approve:TASK` and `operator:release:TASK`
-at any moment while operator calls are left (`operate`): an operator who
-presses a button whatever the task's state, which the table must refuse out
-of turn. A release accepted hands the task back to the loop to decide.
+`operator:accept:TASK`, `operator:approve:TASK`, `operator:release:TASK`
+and `operator:admit:ATTEMPT` at any moment while operator calls are left
+(`operate`): an operator who presses a button whatever the task's state, or
+asks admission for an Attempt whatever its state, which the table must
+refuse out of turn. A release accepted hands the task back to the loop.
 
 What is due comes from `agent.control.Agenda`, noted on every committed
 event, as every control plane learns it; the decisions are the agent's
@@ -44,6 +45,8 @@ class Survey:
     reap_due: bool
     live_tasks: list[str]
     active: list[str]
+    attempts: list[str]
+    """Every Attempt, when operator calls are left to spend (they may ask admission for any of them)."""
 
 
 def survey(world: Any) -> Survey:
@@ -56,8 +59,9 @@ def survey(world: Any) -> Survey:
         reap_due = any(reapable(a, now, table.expirable) for a in tx.attempts_in(table.leased))  # the reaper's own scan and rule
         tasks = [tx.task(task_name(i)) for i in range(world.config.tasks)]
         active = sorted(a.attempt_id for a in tx.attempts_in(table.active)) if world.budgets.cancels else []
+        attempts = [a.attempt_id for t in tasks for a in tx.attempts_of(t.task_id)] if world.budgets.operator_calls else []
     live = [t.task_id for t in tasks if t.state not in table.task_terminal and t.state not in table.task_resting]
-    return Survey(admitted, queued, reap_due, live, active)
+    return Survey(admitted, queued, reap_due, live, active, attempts)
 
 
 @dataclass(slots=True)
@@ -87,13 +91,16 @@ class ControlPlane:
             labels += [f"control:cancel-attempt:{a}" for a in due.active]
         if world.budgets.operator_calls:
             labels += [f"operator:{call}:{task_name(i)}" for i in range(world.config.tasks) for call in OPERATOR_CALLS]
+            labels += [f"operator:admit:{a}" for a in due.attempts]
         return labels
 
     def operate(self, world: Any, action: str, task_id: str) -> None:
         """One operator call out of the blue, spent from its budget; a release accepted is the loop's to decide on next."""
         world.budgets.operator_calls -= 1
         orchestrator = world.orchestrator
-        if action == "accept":
+        if action == "admit":
+            orchestrator.admit(task_id)  # here an Attempt's id: admission asked for it, whatever its state
+        elif action == "accept":
             orchestrator.accept_task(task_id)
         elif action == "approve":
             orchestrator.approve(task_id)

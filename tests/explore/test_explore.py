@@ -114,7 +114,8 @@ def test_an_operator_out_of_turn_is_refused_and_a_release_hands_the_task_back_to
     fired = {row.trigger for row in SPEC.task.rows if coverage.count("task", row.index + 1)}
     assert {"release", "stop", "approve", "retry"} <= fired
     world = World(ExploreConfig(workers=1, operator_calls=1))
-    assert {"operator:accept:task-1", "operator:approve:task-1", "operator:release:task-1"} <= set(world.actions())
+    offered = {"operator:accept:task-1", "operator:approve:task-1", "operator:release:task-1", "operator:admit:task-1#1"}
+    assert offered <= set(world.actions())
     world.apply("operator:approve:task-1")  # the task is in progress: refused, and the budget is spent
     assert world.budgets.operator_calls == 0 and not any(a.startswith("operator:") for a in world.actions())
     with world.store.transaction() as tx:
