@@ -965,6 +965,9 @@ class _Latest:
     promised: dict[str, float] = field(default_factory=dict)
     """Each leased Attempt's expiry as its claim and accepted renewals promised it (claim or renewal time plus the TTL)."""
     entered: dict[str, set[str]] = field(default_factory=dict)
+    released: bool = False
+    """Whether an operator released the task: a release may replace its budget, so the final record's budget is not the
+    one an earlier Attempt was judged poison under."""
     """The states each Attempt entered that its final record must bear out (running: a start; verifying: a result)."""
 
 
@@ -1090,6 +1093,8 @@ class TruthfulStates(_Fold):
         trigger = self._TASK_ENTERED_ON.get(to_state)
         if trigger is not None and kind != trigger:
             self._violation(f"{event.task_id} entered {to_state} on {kind}, not on the operator's {trigger}", describe(event))
+        if kind == "release":
+            latest.released = True
         if kind == "accept" and event.from_state != "inbox":
             self._violation(f"{event.task_id} was accepted again, from {event.from_state}: only a task in its inbox is", describe(event))
         elif kind == "release" and event.from_state not in self.sets.task_resting:
@@ -1157,10 +1162,10 @@ class TruthfulStates(_Fold):
                 self._violation(
                     f"{attempt.attempt_id} ended {state} with no classified failure domain", _record(attempt), describe(retired)
                 )
-            elif state == "quarantined" and not _poison(attempts[:index], attempt, retired.task.budget.repeated_signatures_max):
+            elif state == "quarantined" and not _poison(attempts[:index], attempt, _repeats_max(latest, retired)):
                 self._violation(
                     f"{attempt.attempt_id} was quarantined, but its failure signature {_brief(attempt.failure_signature)} does not"
-                    f" repeat the Attempts before it beyond the task's budget ({retired.task.budget.repeated_signatures_max})",
+                    f" repeat the Attempts before it beyond the task's budget ({_repeats_max(latest, retired)})",
                     _record(attempt),
                     describe(retired),
                 )
@@ -1202,6 +1207,14 @@ class TruthfulStates(_Fold):
             self._violation(
                 f"{attempt.attempt_id} was verifying, but no result of its holder's is recorded", _record(attempt), describe(retired)
             )
+
+
+def _repeats_max(latest: _Latest | None, retired: Retired) -> int:
+    """The run of identical failure signatures a quarantine must exceed: the task's budget, unless an operator's release
+    may have replaced it since (then only that the signature repeats nothing is judged: a run of one)."""
+    if latest is not None and latest.released:
+        return 0
+    return retired.task.budget.repeated_signatures_max
 
 
 def _poison(earlier: list[Attempt] | tuple[Attempt, ...], attempt: Attempt, repeats_max: int) -> bool:

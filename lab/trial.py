@@ -88,7 +88,7 @@ DEFAULT_EXPLORE: tuple[str, ...] = (
     "workers=1 deletions=1 crashes=1",
     "workers=1 refusals=1 cancels=1",
 )
-"""The explorer's default configurations, one fault kind each (one task), each searched to the end in about a second or less.
+"""The explorer's default configurations, about one fault kind each (one task), each searched to the end in about a second.
 
 A stale worker needs two workers and a pause (the unfenced `complete` is found in 19 steps); each other fault the explorer
 places reaches rows the pause does not (recovery after a crash, cancellation and a second one of the same Attempt, a slow

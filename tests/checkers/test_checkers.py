@@ -1013,6 +1013,23 @@ def test_a_planted_violation_is_reported_by_its_checker_alone(invariant, build, 
     assert any(line.startswith("t=") for line in verdict.example), verdict.example  # at least one entry, rendered by describe
 
 
+def test_a_quarantine_is_judged_under_the_budget_it_was_decided_by_not_one_a_release_gave_later():
+    """Goal: Attempt 2 repeats Attempt 1's signature under a budget of one repeat, and is quarantined; an operator then
+    releases the task with room for three. The quarantine was right when it was made: no violation."""
+    s = story()
+    s.created().dispatched().running(1, 1).at(5).failed(1, 1, "validation", "test_port fails")
+    s.at(10).retried(2, "the port is reused without SO_REUSEADDR", backoff_s=0.0).running(2, 2)
+    s.attempts[2].failure_domain, s.attempts[2].failure_signature = "validation", "test_port fails"
+    s.at(15).fenced("report_failure", 2, 2, "reconciling").event("effects_absent", 2, "quarantined")
+    s.event("attempt_quarantined", to_state="quarantined").event("decide", 2)
+    s.task.budget = Budget(repeated_signatures_max=3)
+    s.at(20).event("release", to_state="ready", actor="operator", detail="the flaky port is fixed upstream")
+    s.task.decision, s.task.decision_reason = "release", "the flaky port is fixed upstream"
+    s.at(25).event("cancel", to_state="cancelled", actor="operator")
+    verdict = s.retire().history.verdicts()["truthful_states"]
+    assert verdict.status == OK, verdict.example
+
+
 def test_a_reopened_terminal_attempt_is_one_violation_not_one_per_later_step():
     """Goal: the count says how many offences there were: one rewrite of failed Attempt 1, not one per step it then took."""
     verdict = failed_attempt_rewritten(story(), plant=True).history.verdicts()["append_only_attempts"]
