@@ -40,7 +40,7 @@ class Loop:
             if elapsed != task.elapsed_s:
                 tx.update_task(task, elapsed_s=elapsed)
             decision = decide(task, attempts)
-            if decision.task_trigger is not None and task.state == "in_progress":
+            if decision.task_trigger is not None and context.table.task.has(task.state, decision.task_trigger):
                 given = {"attempts": attempts, "decision": decision.kind, "decision_reason": decision.reason}
                 context.fire_task(tx, task, decision.task_trigger, "orchestrator", given, decision.reason)
             else:

@@ -57,6 +57,10 @@ class CompiledMachine:
         self.fenced_triggers = frozenset(row.trigger for row in machine.rows if row.fenced)
         """Triggers with at least one fenced row: a call of one is addressed, and proved, by the fence."""
 
+    def has(self, state: str, trigger: str) -> bool:
+        """Whether the table has any row of `trigger` from `state` (guards aside)."""
+        return (state, trigger) in self._table
+
     def fenced(self, state: str, trigger: str) -> bool:
         """Whether a call of `trigger` from `state` must prove the fence before any guard is asked.
 

@@ -45,6 +45,9 @@ CLEAN = {
     "two cancellations": {"cancels": 2},
     "a stall and a cancellation": {"workers": 1, "stalls": 1, "cancels": 1},
     "an operator out of turn, a task the budget stopped": {"workers": 1, "ci_failures": 1, "retries": 0, "operator_calls": 1},
+    "a blocked task released": {"workers": 1, "deletions": 1, "operator_calls": 1},
+    "a quarantined task released": {"workers": 1, "ci_failures": 2, "retries": 1, "operator_calls": 1},
+    "a task escalated on a revoked credential, released": {"workers": 1, "refusals": 1, "operator_calls": 1},
     "a pull request deleted outside, and a crash": {"workers": 1, "deletions": 1, "crashes": 1},
     "a refusal crossing a cancellation": {"workers": 1, "refusals": 1, "cancels": 1},
     "provider refusals": {"refusals": 2},
@@ -120,6 +123,18 @@ def test_an_operator_out_of_turn_is_refused_and_a_release_hands_the_task_back_to
     assert world.budgets.operator_calls == 0 and not any(a.startswith("operator:") for a in world.actions())
     with world.store.transaction() as tx:
         assert tx.task("task-1").state == "in_progress"
+
+
+def test_a_released_task_the_loop_declines_goes_back_to_rest_instead_of_waiting_in_ready():
+    """Goal: an operator's release hands a resting task to the loop; when the loop declines another Attempt (the evidence
+    still contradicts, the signature is still poison) the task rests again, from ready. Before, it stayed ready forever:
+    the retry needs a failed Attempt, and the loop's decisions fired only from in_progress (a no_lost_tasks violation)."""
+    for changes, trigger in (({"deletions": 1}, "attempt_blocked"), ({"ci_failures": 2, "retries": 1}, "attempt_quarantined")):
+        result = explore(ExploreConfig(workers=1, operator_calls=1, **changes))
+        assert result.ok and result.complete, "\n".join(result.counterexample.timeline) if result.counterexample else ""
+        coverage = result.coverage()
+        row = next(r for r in SPEC.task.rows if r.trigger == trigger)
+        assert "ready" in row.sources and coverage.count("task", row.index + 1) >= 2  # from in_progress, and after the release
 
 
 def test_a_deleted_pull_request_blocks_the_attempt_on_contradictory_evidence():
