@@ -85,6 +85,8 @@ DEFAULT_EXPLORE: tuple[str, ...] = (
     "workers=1 refusals=1",
     "workers=1 ci_failures=2 retries=2",
     "workers=1 ci_failures=1 retries=0 operator_calls=1",
+    "workers=1 deletions=1 operator_calls=1",
+    "workers=1 ci_failures=2 retries=1 operator_calls=1",
     "workers=1 deletions=1 crashes=1",
     "workers=1 refusals=1 cancels=1",
 )
@@ -94,7 +96,7 @@ A stale worker needs two workers and a pause (the unfenced `complete` is found i
 places reaches rows the pause does not (recovery after a crash, cancellation and a second one of the same Attempt, a slow
 holder that renews while claimed, running and cancelling, duplicate delivery, lost calls and answers, refusals, failing CI
 and its retries, an operator who accepts, approves or releases at any moment (out of turn, or a task the budget
-stopped), a pull request deleted outside the system (evidence that contradicts a receipt), and a provider's refusal
+stopped, blocked or quarantined), a pull request deleted outside the system (evidence that contradicts a receipt), and a provider's refusal
 crossing a cancellation). Together they fire all but a few of the shipped table's rows; the simulator's scenarios reach those (admission's
 defer and shed, checkpoints)."""
 DEFAULT_SCENARIOS = ("mixed", "zombie-worker", "capacity-overload", "cancel-storm")
