@@ -1011,8 +1011,9 @@ class TruthfulStates(_Fold):
       `quarantined` only when its latest Attempt is, `done` only by an
       operator's approval (`approve`) from `review`, `cancelled` only on an
       operator's `cancel`, `ready` only by an operator, accepted only from its
-      inbox and released only from rest, and never moved back to `inbox`; in review or done it carries the loop's decision `verify`, at
-      rest `stop` or `escalate`, with a reason.
+      inbox and released only from rest, and never moved back to `inbox`; in
+      review or done it carries the loop's decision `verify`, at rest `stop` or
+      `escalate`, with a reason.
     """
 
     name = "truthful_states"
