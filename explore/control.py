@@ -94,22 +94,23 @@ class ControlPlane:
             labels += [f"operator:admit:{a}" for a in due.attempts]
         return labels
 
-    def operate(self, world: Any, action: str, task_id: str) -> None:
-        """One operator call out of the blue, spent from its budget; a release accepted is the loop's to decide on next."""
+    def operate(self, world: Any, action: str, name: str) -> None:
+        """One operator call out of the blue, spent from its budget, on a task or (admission) an Attempt named `name`; a release
+        accepted is the loop's to decide on next."""
         world.budgets.operator_calls -= 1
         orchestrator = world.orchestrator
         if action == "admit":
-            orchestrator.admit(task_id)  # here an Attempt's id: admission asked for it, whatever its state
+            orchestrator.admit(name)  # admission asked for this Attempt, whatever its state
         elif action == "accept":
-            orchestrator.accept_task(task_id)
+            orchestrator.accept_task(name)
         elif action == "approve":
-            orchestrator.approve(task_id)
+            orchestrator.approve(name)
         else:
             with world.store.transaction() as tx:
-                budget = tx.task(task_id).budget
+                budget = tx.task(name).budget
             budget = replace(budget, attempts_max=budget.attempts_max + 1)
-            if orchestrator.release(task_id, RELEASE, budget).accepted:
-                self.agenda.decide[task_id] = None
+            if orchestrator.release(name, RELEASE, budget).accepted:
+                self.agenda.decide[name] = None
 
     def apply(self, world: Any, action: str, argument: str) -> None:
         """Run one control step's contract, and tell the agenda what came of it."""
