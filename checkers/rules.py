@@ -1082,8 +1082,16 @@ class TruthfulStates(_Fold):
                 return
             self._entered(latest, event, attempt_id, kind, from_state, to_state)
             return
-        if event.attempt_id is not None or event.from_state == to_state or kind == "create":
+        if event.attempt_id is not None or kind == "create":
             return  # `decide` names an Attempt and moves nothing; `create` puts a task in its inbox
+        if kind == "release":  # an operator's verbs act on the state they name, whether or not the task then moves
+            latest.released = True
+            if event.from_state not in self.sets.task_resting:
+                self._violation(f"{event.task_id} was released from {event.from_state}: only a task at rest is", describe(event))
+        elif kind == "accept" and event.from_state != "inbox":
+            self._violation(f"{event.task_id} was accepted again, from {event.from_state}: only a task in its inbox is", describe(event))
+        if event.from_state == to_state:
+            return
         if to_state == "inbox":
             self._violation(f"{event.task_id} went back to its inbox from {event.from_state}", describe(event))
         wanted = self._TASK_MOVED_BY.get(to_state)
@@ -1094,12 +1102,6 @@ class TruthfulStates(_Fold):
         trigger = self._TASK_ENTERED_ON.get(to_state)
         if trigger is not None and kind != trigger:
             self._violation(f"{event.task_id} entered {to_state} on {kind}, not on the operator's {trigger}", describe(event))
-        if kind == "release":
-            latest.released = True
-        if kind == "accept" and event.from_state != "inbox":
-            self._violation(f"{event.task_id} was accepted again, from {event.from_state}: only a task in its inbox is", describe(event))
-        elif kind == "release" and event.from_state not in self.sets.task_resting:
-            self._violation(f"{event.task_id} was released from {event.from_state}: only a task at rest is", describe(event))
         needed = self._TASK_LATEST.get(to_state)
         if needed is not None and latest.state != needed:
             self._violation(f"{event.task_id} entered {to_state} while its latest Attempt is {latest.state}, not {needed}", describe(event))

@@ -1030,6 +1030,19 @@ def test_a_quarantine_is_judged_under_the_budget_it_was_decided_by_not_one_a_rel
     assert verdict.status == OK, verdict.example
 
 
+@pytest.mark.parametrize("kind", ["accept", "release"])
+def test_an_operator_verb_out_of_turn_is_judged_even_when_the_task_stays_where_it_is(kind):
+    """Goal: an accept or a release accepted on a task already ready leaves it ready (no state entered), and is still the
+    operator's verb applied where it means nothing; the same history without it holds."""
+    s = story().created()
+    s.at(1).event(kind, to_state="ready", actor="operator")
+    s.dispatched().running(1, 1).at(10).succeeded(1, 1).retire()
+    verdict = s.history.verdicts()["truthful_states"]
+    assert verdict.status == VIOLATED and "from ready" in "\n".join(verdict.example), verdict.example
+    clean_history = story().created().dispatched().running(1, 1).at(10).succeeded(1, 1).retire().history
+    assert clean_history.verdicts()["truthful_states"].status == OK
+
+
 def test_a_reopened_terminal_attempt_is_one_violation_not_one_per_later_step():
     """Goal: the count says how many offences there were: one rewrite of failed Attempt 1, not one per step it then took."""
     verdict = failed_attempt_rewritten(story(), plant=True).history.verdicts()["append_only_attempts"]
