@@ -112,6 +112,8 @@ class Agenda:
                 self.retire[event.task_id] = event.at + self.delays.retire_grace_s
             else:
                 self.retire.pop(event.task_id, None)
+            if event.kind == "release":  # an operator handed a resting task back: the loop decides on it again
+                self.decide[event.task_id] = None
             return None
         if event.kind == "decide":
             return None

@@ -95,8 +95,7 @@ class ControlPlane:
         return labels
 
     def operate(self, world: Any, action: str, name: str) -> None:
-        """One operator call out of the blue, spent from its budget, on a task or (admission) an Attempt named `name`; a release
-        accepted is the loop's to decide on next."""
+        """One operator call out of the blue, spent from its budget, on a task or (admission) an Attempt named `name`."""
         world.budgets.operator_calls -= 1
         orchestrator = world.orchestrator
         if action == "admit":
@@ -109,8 +108,7 @@ class ControlPlane:
             with world.store.transaction() as tx:
                 budget = tx.task(name).budget
             budget = replace(budget, attempts_max=budget.attempts_max + 1)
-            if orchestrator.release(name, RELEASE, budget).accepted:
-                self.agenda.decide[name] = None
+            orchestrator.release(name, RELEASE, budget)  # accepted, the agenda hears it and the loop decides next
 
     def apply(self, world: Any, action: str, argument: str) -> None:
         """Run one control step's contract, and tell the agenda what came of it."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from shiftchange.agent import Call, Perform
 from shiftchange.checkers.history import Fault, Landed
+from shiftchange.checkers.rules import DELETION
 from shiftchange.core import ProviderRefused, ProviderTimeout
 
 from .config import DEPENDENCY
@@ -131,7 +132,7 @@ class Network:
         world.provider.delete(provider_id)
         now = world.clock.now()
         detail = f"{provider_id} is deleted at the code host by someone outside the system"
-        world.append(Fault(now, "deletion", DEPENDENCY, now, detail, (("provider_id", provider_id),)))
+        world.append(Fault(now, DELETION, DEPENDENCY, now, detail, (("provider_id", provider_id),)))
 
     @staticmethod
     def _landed_before(provider: Any, perform: Perform) -> bool:

@@ -52,6 +52,15 @@ def test_the_agenda_notes_what_each_committed_event_asks_for():
     assert agenda.admission_due  # an ended Attempt freed its slot
 
 
+def test_an_operators_release_puts_the_task_back_before_the_loop():
+    """Goal: a released task is the loop's to decide on again (it retries, or rests the task once more); an accept does not."""
+    agenda = Agenda()
+    agenda.note(event("ready", attempt_id=None, kind="accept", from_state="inbox"))
+    assert agenda.decide == {}
+    agenda.note(event("ready", attempt_id=None, kind="release", from_state="escalated"))
+    assert list(agenda.decide) == ["task-1"]
+
+
 def test_the_agenda_ignores_refusals_self_loops_and_decisions():
     agenda = Agenda()
     agenda.note(event("suspect", accepted=False))
