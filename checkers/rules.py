@@ -73,6 +73,9 @@ EXAMPLE_LINES_MAX = 8
 """An example is the few entries that show a violation, not a transcript."""
 
 _TOLERANCE = 1e-9
+FENCE_REFUSALS = frozenset({"stale_fence", "forged", "unfenced"})
+"""The refusal codes an `Event` carries when the fence, not the table, refused a call: a caller who could not prove the
+lease (the history's closed code vocabulary, restated here so that no rule reads the core's)."""
 """A cost within this of its cap counts as within it: float sums are not exact."""
 
 _ABSENT = object()
@@ -965,10 +968,20 @@ class _Latest:
     promised: dict[str, float] = field(default_factory=dict)
     """Each leased Attempt's expiry as its claim and accepted renewals promised it (claim or renewal time plus the TTL)."""
     entered: dict[str, set[str]] = field(default_factory=dict)
+    """The states each Attempt entered that its final record must bear out (running: a start; verifying: a result)."""
+    granted: dict[str, str] = field(default_factory=dict)
+    """At a keyless dependency (`CheckContext.keyless`): each operation key's latest grant, by the Attempt it was granted to."""
+    settled: dict[str, Event] = field(default_factory=dict)
+    """Keys whose Attempt reconciliation concluded since their latest grant, with the concluding event: nothing may land."""
+    began: dict[str, float] = field(default_factory=dict)
+    """When each leased Attempt's run began: its start, else its claim (what an elapsed time is counted from)."""
+    ran: dict[str, float] = field(default_factory=dict)
+    """How long each Attempt's run lasted, from its beginning to the move that took it out of a holder's states."""
+    releases: int = 0
+    """The operator's accepted releases of the task: each is an interruption its record counts."""
     released: bool = False
     """Whether an operator released the task: a release may replace its budget, so the final record's budget is not the
     one an earlier Attempt was judged poison under."""
-    """The states each Attempt entered that its final record must bear out (running: a start; verifying: a result)."""
 
 
 class TruthfulStates(_Fold):
@@ -979,24 +992,35 @@ class TruthfulStates(_Fold):
     judges who moved a record into a state and what the record carries there,
     never which row did it:
 
-    - an Attempt is `admitted` only by the orchestrator's admission, from `queued`;
+    - an Attempt is `admitted` only by the orchestrator's admission, from `queued`,
+      on `admit` (a deferral or a shedding admits nothing);
     - it is `running` or `verifying` only by its worker (the lease holder starts
       it, and reports the result that verification then checks);
     - it is `claimed` only by a worker, from `admitted` (a claim takes an
       Attempt no one held), and `running` only from `claimed`, with its start
-      recorded; it never goes back to `queued`;
+      recorded; a run starts once (no start is accepted in place); it never
+      goes back to `queued`;
     - it is `verifying` only with the result its holder reported recorded;
     - it is `suspect` only by the reaper, from a holder's state, once the lease
       its claim and accepted renewals promised has run out, and never once a
       cancellation was asked of it (a cancellation has its own time-out);
-    - it is `cancelling` only by an operator;
+    - it is `cancelling` only by an operator, and leaves Cancelling for
+      Reconciling only on its holder's acknowledgement or its time-out (each
+      recorded in its event's words), or at once when nobody holds it; a
+      holder's acknowledgement, completion or failure report is never refused
+      in the state its run is in while the lease it was promised lasts (only the
+      fence may refuse it);
     - it is `reconciling` only from a holder's state or `suspect` (an Attempt
       whose run may have acted unseen), and it leaves Reconciling only for an
       ending; an Attempt whose run may have acted ends only through
       Reconciling or Verifying, never straight from a holder's state;
     - a lease confers authority only in a holder's state: an Attempt leaves
-      those states with its lease ended (its expiry not after the move), and a
+      those states with its lease ended (its expiry not after the move) and
+      its run's time stamped (its elapsed time at least the run's length), and a
       worker's write that leaves it there finds its lease current;
+    - at a dependency that ignores operation keys (`CheckContext.keyless`),
+      reconciliation's findings are final: no call of the reconciled Attempt
+      lands after them (until its key is granted again);
     - it `succeeded` only on the provider's passing verdict (`verified`, the
       vocabulary's one trigger that means it), from `verifying`; and its final
       record carries that evidence;
@@ -1010,8 +1034,10 @@ class TruthfulStates(_Fold):
     - a Task is in `review` only when its latest Attempt succeeded, `blocked` or
       `quarantined` only when its latest Attempt is, `done` only by an
       operator's approval (`approve`) from `review`, `cancelled` only on an
-      operator's `cancel`, `ready` only by an operator, accepted only from its
-      inbox and released only from rest, and never moved back to `inbox`; in
+      operator's `cancel`, `in_progress` only on a `dispatch` or `retry` (an
+      Attempt sent to work), `ready` only by an operator, accepted only from its
+      inbox and released only from rest (each release counted as an
+      interruption on its record), and never moved back to `inbox`; in
       review or done it carries the loop's decision `verify`, at rest `stop` or
       `escalate`, with a reason.
     """
@@ -1037,12 +1063,33 @@ class TruthfulStates(_Fold):
         "succeeded": frozenset({"verifying"}),
     }
     """Where a state is entered from. Reconciling: a holder's states (the packaged table's leased ones) and suspect."""
+    _MOVED_ON: ClassVar[dict[str, str]] = {"admitted": "admit", "succeeded": VERIFIED}
+    """The one trigger that means a state: admission admits (a deferral or a shedding does not), the provider's passing
+    verdict succeeds."""
+    _ANSWERS_CANCEL = frozenset({"cancel_acknowledged", "cancel_timed_out", "cancel_unclaimed"})
+    """The cancellation protocol's ways out of Cancelling: the holder's acknowledgement, its time-out, nobody to signal."""
+    _ACKNOWLEDGED = frozenset({"cancel_acknowledged", "cancel_timed_out"})
+    """The answers to a signalled holder's cancellation: each is recorded in its event's words (the acknowledgement, or
+    that none came in time)."""
+    _ENDS_RUN: ClassVar[dict[str, frozenset[str]]] = {
+        "complete": frozenset({"running"}),
+        "report_failure": frozenset({"claimed", "running"}),
+        "cancel_acknowledged": frozenset({"cancelling"}),
+    }
+    """A holder's calls that end its run, and the states in which the run they end is its own: within its lease, a
+    holder is never refused one there (the fence refuses only a stale or forged caller)."""
     _MAY_HAVE_ACTED = frozenset({"claimed", "running"})
     """A holder's working states: an Attempt in one may have acted unseen, so it ends only through Reconciling (or
     Verifying, on a result). From suspect and cancelling the same is suspect_then_reconcile's and cancel_is_final's."""
     _BORNE_OUT = frozenset({"running", "verifying"})
     _TASK_MOVED_BY: ClassVar[dict[str, str]] = {"ready": "operator", "cancelled": "operator", "done": "operator"}
-    _TASK_ENTERED_ON: ClassVar[dict[str, str]] = {"done": "approve", "cancelled": "cancel"}
+    _TASK_ENTERED_ON: ClassVar[dict[str, frozenset[str]]] = {
+        "done": frozenset({"approve"}),
+        "cancelled": frozenset({"cancel"}),
+        "in_progress": frozenset({"dispatch", "retry"}),
+    }
+    """The triggers that mean a task state: done on the operator's approval, cancelled on a cancellation, in progress
+    on an Attempt sent to work (the first dispatch or a retry), never on a verb that appends none."""
     _TASK_LATEST: ClassVar[dict[str, str]] = {"review": "succeeded", "blocked": "blocked", "quarantined": "quarantined"}
     _CLASSIFIED = frozenset({"failed", "quarantined", "blocked"})
     _DECIDED: ClassVar[dict[str, frozenset[str]]] = {
@@ -1069,6 +1116,11 @@ class TruthfulStates(_Fold):
                 latest.cancel_asked.add(attempt_id)
             from_state = event.from_state
             if from_state == to_state or kind == "append":
+                if kind == "start":
+                    self._violation(f"{attempt_id} was started again while {from_state}: a run starts once", describe(event))
+                elif kind == "grant_tool" and self.context.keyless and event.operation_key is not None:
+                    latest.granted[event.operation_key] = attempt_id
+                    latest.settled.pop(event.operation_key, None)
                 if kind == "renew":
                     latest.promised[attempt_id] = event.at + self.context.lease_ttl_s
                 # most events write in place: nothing entered a state; a worker's write that leaves its Attempt in a
@@ -1086,6 +1138,7 @@ class TruthfulStates(_Fold):
             return  # `decide` names an Attempt and moves nothing; `create` puts a task in its inbox
         if kind == "release":  # an operator's verbs act on the state they name, whether or not the task then moves
             latest.released = True
+            latest.releases += 1
             if event.from_state not in self.sets.task_resting:
                 self._violation(f"{event.task_id} was released from {event.from_state}: only a task at rest is", describe(event))
         elif kind == "accept" and event.from_state != "inbox":
@@ -1099,12 +1152,31 @@ class TruthfulStates(_Fold):
             self._violation(f"{event.task_id} entered {to_state} by the {event.actor}, not an {wanted}", describe(event))
         if to_state == "done" and event.from_state != "review":
             self._violation(f"{event.task_id} was done from {event.from_state}, never reviewed", describe(event))
-        trigger = self._TASK_ENTERED_ON.get(to_state)
-        if trigger is not None and kind != trigger:
-            self._violation(f"{event.task_id} entered {to_state} on {kind}, not on the operator's {trigger}", describe(event))
+        triggers = self._TASK_ENTERED_ON.get(to_state)
+        if triggers is not None and kind not in triggers:
+            self._violation(f"{event.task_id} entered {to_state} on {kind}, not on {' or '.join(sorted(triggers))}", describe(event))
         needed = self._TASK_LATEST.get(to_state)
         if needed is not None and latest.state != needed:
             self._violation(f"{event.task_id} entered {to_state} while its latest Attempt is {latest.state}, not {needed}", describe(event))
+
+    def event(self, event: Event) -> None:
+        if not event.accepted and event.kind in self._ENDS_RUN:
+            self._refused_holder(event)
+        super().event(event)
+
+    def _refused_holder(self, event: Event) -> None:
+        """A holder's call that ends its run, refused: only the fence may refuse it while the lease it was promised lasts."""
+        latest = self._tasks.get(event.task_id)
+        attempt_id = event.attempt_id
+        if not isinstance(latest, _Latest) or attempt_id != latest.attempt_id or event.code in FENCE_REFUSALS:
+            return
+        promised = latest.promised.get(attempt_id)
+        if latest.state in self._ENDS_RUN[event.kind] and promised is not None and event.at < promised - _TOLERANCE:
+            self._violation(
+                f"{attempt_id}'s holder was refused its {event.kind} while {latest.state}, within the lease it was promised"
+                f" until t={promised:.2f}",
+                describe(event),
+            )
 
     def _entered(self, latest: _Latest, event: Event, attempt_id: str, kind: str, from_state: str | None, to_state: str) -> None:
         """An Attempt moved from one state into another: who moved it, from where, with what authority left."""
@@ -1114,11 +1186,23 @@ class TruthfulStates(_Fold):
             return  # an ended Attempt rewritten is append_only_attempts' to judge
         if to_state == "reconciling":
             latest.reconciled.add(attempt_id)
-        elif from_state == "verifying" and to_state in terminal:
+        elif from_state == "reconciling" and latest.granted:
+            latest.settled.update((key, event) for key, owner in latest.granted.items() if owner == attempt_id)
+        if from_state == "verifying" and to_state in terminal:
             latest.judged.add(attempt_id)
         if to_state in self._BORNE_OUT:
             latest.entered.setdefault(attempt_id, set()).add(to_state)
+        leased = sets.leased
+        if from_state in leased and to_state not in leased:
+            began = latest.began.get(attempt_id)
+            if began is not None:
+                latest.ran[attempt_id] = event.at - began
+            if from_state == "cancelling" and kind in self._ACKNOWLEDGED and not event.detail:
+                self._violation(f"{attempt_id}'s cancellation was answered ({kind}) with no words recorded for it", describe(event))
+        if to_state == "running":
+            latest.began[attempt_id] = event.at
         if to_state == "claimed":
+            latest.began[attempt_id] = event.at
             latest.promised[attempt_id] = event.at + self.context.lease_ttl_s
         elif to_state == "suspect":
             promised = latest.promised.get(attempt_id)
@@ -1130,8 +1214,14 @@ class TruthfulStates(_Fold):
         wanted = self._MOVED_BY.get(to_state)
         if wanted is not None and event.actor != wanted:
             self._violation(f"{attempt_id} entered {to_state} by the {event.actor}, not the {wanted}", describe(event))
-        if to_state == "succeeded" and kind != VERIFIED:
-            self._violation(f"{attempt_id} succeeded on {kind}, not on the provider's passing verdict", describe(event))
+        meant = self._MOVED_ON.get(to_state)
+        if meant is not None and kind != meant:
+            self._violation(f"{attempt_id} entered {to_state} on {kind}, not on {meant}, the trigger that means it", describe(event))
+        if from_state == "cancelling" and to_state == "reconciling" and kind not in self._ANSWERS_CANCEL:
+            self._violation(
+                f"{attempt_id} left Cancelling on {kind}: only its acknowledgement or time-out answers a cancellation",
+                describe(event),
+            )
         sources = self._MOVED_FROM.get(to_state)
         if sources is not None and from_state not in sources:
             self._violation(f"{attempt_id} entered {to_state} from {from_state}, not from {' or '.join(sorted(sources))}", describe(event))
@@ -1154,6 +1244,22 @@ class TruthfulStates(_Fold):
             )
         if to_state == "cancelled" and attempt_id not in latest.cancel_asked:
             self._violation(f"{attempt_id} was cancelled, but no cancellation was asked of it", describe(event))
+        if from_state in leased and to_state not in leased and attempt_id in latest.promised:
+            # the run is over, and the lease it was promised with it (a later cancellation renews nothing)
+            latest.promised[attempt_id] = min(latest.promised[attempt_id], event.at)
+
+    def _on_landed(self, landed: Landed) -> None:
+        latest = self._tasks.get(landed.task_id)
+        if not isinstance(latest, _Latest) or landed.dependency not in self.context.keyless:
+            return
+        concluded = latest.settled.get(landed.key)
+        if concluded is not None:
+            self._violation(
+                f"an effect landed under {landed.key} after {concluded.attempt_id}'s reconciliation concluded that its calls"
+                f" had settled ({concluded.kind}); {landed.dependency} ignores keys, so its findings were final",
+                describe(concluded),
+                describe(landed),
+            )
 
     def _on_retired(self, latest: _Latest | None, retired: Retired) -> None:
         attempts = retired.attempts
@@ -1192,6 +1298,11 @@ class TruthfulStates(_Fold):
                         describe(retired),
                     )
         task = retired.task
+        if latest is not None and task.interruptions != latest.releases:
+            self._violation(
+                f"{task.task_id} was released {latest.releases} times, but its record counts {task.interruptions} interruptions",
+                describe(retired),
+            )
         wanted = self._DECIDED.get(task.state)
         if wanted is not None and (task.decision not in wanted or not task.decision_reason):
             self._violation(
@@ -1201,6 +1312,14 @@ class TruthfulStates(_Fold):
             )
 
     def _borne_out(self, latest: _Latest, attempt: Attempt, retired: Retired) -> None:
+        ran = latest.ran.get(attempt.attempt_id)
+        if ran is not None and attempt.elapsed_s < ran - 1e-6:
+            self._violation(
+                f"{attempt.attempt_id}'s run lasted {ran:g} s until it left its holder's states, but its record says it ran"
+                f" {attempt.elapsed_s:g} s",
+                _record(attempt),
+                describe(retired),
+            )
         entered = latest.entered.get(attempt.attempt_id)
         if not entered:
             return

@@ -103,7 +103,8 @@ class World:
         self.seed = seed
         self.antipattern = antipattern
         self.env = env = CountingEnvironment()
-        context = CheckContext(config.core.lease_ttl_s, config.reliability.attempt_spend_max_usd, config.core.reason_length_min)
+        keyless = frozenset(name for name in PROVIDERS if not getattr(config, name).supports_idempotency)
+        context = CheckContext(config.core.lease_ttl_s, config.reliability.attempt_spend_max_usd, config.core.reason_length_min, keyless)
         self.history = History(all_checkers(context), keep_all=keep_history, sink=history_sink)
         self.bench = Workbench(env, config.workload, self.stream("work"))
         self.recorder = Recorder(env, config.series.window_s, PROVIDERS, self._gauges, self.table.leased) if series else None

@@ -41,6 +41,9 @@ from shiftchange.core.machine import SPEC
 DECISIONS = {"attempt_succeeded": "verify", "stop": "stop", "escalate": "escalate", "attempt_quarantined": "escalate",
              "attempt_blocked": "escalate"}  # fmt: skip
 """The loop's decision each of its task rows carries out (`core.policy.decide`)."""
+LEASED = frozenset({"claimed", "running", "cancelling"})
+"""The states in which a lease is honoured: leaving them, the run ends and its elapsed time is stamped (revoke_authority)."""
+ANSWERS = {"cancel_acknowledged": "acknowledged by the executor", "cancel_timed_out": "executor did not acknowledge"}
 CONTEXT = CheckContext(lease_ttl_s=30.0, attempt_spend_max_usd=5.0, reason_length_min=10)
 WORKSPACE = "repo-a"
 REASON = "lease lost and reconciliation found nothing"
@@ -202,6 +205,8 @@ class Story:
         from_state: str | None = None,
         operation_key: str | None = None,
         expires_at: float | None = None,
+        code: str = "stale_fence",
+        words: bool = True,
     ) -> Story:
         """One event; from_state defaults to the tracked record's state, to_state to an in-place write.
 
@@ -210,6 +215,8 @@ class Story:
         record = self.task if number is None or kind == "decide" else self.attempts[number]
         before = record.state if from_state is None else from_state
         after = before if to_state is None or not accepted else to_state
+        if accepted and words and not detail and kind in ANSWERS:
+            detail = ANSWERS[kind]  # the cancellation's answer, in the event's words
         self.seq += 1
         event = Event(
             self.seq,
@@ -225,7 +232,7 @@ class Story:
             generation,
             worker_id,
             detail,
-            None if accepted else "stale_fence",
+            None if accepted else code,
             not accepted,
             expires_at=expires_at,
             operation_key=operation_key,
@@ -242,6 +249,13 @@ class Story:
                 record.started_at = self.now  # the start is recorded
             elif kind == "complete":
                 record.result = detail or "the pull request is open"  # the holder's reported result
+            elif kind == "claim":
+                record.claimed_at = self.now
+            elif kind == "release":
+                record.interruptions += 1  # an operator's release is an interruption the task counts
+            if before in LEASED and after not in LEASED and record is not self.task:  # the run ends: its time is stamped
+                began = record.started_at if record.started_at is not None else record.claimed_at
+                record.elapsed_s = 0.0 if began is None else self.now - began
             decided = DECISIONS.get(kind) if record is self.task else None
             if decided is not None:  # the loop's decision, written with the row that carries it out
                 record.decision, record.decision_reason = decided, detail or f"the loop decided {decided}"
@@ -295,10 +309,21 @@ class Story:
         detail: str = "",
         operation_key: str | None = None,
         expires_at: float | None = None,
+        code: str = "stale_fence",
     ) -> Story:
         worker_id = self.attempts[number].worker_id
         return self.event(
-            kind, number, to_state, accepted, generation, "worker", worker_id, detail, operation_key=operation_key, expires_at=expires_at
+            kind,
+            number,
+            to_state,
+            accepted,
+            generation,
+            "worker",
+            worker_id,
+            detail,
+            operation_key=operation_key,
+            expires_at=expires_at,
+            code=code,
         )
 
     def granted(self, number: int, generation: int, key: str, accepted: bool = True) -> Story:
@@ -874,6 +899,51 @@ def failure_report_straight_to_failed(s: Story, plant: bool) -> Story:
     return s.event("decide", 1).escalated(1).retire()
 
 
+def admitted_on_a_deferral(s: Story, plant: bool) -> Story:
+    """Admission defers the Attempt, and the deferral moves it to admitted: past the capacity it was deferred for
+    (near miss: the deferral keeps it queued, and a later `admit` admits it)."""
+    s.created().dispatched()
+    if plant:
+        s.event("defer", 1, "admitted")
+    else:
+        s.event("defer", 1).event("admit", 1, "admitted")
+    s.attempts[1].claimed_at, s.attempts[1].generation, s.attempts[1].worker_id = 0.0, 1, "worker-a"
+    s.event("claim", 1, "claimed", generation=1, actor="worker", worker_id="worker-a")
+    s.event("start", 1, "running", generation=1, actor="worker", worker_id="worker-a")
+    return s.at(10).succeeded(1, 1).retire()
+
+
+def started_twice(s: Story, plant: bool) -> Story:
+    """A duplicated start is accepted on the running Attempt, stamping its start again (near miss: it is refused)."""
+    s.created().dispatched().running(1, 1)
+    s.at(3).fenced("start", 1, 1, accepted=plant, code="no_row")
+    return s.at(10).succeeded(1, 1).retire()
+
+
+def cancellation_answered_by_a_failure_report(s: Story, plant: bool) -> Story:
+    """A cancelling Attempt leaves Cancelling on its worker's failure report, neither acknowledged nor timed out (near
+    miss: the report is refused, and the worker acknowledges)."""
+    s.created().dispatched().running(1, 1)
+    s.attempts[1].failure_domain, s.attempts[1].failure_signature = "executor", "worker crashed"
+    s.at(5).event("cancel", 1, "cancelling", actor="operator")
+    if plant:
+        s.at(6).fenced("report_failure", 1, 1, "reconciling")
+    else:
+        s.at(6).fenced("report_failure", 1, 1, accepted=False, code="no_row").fenced("cancel_acknowledged", 1, 1, "reconciling")
+    s.event("effects_absent", 1, "cancelled")
+    return s.event("cancel", to_state="cancelled", actor="operator").retire()
+
+
+def acknowledgement_refused_within_the_lease(s: Story, plant: bool) -> Story:
+    """The holder acknowledges its cancellation at t=12, within the lease its claim gave it until t=30, and is refused; the
+    cancellation then times out (near miss: the acknowledgement comes at t=31, after the lease ran out)."""
+    s.created().dispatched().running(1, 1)
+    s.at(10).event("cancel", 1, "cancelling", actor="operator")
+    s.at(12 if plant else 31).fenced("cancel_acknowledged", 1, 1, accepted=False, code="guard" if plant else "expired_lease")
+    s.at(32).event("cancel_timed_out", 1, "reconciling", actor="reaper").event("effects_absent", 1, "cancelled")
+    return s.event("cancel", to_state="cancelled", actor="operator").retire()
+
+
 def cancelling_by_the_orchestrator(s: Story, plant: bool) -> Story:
     """The orchestrator puts a running Attempt into cancelling on its own (near miss: the operator's cancel)."""
     s.created().dispatched().running(1, 1)
@@ -901,6 +971,42 @@ def released_out_of_turn(s: Story, plant: bool) -> Story:
     s.created().dispatched().running(1, 1)
     s.at(5).event("release", to_state="ready", actor="operator", accepted=plant)
     return s.at(10).succeeded(1, 1).retire()
+
+
+def run_time_not_stamped(s: Story, plant: bool) -> Story:
+    """The lease runs out at t=30 after a run that began at t=0, and the Attempt's record says it ran 0 s: the elapsed-time
+    budget never sees the run (near miss: 30 s stamped when the reaper ended it)."""
+    s.created().dispatched().running(1, 1).at(31).expired(1)
+    if plant:
+        s.attempts[1].elapsed_s = 0.0
+    return s.event("decide", 1).at(40).escalated(1).retire()
+
+
+def release_not_counted(s: Story, plant: bool) -> Story:
+    """An operator releases an escalated task, and its record counts no interruption (near miss: it counts one)."""
+    s.created().dispatched().running(1, 1).at(31).expired(1).event("decide", 1).escalated(1)
+    s.at(40).event("release", to_state="ready", actor="operator", detail="the flaky port is fixed upstream")
+    if plant:
+        s.task.interruptions = 0
+    s.task.decision, s.task.decision_reason = "release", "the flaky port is fixed upstream"
+    return s.at(41).event("cancel", to_state="cancelled", actor="operator").retire()
+
+
+def released_into_progress(s: Story, plant: bool) -> Story:
+    """A release moves the escalated task straight to in progress, with no Attempt sent to work (near miss: to ready)."""
+    s.created().dispatched().running(1, 1).at(31).expired(1).event("decide", 1).escalated(1)
+    s.at(40).event("release", to_state="in_progress" if plant else "ready", actor="operator", detail="fixed upstream")
+    s.task.decision, s.task.decision_reason = "release", "fixed upstream"
+    return s.at(41).event("cancel", to_state="cancelled", actor="operator").retire()
+
+
+def acknowledgement_without_words(s: Story, plant: bool) -> Story:
+    """The holder's acknowledgement of a cancellation is recorded with no words (near miss: "acknowledged by the executor")."""
+    s.created().dispatched().running(1, 1)
+    s.at(5).event("cancel", 1, "cancelling", actor="operator")
+    s.at(6).event("cancel_acknowledged", 1, "reconciling", generation=1, actor="worker", worker_id="worker-a", words=not plant)
+    s.event("effects_absent", 1, "cancelled")
+    return s.event("cancel", to_state="cancelled", actor="operator").retire()
 
 
 def deleted_pull_request_replaced(s: Story, plant: bool) -> Story:
@@ -991,9 +1097,61 @@ PLANTED = {
         (done_on_a_rejection, "entered done on request_changes"),
         (accepted_again, "accepted again, from in_progress"),
         (released_out_of_turn, "released from in_progress"),
+        (admitted_on_a_deferral, "entered admitted on defer, not on admit"),
+        (started_twice, "started again while running"),
+        (cancellation_answered_by_a_failure_report, "left Cancelling on report_failure"),
+        (acknowledgement_refused_within_the_lease, "refused its cancel_acknowledged while cancelling"),
+        (run_time_not_stamped, "its record says it ran 0 s"),
+        (release_not_counted, "released 1 times, but its record counts 0 interruptions"),
+        (released_into_progress, "entered in_progress on release, not on dispatch or retry"),
+        (acknowledgement_without_words, "with no words recorded for it"),
     ),
 }
 CASES = [pytest.param(name, build, phrase, id=build.__name__) for name, planted in PLANTED.items() for build, phrase in planted]
+
+
+@pytest.mark.parametrize(("keyless", "late"), [(True, True), (True, False), (False, True)])
+def test_a_call_landing_after_its_reconciliation_concluded_contradicts_the_findings_only_where_keys_are_ignored(keyless, late):
+    """Goal: at a code host that ignores keys, a call of Attempt 1 lands after reconciliation concluded that every call had
+    settled: the findings were false (truthful_states alone says so). Near misses: the call lands before the conclusion; or
+    the code host honours keys, where reconciliation may conclude with a call in flight by design."""
+    context = CheckContext(30.0, 5.0, 10, frozenset({"code_host"}) if keyless else frozenset())
+    s = Story(History(all_checkers(context)))
+    key = "create-pr:task-1:sha-1"
+    s.created().dispatched().running(1, 1).at(5).granted(1, 1, key)
+    if not late:
+        s.at(20).landed(key, "create-pr-1")
+    s.at(31).event("expire", 1, "suspect", actor="reaper").event("reconcile", 1, "reconciling")
+    s.attempts[1].failure_domain, s.attempts[1].failure_signature = "executor", "executor:no effect landed"
+    s.event("effects_absent" if late else "effects_landed", 1, "failed")
+    if late:
+        s.at(32).landed(key, "create-pr-1")
+    s.event("decide", 1).at(40).escalated(1).retire()
+    expected = {"truthful_states"} if keyless and late else set()
+    assert violated(s.history) == expected, s.history.verdicts()
+    if expected:
+        assert "after task-1#1's reconciliation concluded" in "\n".join(s.history.verdicts()["truthful_states"].example)
+
+
+def test_an_acknowledgement_refused_after_the_run_ended_is_no_violation():
+    """Goal: the holder completes (its lease ends with the run), an operator then cancels the verifying Attempt, and the
+    holder's acknowledgement is refused as late at once: the lease its claim promised until t=30 ended with the run."""
+    s = story().created().dispatched().running(1, 1)
+    s.at(5).fenced("complete", 1, 1, "verifying", expires_at=5.0)
+    s.event("cancel", 1, "cancelling", actor="operator")
+    s.at(6).fenced("cancel_acknowledged", 1, 1, accepted=False, code="expired_lease")
+    s.at(26).event("cancel_timed_out", 1, "reconciling", actor="reaper").event("effects_absent", 1, "cancelled")
+    s.event("cancel", to_state="cancelled", actor="operator").retire()
+    verdict = s.history.verdicts()["truthful_states"]
+    assert verdict.status == OK, verdict.example
+
+
+def test_the_fence_refusals_the_checkers_name_are_the_cores():
+    """Goal: the checkers restate the codes of a fence's refusal (they read no core logic); they must be the core's."""
+    from shiftchange.checkers.rules import FENCE_REFUSALS
+    from shiftchange.core.results import FENCE_CODES
+
+    assert FENCE_REFUSALS == FENCE_CODES
 
 
 def test_every_checker_has_a_planted_violation():
