@@ -44,7 +44,8 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
         "--explore",
         metavar="COUNTS",
         action="append",
-        help="an exploration, as name=number words ('workers=2 pauses=1'); repeat for more; 'none' for none"
+        help="an exploration, as name=number words ('workers=2 pauses=1': the explorer's counts, timings such as"
+        " call_deadline_s=5, operations=N, idempotent_provider=0); repeat for more; 'none' for none"
         f" (default: {'; '.join(DEFAULT_EXPLORE)})",
     )
     parser.add_argument("--scenarios", metavar="A,B", help=f"the simulated scenarios, or 'none' (default {','.join(DEFAULT_SCENARIOS)})")

@@ -1,6 +1,8 @@
 """The control plane's steps: what a scheduler runs, learnt from the history as the agenda says, one contract a step.
 
-`control:admit` (an Attempt is queued), `control:reap` (a lease or a
+`control:intake:TASK` (with an operator in the world, a new task waits in
+its inbox until it is taken in: accepted and dispatched), `control:admit`
+(an Attempt is queued), `control:reap` (a lease or a
 cancellation ran out, by the reaper's own rule), `control:reconcile:ID`,
 `control:verify:ID`, `control:decide:TASK`, `control:retry:TASK`,
 `control:approve:TASK`, and the operator's `control:cancel:TASK` and
@@ -27,12 +29,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shiftchange.agent import Agenda, Retry, blind_retry, retry_for
+from shiftchange.core import Plan
 from shiftchange.core.lease import reapable
 
 from .config import task_name
 
 CANCEL_TASK, CANCEL_ATTEMPT = "operator cancelled the task", "operator cancelled this attempt"
 OPERATOR_CALLS = ("accept", "approve", "release")
+INTAKE = frozenset({"inbox", "ready"})
+"""The task states a task waits for its intake in (with no Attempt yet)."""
 RELEASE = "operator released the task with one more attempt"
 
 
@@ -47,6 +52,9 @@ class Survey:
     active: list[str]
     attempts: list[str]
     """Every Attempt, when operator calls are left to spend (they may ask admission for any of them)."""
+    intake: list[str]
+    """Tasks not yet sent to work (in their inbox, or accepted with no Attempt): with an operator, each waits for its
+    intake step, so the operator's calls meet a task in its inbox too."""
 
 
 def survey(world: Any) -> Survey:
@@ -60,8 +68,9 @@ def survey(world: Any) -> Survey:
         tasks = [tx.task(task_name(i)) for i in range(world.config.tasks)]
         active = sorted(a.attempt_id for a in tx.attempts_in(table.active)) if world.budgets.cancels else []
         attempts = [a.attempt_id for t in tasks for a in tx.attempts_of(t.task_id)] if world.budgets.operator_calls else []
+        intake = [t.task_id for t in tasks if t.state in INTAKE and not tx.attempts_of(t.task_id)] if world.config.operator_calls else []
     live = [t.task_id for t in tasks if t.state not in table.task_terminal and t.state not in table.task_resting]
-    return Survey(admitted, queued, reap_due, live, active, attempts)
+    return Survey(admitted, queued, reap_due, live, active, attempts, intake)
 
 
 @dataclass(slots=True)
@@ -78,7 +87,8 @@ class ControlPlane:
     def steps(self, world: Any, due: Survey) -> list[str]:
         """Every control step enabled now, in a fixed order."""
         agenda, now = self.agenda, world.clock.now()
-        labels = ["control:admit"] if due.queued else []
+        labels = [f"control:intake:{t}" for t in due.intake]
+        labels += ["control:admit"] if due.queued else []
         if due.reap_due:
             labels.append("control:reap")
         labels += [f"control:reconcile:{a}" for a in agenda.reconcile]
@@ -113,7 +123,9 @@ class ControlPlane:
     def apply(self, world: Any, action: str, argument: str) -> None:
         """Run one control step's contract, and tell the agenda what came of it."""
         orchestrator, agenda, now = world.orchestrator, self.agenda, world.clock.now()
-        if action == "admit":
+        if action == "intake":
+            intake(world, argument)
+        elif action == "admit":
             orchestrator.run_admission()
         elif action == "reap":
             orchestrator.reap()
@@ -162,6 +174,16 @@ class ControlPlane:
         return (
             sorted(agenda.reconcile), sorted(agenda.verify.items()), sorted(agenda.decide), sorted(agenda.approve.items()), retries,
         )  # fmt: skip
+
+
+def intake(world: Any, task_id: str) -> None:
+    """A new task taken in: accepted from its inbox (unless an operator accepted it already), and sent to work."""
+    orchestrator = world.orchestrator
+    with world.store.transaction() as tx:
+        state = tx.task(task_id).state
+    if state == "inbox":
+        orchestrator.accept_task(task_id)
+    orchestrator.dispatch(task_id, Plan(f"hypothesis 1 for {task_id}"))
 
 
 def _latest(world: Any, task_id: str) -> Any:

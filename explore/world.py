@@ -35,12 +35,12 @@ from shiftchange.agent import Agenda, Agent, Call, Delays, Looked, Perform
 from shiftchange.agent.worker import CORRECT
 from shiftchange.checkers.history import CheckContext, History, Retired
 from shiftchange.checkers.rules import all_checkers
-from shiftchange.core import Backoff, Event, ManualClock, MemoryStore, Orchestrator, Plan
+from shiftchange.core import Backoff, Event, ManualClock, MemoryStore, Orchestrator
 from shiftchange.core.provider import LedgerProvider
 
 from . import clock, nemesis
-from .config import WORKSPACE, ExploreConfig, StepError, task_name, worker_name
-from .control import ControlPlane, survey
+from .config import DEPENDENCY, WORKSPACE, ExploreConfig, StepError, task_name, worker_name
+from .control import ControlPlane, intake, survey
 from .network import Network
 from .workers import DUPLICABLE, Worker
 
@@ -72,7 +72,8 @@ class World:
         self.control = ControlPlane(Agenda(_NO_DELAYS), blind_loop=pattern is not None and pattern.blind_loop)
         self.budgets = nemesis.Budgets.of(config)
         self.task_budget = config.budget()
-        context = CheckContext(core.lease_ttl_s, reliability.attempt_spend_max_usd, core.reason_length_min)
+        keyless = frozenset() if config.idempotent_provider else frozenset({DEPENDENCY})
+        context = CheckContext(core.lease_ttl_s, reliability.attempt_spend_max_usd, core.reason_length_min, keyless)
         self.history = History(all_checkers(context), tail_max=0, digest=False)
         self.step_entries: list[Any] = []
         """What the step being taken appended to the history (the explorer reads it, then clears it); first, the setup's."""
@@ -80,8 +81,8 @@ class World:
         for index in range(config.tasks):
             task_id = task_name(index)
             self.orchestrator.create_task(task_id, f"objective of {task_id}", WORKSPACE, budget=self.task_budget)
-            self.orchestrator.accept_task(task_id)
-            self.orchestrator.dispatch(task_id, Plan(f"hypothesis 1 for {task_id}"))
+            if not config.operator_calls:  # with an operator, the task waits in its inbox for its intake step
+                intake(self, task_id)
 
     @property
     def shared(self) -> list[Any]:

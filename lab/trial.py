@@ -89,16 +89,25 @@ DEFAULT_EXPLORE: tuple[str, ...] = (
     "workers=1 ci_failures=2 retries=1 operator_calls=1",
     "workers=1 deletions=1 crashes=1",
     "workers=1 refusals=1 cancels=1",
+    "workers=1 pauses=1 refusals=1 operations=2",
+    "workers=1 pauses=1 cancels=1 idempotent_provider=0 call_deadline_s=5",
+    "workers=1 pauses=2 idempotent_provider=0 call_deadline_s=5 operations=2",
+    "workers=1 crashes=1 cancels=1 idempotent_provider=0 call_deadline_s=5 operations=2",
+    "workers=1 pauses=1 idempotent_provider=0 call_deadline_s=5 operator_calls=1",
 )
-"""The explorer's default configurations, about one fault kind each (one task), each searched to the end in about a second.
+"""The explorer's default configurations, about one fault kind each (one task), each searched to the end in a few seconds.
 
 A stale worker needs two workers and a pause (the unfenced `complete` is found in 19 steps); each other fault the explorer
 places reaches rows the pause does not (recovery after a crash, cancellation and a second one of the same Attempt, a slow
 holder that renews while claimed, running and cancelling, duplicate delivery, lost calls and answers, refusals, failing CI
-and its retries, an operator who accepts, approves or releases at any moment (out of turn, or a task the budget
-stopped, blocked or quarantined), a pull request deleted outside the system (evidence that contradicts a receipt), and a provider's refusal
-crossing a cancellation). Together they fire all but a few of the shipped table's rows; the simulator's scenarios reach those (admission's
-defer and shed, checkpoints)."""
+and its retries, an operator who accepts, approves or releases at any moment (a task in its inbox, out of turn, or a task
+the budget stopped, blocked or quarantined), a pull request deleted outside the system (evidence that contradicts a
+receipt), and a provider's refusal crossing a cancellation). The last five are the late writes and the unsettled calls
+the mutation analysis found no other configuration presents: a paused holder whose checkpoint (two operations), failure
+report or acknowledgement comes after its lease ran out, and, at a code host that ignores keys with call deadlines past
+the lease, reconciliation reached while a call is still in flight (after a pause, two pauses, a crash, with a
+cancellation or an operator's call). Together they fire all but a few of the shipped table's rows; the simulator's
+scenarios reach those (admission's defer and shed)."""
 DEFAULT_SCENARIOS = ("mixed", "zombie-worker", "capacity-overload", "cancel-storm")
 """The simulator's default scenarios: the main job; stale workers (the aimed pause that catches an unfenced completion
 comes up from 300 tasks); admission under overload, the only world that defers and sheds (the mutation analysis found
@@ -113,19 +122,38 @@ class TrialError(ValueError):
     """A trial that cannot be run as asked (a bad scale, a spec value with nowhere to write it): one line."""
 
 
+EXPLORED_OPERATIONS = ("push-branch", "create-pr", "post-comment")
+"""The workflow `operations=N` names: its first N side effects, ending with the pull request where N is one or two."""
+
+
 def explore_config(text: str) -> Any:
-    """An `ExploreConfig` from `name=value` words (`workers=2 pauses=1`; counts as the explorer's flags name them, with `_`)."""
+    """An `ExploreConfig` from `name=number` words: `workers=2 pauses=1`.
+
+    The counts as the explorer's flags name them, with `_`; a timing in seconds (`call_deadline_s=5`);
+    `operations=N`, a workflow of N side effects (`EXPLORED_OPERATIONS`, the default one being the pull request);
+    `idempotent_provider=0`, a code host that ignores operation keys (`--no-idempotency`).
+    """
     from shiftchange.explore import ExploreConfig, ExploreError
 
-    given: dict[str, int] = {}
+    given: dict[str, Any] = {}
     for word in text.replace(",", " ").split():
         name, equals, value = word.partition("=")
-        name = name.strip().replace("-", "_")
-        if not equals or not value.strip().isdigit():
+        name, value = name.strip().replace("-", "_"), value.strip()
+        if not equals or not value.replace(".", "", 1).isdigit():
             raise TrialError(f"an exploration is name=number words (workers=2 pauses=1), not {word!r} in {text!r}")
-        if name == "spec" or name not in ExploreConfig.__dataclass_fields__:
+        if name == "spec" or name == "antipattern" or name not in ExploreConfig.__dataclass_fields__:
             raise TrialError(f"unknown count {name!r} in the exploration {text!r}; use workers, tasks, crashes, pauses, ...")
-        given[name] = int(value)
+        number = float(value) if "." in value else int(value)
+        if name == "operations":
+            if not isinstance(number, int) or not 1 <= number <= len(EXPLORED_OPERATIONS):
+                raise TrialError(f"operations=N names 1 to {len(EXPLORED_OPERATIONS)} side effects, not {value!r} in {text!r}")
+            given[name] = ("create-pr",) if number == 1 else EXPLORED_OPERATIONS[:number]
+        elif name == "idempotent_provider":
+            if number not in (0, 1):
+                raise TrialError(f"idempotent_provider is 0 or 1, not {value!r} in {text!r}")
+            given[name] = bool(number)
+        else:
+            given[name] = number
     if not given:
         raise TrialError("an exploration needs at least one name=number word (workers=2 pauses=1)")
     try:

@@ -117,12 +117,31 @@ def test_an_operator_out_of_turn_is_refused_and_a_release_hands_the_task_back_to
     fired = {row.trigger for row in SPEC.task.rows if coverage.count("task", row.index + 1)}
     assert {"release", "stop", "approve", "retry"} <= fired
     world = World(ExploreConfig(workers=1, operator_calls=1))
-    offered = {"operator:accept:task-1", "operator:approve:task-1", "operator:release:task-1", "operator:admit:task-1#1"}
+    with world.store.transaction() as tx:
+        assert tx.task("task-1").state == "inbox"  # with an operator, a new task waits in its inbox for its intake
+    offered = {"operator:accept:task-1", "operator:approve:task-1", "operator:release:task-1", "control:intake:task-1"}
     assert offered <= set(world.actions())
+    world.apply("control:intake:task-1")  # accepted and dispatched; the operator may now also ask admission for Attempt 1
+    assert "control:intake:task-1" not in world.actions() and "operator:admit:task-1#1" in world.actions()
     world.apply("operator:approve:task-1")  # the task is in progress: refused, and the budget is spent
     assert world.budgets.operator_calls == 0 and not any(a.startswith("operator:") for a in world.actions())
     with world.store.transaction() as tx:
         assert tx.task("task-1").state == "in_progress"
+
+
+@pytest.mark.parametrize("call", ["approve", "release"])
+def test_an_operators_call_on_a_task_in_its_inbox_is_refused_and_the_intake_still_sends_it_to_work(call):
+    """Goal: approve and release presented to a task still in its inbox are refused (truthful_states would judge them
+    accepted), and the intake that follows accepts and dispatches it as before."""
+    world = World(ExploreConfig(workers=1, operator_calls=1))
+    heard: list = []
+    world.store.subscribe(heard.append)
+    world.apply(f"operator:{call}:task-1")
+    world.apply("control:intake:task-1")
+    with world.store.transaction() as tx:
+        assert tx.task("task-1").state == "in_progress" and len(tx.attempts_of("task-1")) == 1
+    refused = [e for e in heard if e.kind == call]
+    assert refused and not refused[0].accepted and refused[0].from_state == "inbox"
 
 
 def test_a_released_task_the_loop_declines_goes_back_to_rest_instead_of_waiting_in_ready():

@@ -51,6 +51,24 @@ def test_a_bad_scale_is_one_typed_error():
         run_trial(packaged_spec(), checks=("fuzz",))
 
 
+def test_an_exploration_names_timings_a_workflow_and_a_keyless_code_host():
+    from shiftchange.lab.trial import explore_config
+
+    config = explore_config("workers=1 pauses=2 idempotent_provider=0 call_deadline_s=5 operations=2 lease_ttl_s=2.5")
+    assert (config.workers, config.pauses, config.idempotent_provider) == (1, 2, False)
+    assert (config.call_deadline_s, config.lease_ttl_s, config.operations) == (5, 2.5, ("push-branch", "create-pr"))
+    assert explore_config("workers=1 operations=1").operations == ("create-pr",)  # the default workflow
+    for text, says in (
+        ("workers=1 operations=4", "operations=N names 1 to 3 side effects"),
+        ("workers=1 idempotent_provider=2", "idempotent_provider is 0 or 1"),
+        ("workers=1 heartbeat_interval_s=9", "must be shorter than lease_ttl_s"),
+        ("workers=1 antipattern=1", "unknown count 'antipattern'"),
+        ("workers=1 pauses=1.5", "pauses must be a whole number"),
+    ):
+        with pytest.raises(TrialError, match=says):
+            explore_config(text)
+
+
 def test_work_can_finish_kills_a_table_that_is_safe_and_useless():
     """Goal: a grant that asks the opposite of `rate_allows` refuses every call, so every safety invariant holds and no run
     ends with the task done: the explorer's liveness verdict kills it, and holds for the shipped table."""
