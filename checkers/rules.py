@@ -1160,9 +1160,12 @@ class TruthfulStates(_Fold):
             self._violation(f"{event.task_id} entered {to_state} while its latest Attempt is {latest.state}, not {needed}", describe(event))
 
     def event(self, event: Event) -> None:
-        if not event.accepted and event.kind in self._ENDS_RUN:
+        """`_Fold.event`, and a refused call that would end a holder's run judged too (the simulator's hot path: inline)."""
+        self._entries += 1
+        if event.accepted:
+            self._on_event(self._state(event.task_id), event)
+        elif event.kind in self._ENDS_RUN:
             self._refused_holder(event)
-        super().event(event)
 
     def _refused_holder(self, event: Event) -> None:
         """A holder's call that ends its run, refused: only the fence may refuse it while the lease it was promised lasts."""
