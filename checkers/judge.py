@@ -101,11 +101,14 @@ def ledger_from(effects: Iterable[Effect], store: Store, dependency: str = "code
     return entries
 
 
-def context_for(config: CoreConfig | None = None, reliability: ReliabilityConfig | None = None) -> CheckContext:
-    """What the checkers must know of the deployment: its lease TTL, per-Attempt spend ceiling and minimum retry reason."""
+def context_for(
+    config: CoreConfig | None = None, reliability: ReliabilityConfig | None = None, keyless: Iterable[str] = ()
+) -> CheckContext:
+    """What the checkers must know of the deployment: its lease TTL, per-Attempt spend ceiling and minimum retry reason, and
+    the dependencies that ignore operation keys (`CheckContext.keyless`: there, reconciliation's findings are final)."""
     config = config if config is not None else CoreConfig()
     reliability = reliability if reliability is not None else ReliabilityConfig()
-    return CheckContext(config.lease_ttl_s, reliability.attempt_spend_max_usd, config.reason_length_min)
+    return CheckContext(config.lease_ttl_s, reliability.attempt_spend_max_usd, config.reason_length_min, frozenset(keyless))
 
 
 class Judge:

@@ -47,6 +47,25 @@ def test_a_reference_history_with_its_ledger_and_final_read_is_valid_by_every_in
     assert {name: v.status for name, v in verdicts.items()} == dict.fromkeys(INVARIANTS, OK)
 
 
+def test_a_deployment_without_keys_judges_a_landing_after_the_findings_through_judge():
+    """Goal: `judge` over a store's history and a ledger entry that lands after reconciliation concluded: a violation of
+    truthful_states when the deployment's code host ignores keys (`context_for(keyless=...)`, as chaos passes it for
+    `--no-idempotency`), none when it honours them."""
+    world = World(reference_orchestrator(MemoryStore))
+    lease = world.running()
+    grant = world.orchestrator.grant_tool(*fence(lease), "create-pr", "sha-1", request="open the pull request")
+    world.clock.advance(world.config.lease_ttl_s + 1)
+    world.orchestrator.reap()
+    world.clock.advance(grant.deadline_at - world.clock.now() + 1)  # the call's deadline passed: settled, "absent"
+    assert world.orchestrator.reconcile_attempt(lease.attempt_id).state == "failed"
+    late = LedgerEntry(world.clock.now() + 1, "create-pr-9", grant.key, "create-pr", "sha-1", "task-1")
+    for keyless, expected in ((("code_host",), VIOLATED), ((), OK)):
+        context = context_for(world.config, world.reliability, keyless=keyless)
+        verdict = judge(world.store.events(), [late], context=context)["truthful_states"]
+        assert verdict.status in {expected, UNKNOWN} and (verdict.status == VIOLATED) == (expected == VIOLATED), verdict
+    assert context_for().keyless == frozenset()
+
+
 def test_without_a_final_read_the_rules_about_final_records_are_unknown():
     """Goal: judged from the history alone, the rules that read final records say unknown, and the others still judge."""
     world = finished_world()
