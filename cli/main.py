@@ -383,9 +383,9 @@ def sim_table(source: str | None) -> Any:
 
 def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
     """The config the arguments name, with its scenario and anti-pattern: the scenario's, `--config` over it, each `--set`, `--tasks`."""
+    from shiftchange.antipatterns import antipattern
     from shiftchange.core import InputError
     from shiftchange.sim import settings
-    from shiftchange.sim.antipatterns import antipattern
     from shiftchange.sim.config import FaultSpec
     from shiftchange.sim.scenarios import scenario_config
 
@@ -615,7 +615,7 @@ def _sim_scenario_show(name: str, seed: int) -> int:
 
 
 def _sim_antipatterns(_args: argparse.Namespace) -> int:
-    from shiftchange.sim.antipatterns import ANTIPATTERNS
+    from shiftchange.antipatterns import ANTIPATTERNS
 
     rows = [("anti-pattern", "scenario", "expected invariant", "failure mode")]
     rows += [(pattern.name, pattern.scenario, pattern.invariant, pattern.failure_mode) for pattern in ANTIPATTERNS.values()]

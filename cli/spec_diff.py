@@ -210,7 +210,7 @@ def _caught_by(diff: SpecDiff) -> dict[str, list[tuple[str, str]]]:
     if not diff.touched:
         return {}
     try:
-        from shiftchange.sim.antipatterns import ANTIPATTERNS
+        from shiftchange.antipatterns import ANTIPATTERNS
     except SpecError as error:
         # The simulator runs the packaged spec; when that is the broken one, the diff still stands without its anti-patterns.
         print(f"shiftchange: anti-patterns not shown, the simulator cannot load the packaged spec: {error}", file=sys.stderr)

@@ -340,8 +340,8 @@ def _grid(axes: list[tuple[str, list[str]]]) -> dict[str, list[str]]:
 
 def _scenario(args: argparse.Namespace) -> str:
     """As `sim run` chooses: the named scenario, else the anti-pattern's own, else mixed."""
+    from shiftchange.antipatterns import antipattern
     from shiftchange.cli.main import SIM_SCENARIO_DEFAULT
-    from shiftchange.sim.antipatterns import antipattern
 
     if args.scenario is not None:
         return args.scenario

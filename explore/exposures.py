@@ -3,9 +3,9 @@
 Ten of the thirteen are a matter of interleaving: a crash, a lost answer, a
 pause or a cancellation at the wrong point, which the search places at every
 point. The other three are quantitative by nature (rates, load, sums) and
-are measured by the simulator instead. The switches themselves are the
-simulator's (`shiftchange.sim.antipatterns`), so both drivers break the very
-same rules.
+are measured by the simulator instead. The switches themselves are shared
+(`shiftchange.antipatterns`, apart from every driver), so the explorer and
+the simulator break the very same rules.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shiftchange.sim.antipatterns import ANTIPATTERNS, AntiPattern
+from shiftchange.antipatterns import ANTIPATTERNS, AntiPattern
 
 from .config import ExploreConfig, ExploreError
 

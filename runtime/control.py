@@ -10,7 +10,7 @@ states that ask for it, so a restarted orchestrator picks up exactly where
 the store says things are:
 
 - admission, every `admission_interval_s`, only while this process holds
-  the admission leader lease (`runtime/leadership.py`), each step fenced by
+  the admission leader lease (`core/leadership.py`), each step fenced by
   that lease inside its own transaction and preceded by a refresh of the
   admission state from the store (workers end Attempts in other processes);
 - the reaper, every `reap_interval_s` (any number of orchestrators may reap:
@@ -54,6 +54,7 @@ from typing import Any
 from shiftchange.agent import Agenda, Delays, retry_for
 from shiftchange.agent.control import RECOVERING
 from shiftchange.core import CoreError, InputError, Orchestrator, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
+from shiftchange.core.leadership import FencedStore, Leadership, NotLeader
 from shiftchange.core.states import ATTEMPT_STATES, ATTEMPT_TERMINAL, TASK_AT_REST, TASK_RESTING, TASK_STATES, TASK_TERMINAL
 from shiftchange.core.table import Table, table_for
 from shiftchange.stores import open_store
@@ -61,7 +62,6 @@ from shiftchange.stores import open_store
 from .clock import judged_by, lease_clock
 from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
-from .leadership import FencedStore, Leadership, NotLeader
 from .metrics import Metrics, start_metrics
 
 __all__ = ["ADMISSION_LEASE", "ControlProcess"]

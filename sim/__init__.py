@@ -17,11 +17,11 @@ configuration instead of sampling one per seed, is a driver of its own (`shiftch
 they hold (Jepsen's habit): what arrives, who acts, what breaks, what must hold.
 """
 
+from shiftchange.antipatterns import ANTIPATTERNS, AntiPattern, antipattern
 from shiftchange.checkers.history import CheckContext, Fault, History, Landed, Retired, Verdict, describe
 from shiftchange.checkers.rules import INVARIANTS, all_checkers
 
 from . import contention, recovery, settings
-from .antipatterns import ANTIPATTERNS, AntiPattern, antipattern
 from .artifacts import play_with_artifacts
 from .config import (
     ControlConfig,

@@ -19,10 +19,10 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from shiftchange.antipatterns import antipattern
 from shiftchange.checkers.history import invariant_rows, tally
 from shiftchange.core.table import Table, packaged
 
-from .antipatterns import antipattern
 from .config import SimConfig
 from .scenarios import SCENARIOS, scenario_config
 from .settings import PLACED_PATH, diff, format_value

@@ -78,13 +78,13 @@ from typing import Any
 
 from tqdm import tqdm
 
+from shiftchange.antipatterns import antipattern as antipattern_named
 from shiftchange.core import InputError
 from shiftchange.core.table import Table, packaged, table_for
 from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, from_counts, write_coverage
 from shiftchange.spec.loader import SpecError
 from shiftchange.spec.source import SpecSourceError
 
-from .antipatterns import antipattern as antipattern_named
 from .artifacts import play_with_artifacts, prepare
 from .config import FaultSpec, SimConfig
 from .coverage import CoverageSink

@@ -71,8 +71,8 @@ from shiftchange.core import (
     Task,
     Transaction,
 )
+from shiftchange.core.leadership import Leadership, NotLeader
 from shiftchange.core.store import WRITABLE
-from shiftchange.runtime.leadership import Leadership, NotLeader
 
 from .checks import Check, CheckResult, Report, Violation, collector, expect, expect_equal, expect_raises, run_checks, skip
 from .rig import reference_orchestrator

@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import pytest
 
+from shiftchange.antipatterns import antipattern
 from shiftchange.checkers import INVARIANTS, OK, UNKNOWN, VIOLATED, Judge, LedgerEntry, context_for, judge, ledger_from
 from shiftchange.checkers.history import Landed
 from shiftchange.core import Event, InputError, LedgerProvider, MemoryStore
-from shiftchange.sim.antipatterns import antipattern
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
 from shiftchange.testing import reference_orchestrator

@@ -9,9 +9,9 @@ import types
 
 import pytest
 
+from shiftchange.antipatterns import ANTIPATTERNS
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.cli.main import main
-from shiftchange.sim.antipatterns import ANTIPATTERNS
 from shiftchange.sim.config import SimConfig
 from shiftchange.sim.report import replay_command
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from shiftchange.agent import Looked
+from shiftchange.antipatterns import ANTIPATTERNS
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.cli.main import main
 from shiftchange.core.machine import SPEC
@@ -29,7 +30,6 @@ from shiftchange.explore import (
     replay_command,
 )
 from shiftchange.explore.digest import digest
-from shiftchange.sim.antipatterns import ANTIPATTERNS
 from shiftchange.spec.coverage import read_coverage
 
 # ------------------------------------------------------------- correct core

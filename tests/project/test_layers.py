@@ -138,3 +138,46 @@ def test_the_checker_finds_each_kind_of_decision_planted_in_a_driver():
     planted = "def f(answer):\n    return 'no_call_in_flight' in answer.guards or answer.code == 'stale_fence' or LATE_CODES\n"
     found = _decisions("planted.py", ast.parse(planted))
     assert len(found) == 5, found  # the guard name, .guards, .code, the refusal code compared with, the code set
+
+
+FORBIDDEN_IMPORTS = {
+    "sim": ("shiftchange.lab",),
+    "explore": ("shiftchange.lab", "shiftchange.sim", "simpy"),
+    "runtime": ("shiftchange.lab",),
+    "testing": ("shiftchange.runtime",),
+    "package": ("shiftchange.sim", "shiftchange.explore", "shiftchange.runtime", "shiftchange.lab", "simpy"),
+}
+"""Who may not import whom: the drivers never import the lab above them, the explorer neither the simulator nor SimPy,
+the kit never the runtime it is meant to be pointed at, and the top-level modules (the anti-patterns) no driver."""
+
+
+@pytest.mark.parametrize("folder", sorted(FORBIDDEN_IMPORTS))
+def test_a_layer_imports_nothing_it_must_not(folder):
+    forbidden = FORBIDDEN_IMPORTS[folder]
+    found = []
+    for path in sorted((ROOT / folder).glob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        found += [f"{relative} imports {name}" for name in sorted(_imports(_tree(relative))) if name.startswith(forbidden)]
+    assert not found, "\n".join(found)
+
+
+def test_the_forbidden_imports_check_finds_a_planted_import(tmp_path):
+    planted = "from shiftchange.sim.world import play\nimport simpy\n"
+    assert {name for name in _imports(ast.parse(planted)) if name.startswith(FORBIDDEN_IMPORTS["explore"])} == {
+        "shiftchange.sim.world",
+        "shiftchange.sim.world.play",
+        "simpy",
+    }
+
+
+@pytest.mark.parametrize(
+    ("module", "absent"), [("shiftchange.explore", ("simpy", "shiftchange.sim")), ("shiftchange.testing", ("shiftchange.runtime",))]
+)
+def test_importing_a_layer_loads_none_of_what_it_must_not(module, absent):
+    """The import graph as Python walks it: exploring loads no SimPy (nor the simulator), the kit no runtime."""
+    import subprocess
+    import sys
+
+    probe = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'simpy' or m.startswith({absent!r})))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", f"importing {module} loaded {loaded}"

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from shiftchange.core import InputError, LedgerProvider, ManualClock, MemoryStore, Orchestrator, Plan, ProviderTimeout, StoreUnavailable
+from shiftchange.core.leadership import FencedStore, Leadership, NotLeader
 from shiftchange.runtime.clock import SteppingClock
 from shiftchange.runtime.config import RuntimeConfig, load_config
-from shiftchange.runtime.leadership import FencedStore, Leadership, NotLeader
 from shiftchange.runtime.worker import Worker, worker_store_url
 from shiftchange.runtime.workload import submit
 from shiftchange.stores.sqlite import SQLiteStore

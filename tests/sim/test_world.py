@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
+from shiftchange.antipatterns import ANTIPATTERNS
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.sim import recovery
-from shiftchange.sim.antipatterns import ANTIPATTERNS
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
 from shiftchange.sim.shrink import shrink
 from shiftchange.sim.world import play

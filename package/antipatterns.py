@@ -13,26 +13,31 @@ expected to catch it. The correct core passes every scenario; a switch that
 passes the checkers in its scenario is a bug in the checkers, and the tests
 say so.
 
-The breaks live here, in the simulator, not in the core: each replacement
-below implements a seam's public signature, and the two broken stores name
-their transaction class through `MemoryStore.transaction_type`.
+The breaks live here, beside the core and apart from every driver: each
+replacement below implements a seam's public signature, and the two broken
+stores name their transaction class through `MemoryStore.transaction_type`.
+A driver (the simulator, the explorer, chaos) applies a switch to what it
+runs: its store, its core's seams and table, its workers' seams, and its
+reliability settings (`AntiPattern.configure` works on any driver's config
+that holds a `reliability`), so every driver breaks the very same rules and
+none of them has to be imported to do it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from shiftchange.agent import WorkerSeams
-from shiftchange.core import BackoffConfig, InputError, KeyRequest, MemoryStore, Seams, mint_key
+from shiftchange.core import BackoffConfig, InputError, KeyRequest, MemoryStore, ReliabilityConfig, Seams, mint_key
 from shiftchange.core.records import Attempt
 from shiftchange.core.store import MemoryTransaction, Transaction
 from shiftchange.core.table import Table
 from shiftchange.spec import edits
 from shiftchange.spec.model import STAY, Spec
 
-from .config import SimConfig
+ConfigT = TypeVar("ConfigT")
 
 # ------------------------------------------------------------------ breaks
 
@@ -171,12 +176,16 @@ class AntiPattern:
     """The design choice, as an edit of the transition table the run is given (`spec.edits`), or None."""
     store: Callable[[], MemoryStore] = _events_dropped
     worker_seams: WorkerSeams = field(default_factory=WorkerSeams)
-    tune: Callable[[SimConfig], SimConfig] = _same
+    tune: Callable[[ReliabilityConfig], ReliabilityConfig] = _same
+    """The reliability settings the failure mode lifts (its retry discipline, its backpressure), or none."""
     blind_loop: bool = False
     """The loop never decides: every failed Attempt is retried at once, unchanged."""
 
-    def configure(self, config: SimConfig) -> SimConfig:
-        return self.tune(config)
+    def configure(self, config: ConfigT) -> ConfigT:
+        """Any driver's config (a dataclass with a `reliability: ReliabilityConfig`) with this failure mode's settings."""
+        if self.tune is _same:
+            return config
+        return replace(config, reliability=self.tune(config.reliability))  # type: ignore[type-var,attr-defined]
 
     def make_store(self) -> MemoryStore:
         return self.store()
@@ -188,19 +197,18 @@ class AntiPattern:
         return Table(self.edit(base.spec), f"{base.label} with {self.name}")
 
 
-def _storm(config: SimConfig) -> SimConfig:
+def _storm(reliability: ReliabilityConfig) -> ReliabilityConfig:
     """No retry discipline: no backoff (between Attempts or between a call's retries), no breaker, retry budget or concurrency limit."""
-    reliability = replace(config.reliability, backoff=BackoffConfig(strategy="none"), breaker=None, retry_budget=None, concurrency=None)
-    return replace(config, reliability=reliability)
+    return replace(reliability, backoff=BackoffConfig(strategy="none"), breaker=None, retry_budget=None, concurrency=None)
 
 
-def _unbounded_queue(config: SimConfig) -> SimConfig:
+def _unbounded_queue(reliability: ReliabilityConfig) -> ReliabilityConfig:
     """No backpressure, no shedding: the queue's depth and age limits lifted, and work past its deadline still admitted.
 
     The bulkhead is the world's own, so capacity is unchanged.
     """
-    admission = replace(config.reliability.admission, queue_depth_max=10_000_000, queue_age_max_s=1e9, shed_past_deadline=False)
-    return replace(config, reliability=replace(config.reliability, admission=admission))
+    admission = replace(reliability.admission, queue_depth_max=10_000_000, queue_age_max_s=1e9, shed_past_deadline=False)
+    return replace(reliability, admission=admission)
 
 
 ANTIPATTERNS: dict[str, AntiPattern] = {

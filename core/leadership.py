@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from shiftchange.core import CoreError, Store
+from .errors import CoreError
+from .store import Store
 
 __all__ = ["FencedStore", "Leadership", "NotLeader"]
 
