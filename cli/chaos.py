@@ -145,7 +145,7 @@ def _skew(text: str) -> float:
 
 def _skewing(args: argparse.Namespace, postgres: bool) -> dict[str, float]:
     """The skew fault's settings: the defaults on PostgreSQL; asked for on SQLite, a BadInput (one machine has one clock)."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
 
     asked = (args.skew_every is not None and args.skew_every > 0) or args.skew is not None
     if not postgres:
@@ -193,7 +193,7 @@ def _stderr_line(stream: IO[str]) -> Callable[[str], None]:
 
 def run_chaos_command(args: argparse.Namespace) -> int:
     """`shiftchange chaos`: 0 when every invariant holds and no task was lost, 1 otherwise, 2 on bad input, 130 on Ctrl-C."""
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 
     if args.run_dir is not None:
         directory = Path(args.run_dir)
@@ -258,7 +258,7 @@ def run_chaos_command(args: argparse.Namespace) -> int:
 def _resolve_spec(source: str | None) -> Any:
     """The spec the run's cores run (`runtime.chaos.resolve_spec`), read and compiled now: a name that names no spec, or a
     malformed one, is one line and exit status 2 before any process starts."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
     from shiftchange.spec import SpecError
     from shiftchange.spec.source import SpecSourceError
 
@@ -272,7 +272,7 @@ def _resolve_spec(source: str | None) -> Any:
 
 def _check_report(path: str | None) -> None:
     """`--report` names an .html file in a writable folder: checked before any process starts, so a typo costs no run."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
     from shiftchange.core import InputError
     from shiftchange.sim.html_report import check_report_path
 
@@ -286,7 +286,7 @@ def _check_report(path: str | None) -> None:
 
 def _write_report(path: str, report: Any, store_url: str) -> None:
     """Write the run's page, reading its timelines from the store it ran on (opened again: the harness closed its own)."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
     from shiftchange.core import CoreError
     from shiftchange.sim.html_report import chaos_page, write_page
     from shiftchange.stores import open_store

@@ -80,7 +80,7 @@ def run_check_store(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, make_store: Callable[[], Any], reopen: Callable[[Any], Any] | None) -> int:
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_OK
     from shiftchange.testing import CheckResult, check_contracts, check_store, reference_orchestrator
 
     suites = [
@@ -150,7 +150,7 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[Any], Any] | Non
     import tempfile
     import uuid
 
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
     from shiftchange.core import CoreError, MemoryStore
     from shiftchange.stores import describe, open_store
 
@@ -196,7 +196,7 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[Any], Any] | Non
 
 def load_factory(target: str) -> Callable[[], Any]:
     """The store factory `MODULE:FACTORY` names, called once to see that it makes a store; bad input otherwise."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
 
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
@@ -227,7 +227,7 @@ def load_factory(target: str) -> Callable[[], Any]:
 
 def _stateful(make_store: Callable[[], Any], examples: int, seed: int) -> tuple[bool, str]:
     """Run the machine; a failure's detail is its message and the steps Hypothesis gives to reproduce it."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
 
     try:
         from shiftchange.testing import orchestrator_machine, reference_orchestrator, run_machine

@@ -154,7 +154,7 @@ def _config(args: argparse.Namespace) -> Any:
 def run_explore(args: argparse.Namespace) -> int:
     from shiftchange.explore import ExploreError
 
-    from .main import BadInput, say_notes
+    from .common import BadInput, say_notes
 
     if args.antipatterns:
         own = [name.replace("-", "_") for name, _m, _t in _COUNTS] + [flag.replace("-", "_") for flag, *_rest in _TIMINGS]
@@ -193,7 +193,7 @@ def _read_spec(config: Any) -> None:
     """
     from shiftchange.spec.source import SpecSourceError, read_spec
 
-    from .main import BadInput, note
+    from .common import BadInput, note
 
     try:
         read = read_spec(config.spec)
@@ -258,7 +258,7 @@ def _bar(args: argparse.Namespace) -> Any:
 def _write_coverage(path: str | None, result: Any) -> str | None:
     from shiftchange.spec.coverage import CoverageError, write_coverage
 
-    from .main import BadInput
+    from .common import BadInput
 
     if path is None:
         return None
@@ -272,7 +272,7 @@ def _write_coverage(path: str | None, result: Any) -> str | None:
 def _replay(args: argparse.Namespace, config: Any) -> int:
     from shiftchange.explore import parse_steps, replay, replay_command
 
-    from .main import say_notes
+    from .common import say_notes
 
     began = time.perf_counter()
     played = replay(config, parse_steps(args.replay))

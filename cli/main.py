@@ -26,6 +26,23 @@ from shiftchange.spec.diagram import FORMATS, INSTALL_GRAPHVIZ, RENDERERS, Diagr
 from shiftchange.spec.loader import FILES
 from shiftchange.spec.review import write_review
 
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    PROG,
+    PROGRESS_INTERVAL_S,
+    SIM_SCENARIO_DEFAULT,
+    SIM_SEED_DEFAULT,
+    SIM_SPEC_HELP,
+    SIM_TASKS_MAX,
+    BadInput,
+    UsageError,
+    drop_notes,
+    say_notes,
+    sim_table,
+)
 from .explore import add_parser as add_explore_parser
 from .mutate import add_parser as add_spec_mutate_parser
 from .operator import add_parsers as add_operator_parsers
@@ -35,24 +52,6 @@ from .spec_diff import add_run_arguments
 from .sweep import add_parser as add_sweep_parser
 from .tune import add_parser as add_tune_parser
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-EXIT_INTERRUPTED = 130
-"""Ctrl-C: 128 plus SIGINT's number, what a shell reports for a command the signal ended."""
-SIM_SCENARIO_DEFAULT, SIM_SEED_DEFAULT = "mixed", 0
-"""`shiftchange sim run` with no arguments is the main job: a mixed-fault run of the config's thousand tasks. Seed 0, as for
-every command that takes a seed (sweep, chaos, check-store, phase and tune start their ranges there too)."""
-SIM_TASKS_MAX = 10_000_000
-PROGRESS_INTERVAL_S = 0.2
-"""The progress line is redrawn at most this often (wall seconds), however often the world reports."""
-
-
-class UsageError(Exception):
-    """Bad arguments: reported as one line, exit status 2."""
-
-
-class BadInput(Exception):
-    """Input that names nothing usable (a missing store, a file that is not a store, an unknown task): one line, exit status 2."""
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and an exception, not a printed usage block and exit."""
@@ -61,26 +60,6 @@ class _Parser(argparse.ArgumentParser):
         # `main` prefixes every error with "shiftchange: ", so the command is named without it: "sim run: argument --seed: ..."
         command = self.prog.removeprefix(PROG).strip()
         raise UsageError(f"{command}: {message} (see --help)" if command else f"{message} (see --help)")
-
-
-PROG = "shiftchange"
-_NOTES: list[str] = []
-"""Lines for stderr saying what a command read (`read spec: ...`), held by `note` until `say_notes`: see `note`."""
-
-
-def note(line: str) -> None:
-    """Hold a line for stderr that says what the command read, until its input has all been accepted and the work begins.
-
-    A command that refuses its input says so in one line (and nothing else); held here, the line is said by `say_notes`
-    when the work begins, or when the command ends well, and dropped when it ends in bad input or an early Ctrl-C.
-    """
-    _NOTES.append(line)
-
-
-def say_notes() -> None:
-    """Print the held lines on stderr now: the command's input is accepted and its work begins."""
-    while _NOTES:
-        print(_NOTES.pop(0), file=sys.stderr, flush=True)
 
 
 def _load_edited(args: argparse.Namespace) -> Any:
@@ -357,30 +336,6 @@ def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: floa
     return EXIT_INTERRUPTED
 
 
-def sim_table(source: str | None) -> Any:
-    """The transition table a simulator command plays: None without `--spec` (the packaged spec), else the one it names.
-
-    Read up front, as `spec check` reads a spec (`spec.source.read_spec`: a folder, else a git revision), and compiled for
-    the core, so a bad name (bad input) or a malformed file (`SpecError`, its file and line) is one line and exit
-    status 2, with nothing played. The files read are named in one line on stderr, as `explore --spec` names them (stdout
-    stays the report, or the JSON object): a reviewer must know which proposal the verdicts are about. The line is held
-    (`note`) until the command's other input is accepted, so a refusal after this read is still one line.
-    """
-    if source is None:
-        return None
-    from shiftchange.core import InputError
-    from shiftchange.core.table import Table
-    from shiftchange.spec.source import SpecSourceError, read_spec
-
-    try:
-        read = read_spec(source)
-        table = Table(read.spec, read.label)
-    except (SpecSourceError, InputError) as error:
-        raise BadInput(str(error)) from error
-    note(f"read spec: {', '.join(read.files)}")
-    return table
-
-
 def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
     """The config the arguments name, with its scenario and anti-pattern: the scenario's, `--config` over it, each `--set`, `--tasks`."""
     from shiftchange.antipatterns import antipattern
@@ -626,10 +581,6 @@ def _sim_antipatterns(_args: argparse.Namespace) -> int:
 
 
 SPEC_HELP = "a spec directory (default: ./spec when it holds the spec files, as in a checkout; else the packaged spec)"
-SIM_SPEC_HELP = (
-    "the transition table the core runs: a spec folder, else a git revision (REV reads its spec/, REV:FOLDER another),"
-    " read as `spec check` reads one (default: the packaged spec); the report records its digest and the replay names it"
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -746,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    _NOTES.clear()
+    drop_notes()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -757,15 +708,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("the following arguments are required: command")
         status = args.handler(args)
         if status in (EXIT_BAD_INPUT, EXIT_INTERRUPTED):
-            _NOTES.clear()  # a refusal or an interrupt before the work began: its one line is all
+            drop_notes()  # a refusal or an interrupt before the work began: its one line is all
         say_notes()
         return status
     except (UsageError, BadInput, SpecError, DiagramError) as error:
-        _NOTES.clear()  # what was read is not said: the refusal is the one line
+        drop_notes()  # what was read is not said: the refusal is the one line
         print(f"{PROG}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        _NOTES.clear()
+        drop_notes()
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 

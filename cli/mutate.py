@@ -57,7 +57,7 @@ def scale_from(args: argparse.Namespace, shrink_runs: int = 0) -> Any:
     """The `Scale` the flags name; a bad one is `BadInput` (one line, exit 2)."""
     from shiftchange.lab.trial import Scale, TrialError
 
-    from .main import BadInput
+    from .common import BadInput
 
     given: dict[str, Any] = {"shrink_runs": shrink_runs}
     if args.explore is not None:
@@ -75,7 +75,7 @@ def scale_from(args: argparse.Namespace, shrink_runs: int = 0) -> Any:
 
 
 def whole_number(text: str, flag: str) -> int:
-    from .main import BadInput
+    from .common import BadInput
 
     if not text.strip().isdigit():
         raise BadInput(f"{flag} takes whole numbers, not {text.strip()!r}")
@@ -109,7 +109,7 @@ def run_mutate(args: argparse.Namespace) -> int:
     from shiftchange.lab.mutants import MutantError, check_kinds
     from shiftchange.spec.source import SpecSourceError, read_spec, work_tree_spec
 
-    from .main import EXIT_OK, BadInput
+    from .common import EXIT_OK, BadInput
 
     try:
         kinds = check_kinds(k.strip() for k in args.kinds.split(",") if k.strip()) if args.kinds is not None else ()
@@ -157,7 +157,7 @@ def _run(read: Any, scale: Any, kinds: tuple[str, ...], args: argparse.Namespace
     from shiftchange.core import InputError
     from shiftchange.lab.mutate import mutate
 
-    from .main import BadInput, say_notes
+    from .common import BadInput, say_notes
 
     bar = None
     if sys.stderr.isatty() and not args.json:
@@ -189,7 +189,7 @@ def _run(read: Any, scale: Any, kinds: tuple[str, ...], args: argparse.Namespace
 
 
 def _check_dask() -> None:
-    from .main import BadInput
+    from .common import BadInput
 
     try:
         import distributed  # noqa: F401
@@ -200,7 +200,7 @@ def _check_dask() -> None:
 def _check_out(out: str) -> None:
     from pathlib import Path
 
-    from .main import BadInput
+    from .common import BadInput
 
     folder = Path(out)
     if folder.exists() and not folder.is_dir():

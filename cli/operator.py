@@ -63,7 +63,7 @@ STORE_HELP = "sqlite:///PATH (or a SQLite file's path) or postgresql://user@host
 
 
 def _count(text: str) -> int:
-    from .main import UsageError
+    from .common import UsageError
 
     try:
         value = int(text)
@@ -78,7 +78,7 @@ def open_for_reading(target: str) -> Any:
     """The store at `target`, opened so that reading it changes nothing; BadInput when there is none there."""
     from shiftchange.stores import open_store
 
-    from .main import BadInput
+    from .common import BadInput
 
     if target.startswith(("postgresql://", "postgres://")):
         return open_store(target, migrate=False)  # a command that only reads creates no schema
@@ -106,7 +106,7 @@ def _reading(handler: Any) -> Any:
         # that does not read a store should not pay for the core (which compiles no spec at import, but is not free).
         from shiftchange.core import CoreError
 
-        from .main import BadInput
+        from .common import BadInput
 
         try:
             with open_for_reading(args.store) as store:
@@ -134,7 +134,7 @@ def _now(store: Any, latest: float | None = None) -> tuple[float, str]:
 def _timeline(args: argparse.Namespace, store: Any) -> int:
     from shiftchange.core.timeline import build_timeline, render_timeline
 
-    from .main import EXIT_OK, UsageError
+    from .common import EXIT_OK, UsageError
 
     if args.list:
         if args.task_id is not None:
@@ -166,7 +166,7 @@ def task_list(store: Any, states: list[str] | None, limit: int) -> dict[str, Any
     """What `timeline --list` reports, as data: how many tasks (in `states`), and the newest `limit` of them."""
     from shiftchange.core.table import packaged
 
-    from .main import UsageError
+    from .common import UsageError
 
     known = tuple(packaged().spec.task.states)  # in the table's order, for the message
     for state in states or ():
@@ -223,7 +223,7 @@ def _task_list_text(found: dict[str, Any]) -> str:
 
 @_reading
 def _status(args: argparse.Namespace, store: Any) -> int:
-    from .main import EXIT_OK
+    from .common import EXIT_OK
 
     found = store_status(store)
     if args.json:

@@ -75,7 +75,7 @@ def run_phase(args: argparse.Namespace) -> int:
     """Play the map the arguments name and print it."""
     from pathlib import Path
 
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.phase import TRIGGER_PREFIX, phase, write_rows
 
@@ -137,8 +137,8 @@ def run_phase(args: argparse.Namespace) -> int:
 
 def _plan_line(quiet: bool) -> Any:
     """The map's plan line (jobs and runs), printed unless `quiet` (--json); every input is accepted by then, so the held
-    `read spec` line is said first (`shiftchange.cli.main.say_notes`)."""
-    from shiftchange.cli.main import say_notes
+    `read spec` line is said first (`shiftchange.cli.common.say_notes`)."""
+    from shiftchange.cli.common import say_notes
 
     def said(line: str) -> None:
         say_notes()

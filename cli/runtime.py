@@ -26,7 +26,7 @@ def _typed(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
         from shiftchange.core import CoreError, ProviderRefused, ProviderTimeout
         from shiftchange.spec.source import SpecSourceError
 
-        from .main import BadInput
+        from .common import BadInput
 
         try:
             return handler(args)
@@ -87,7 +87,7 @@ def _check_bindable(host: str, port: int, what: str) -> None:
     """BadInput unless a server could bind `host`:`port` now (the name resolves, the port is free); the probe is closed at once."""
     import socket
 
-    from .main import BadInput
+    from .common import BadInput
 
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -103,7 +103,7 @@ def _provider(args: argparse.Namespace) -> int:
     """The code host's server; its address and --url-file are checked before its ledger is made (opened or created)."""
     from pathlib import Path
 
-    from .main import BadInput
+    from .common import BadInput
 
     _check_bindable(args.host, args.port, f"--host {args.host} --port {args.port}")
     if args.url_file is not None and not Path(args.url_file).resolve().parent.is_dir():

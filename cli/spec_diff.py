@@ -96,7 +96,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, UsageError
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 
     if args.machine is not None and args.diagram is None:
         raise UsageError("spec diff: --machine chooses what --diagram draws; give --diagram FILE too (see --help)")
@@ -132,7 +132,7 @@ def run_diff(args: argparse.Namespace) -> int:
 
 def run_scale(args: argparse.Namespace, run_only: tuple[str, ...]) -> Any:
     """The trial's scale with --run (checked before anything is read or run); without it, a trial flag is a usage error."""
-    from shiftchange.cli.main import BadInput, UsageError
+    from shiftchange.cli.common import BadInput, UsageError
 
     from .mutate import scale_from, whole_number
 
@@ -172,7 +172,7 @@ def _review(new: Spec, ran: Any, args: argparse.Namespace) -> Path:
     from shiftchange.spec.diagram import DiagramError
     from shiftchange.spec.review import write_review
 
-    from .main import BadInput
+    from .common import BadInput
 
     try:
         return write_review(new, args.review, args.renderer, change=ran.change_run())
@@ -181,7 +181,7 @@ def _review(new: Spec, ran: Any, args: argparse.Namespace) -> Path:
 
 
 def _diagram_format(path: str) -> str:
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
 
     suffix = Path(path).suffix.lower()
     if suffix not in DIAGRAM_FORMATS:
@@ -191,7 +191,7 @@ def _diagram_format(path: str) -> str:
 
 def _spec_named(text: str) -> tuple[Spec, str]:
     """The spec a command-line argument names, with its label: a folder, else a git revision (`spec.source`)."""
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
 
     try:
         read = read_spec(text)

@@ -10,7 +10,7 @@ resumed is summarized whole, the rows it held and the rows just played.
 Exit status follows `shiftchange`'s contract: 0 when every run held every
 invariant, 1 when any run violated one or could not judge one, 2 on bad input
 as one line on stderr. `--spec DIR|REV` is read before any run (see
-`shiftchange.cli.main.sim_table`); every run plays it and every row carries
+`shiftchange.cli.common.sim_table`); every run plays it and every row carries
 its digest. Nothing from `shiftchange.sim` is imported until the command
 runs: the parser is built for every command, and none of the others needs the
 simulator.
@@ -110,7 +110,7 @@ def add_parser(sim_commands: Any) -> argparse.ArgumentParser:
 
 def _spec_help(then: str) -> str:
     """`--spec`'s help as `sim run` gives it, then what this command does with the spec."""
-    from shiftchange.cli.main import SIM_SPEC_HELP
+    from shiftchange.cli.common import SIM_SPEC_HELP
 
     return f"{SIM_SPEC_HELP}; {then}"
 
@@ -202,7 +202,7 @@ def _seeds(text: str) -> list[int]:
 
 def run_sweep(args: argparse.Namespace) -> int:
     """Run the sweep the arguments name, print its table or where it was written, and each failing run's replay."""
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.summary import counted
     from shiftchange.sim.sweep import sweep_rows
@@ -259,9 +259,9 @@ def run_sweep(args: argparse.Namespace) -> int:
 def _plan_line(line: str) -> None:
     """The sweep's plan (how many runs, how many to play), flushed: a reader of a pipe sees it before the first run ends.
 
-    Every input is accepted by then, so the held `read spec` line is said first (`shiftchange.cli.main.say_notes`).
+    Every input is accepted by then, so the held `read spec` line is said first (`shiftchange.cli.common.say_notes`).
     """
-    from shiftchange.cli.main import say_notes
+    from shiftchange.cli.common import say_notes
 
     say_notes()
     print(line, flush=True)
@@ -309,7 +309,7 @@ def _metric_columns() -> list[str]:
 
 
 def _plot(args: argparse.Namespace, rows: list[dict[str, Any]], swept: list[str]) -> None:
-    from shiftchange.cli.main import BadInput
+    from shiftchange.cli.common import BadInput
     from shiftchange.sim.plot import plot_sweep
 
     try:
@@ -341,7 +341,7 @@ def _grid(axes: list[tuple[str, list[str]]]) -> dict[str, list[str]]:
 def _scenario(args: argparse.Namespace) -> str:
     """As `sim run` chooses: the named scenario, else the anti-pattern's own, else mixed."""
     from shiftchange.antipatterns import antipattern
-    from shiftchange.cli.main import SIM_SCENARIO_DEFAULT
+    from shiftchange.cli.common import SIM_SCENARIO_DEFAULT
 
     if args.scenario is not None:
         return args.scenario

@@ -109,7 +109,7 @@ def run_calls(args: argparse.Namespace) -> int:
     import dataclasses
     import sys
 
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput, sim_table
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.tune_calls import DURATIONS_DEFAULT_S, TRIGGERS_DEFAULT, tune_calls
 
@@ -205,7 +205,7 @@ def run_lease(args: argparse.Namespace) -> int:
     """Answer the lease question the arguments ask, print the answer and its evidence; 0 when the runs confirm it."""
     import sys
 
-    from shiftchange.cli.main import EXIT_FAILED, EXIT_OK, BadInput, sim_table
+    from shiftchange.cli.common import EXIT_FAILED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
     from shiftchange.sim.tune import TASKS_DEFAULT, tune_lease
 

@@ -181,3 +181,36 @@ def test_importing_a_layer_loads_none_of_what_it_must_not(module, absent):
     probe = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'simpy' or m.startswith({absent!r})))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]", f"importing {module} loaded {loaded}"
+
+
+def _cli_graph() -> dict[str, set[str]]:
+    """The command line's modules and the ones of them each imports (at module level or inside a function)."""
+    modules = {path.stem for path in (ROOT / "cli").glob("*.py") if path.stem != "__init__"}
+    graph = {}
+    for name in modules:
+        imported = _imports(_tree(f"cli/{name}.py"))
+        graph[name] = {
+            other for other in modules if other != name and (f"shiftchange.{other}" in imported or f"shiftchange.cli.{other}" in imported)
+        }
+    return graph
+
+
+def test_the_command_line_imports_in_one_direction():
+    """Each command's module takes what it shares from cli.common, never from cli.main, and no module imports itself back
+    through another: the graph of the command line's modules has no circle."""
+    graph = _cli_graph()
+    assert not [name for name, imported in graph.items() if "main" in imported], graph
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if state.get(name) == "done":
+            return
+        assert state.get(name) != "open", f"the command line imports in a circle: {' -> '.join((*path, name))}"
+        state[name] = "open"
+        for other in sorted(graph[name]):
+            visit(other, (*path, name))
+        state[name] = "done"
+
+    for name in sorted(graph):
+        visit(name, ())
+    assert "common" in graph["main"] and not graph["common"]
