@@ -63,8 +63,8 @@ def _check_process(args: argparse.Namespace) -> None:
     """
     from shiftchange.core import InputError
     from shiftchange.core.table import table_for
-    from shiftchange.runtime.codehost import HttpProvider
     from shiftchange.runtime.config import load_config
+    from shiftchange.runtime.http_provider import HttpProvider
     from shiftchange.stores import check_url
 
     load_config(args.config)

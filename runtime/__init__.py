@@ -8,14 +8,16 @@ needs a clock, a process or a socket lives here.
   shared store, carries out the agent's commands, and heartbeats from its
   own thread, handing each renewal's answer to the agent;
 - `control`: `shiftchange orchestrator`, admission (one leader, by a fenced
-  lease in the store: `leadership`), the reaper, reconciliation,
+  lease in the store: `core.leadership`), the reaper, reconciliation,
   verification, the loop decision and review, each a scan of the store's
   states on its own cadence (the agent's `Agenda.survey`), so a restarted
   process loses nothing;
 - `codehost`: `shiftchange provider`, a small HTTP server on loopback for the
   simulator's two dependencies (`code_host`, `model_provider`) that lands
   every effect in a JSON-lines ledger on disk before it answers, with fault
-  switches; and `HttpProvider`, the client adapter the processes use;
+  switches;
+- `http_provider`: `HttpProvider`, the client adapter the processes use to
+  talk to it (the core's `ProviderAdapter` and the worker's call);
 - `metrics`: what `--metrics-port N` serves to Prometheus (docs/metrics.md),
   fed by what the worker and the control plane already see; the
   `prometheus_client` library is an optional extra, imported only then;

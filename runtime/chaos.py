@@ -614,7 +614,7 @@ class _Run:
 
     def start_processes(self) -> None:
         from shiftchange.core import Orchestrator
-        from shiftchange.runtime.codehost import HttpProvider
+        from shiftchange.runtime.http_provider import HttpProvider
 
         provider_argv = _python(
             "shiftchange", "provider", "--ledger", str(self.ledger_path), "--port", "0", "--url-file", str(self.url_file)

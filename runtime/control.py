@@ -60,8 +60,8 @@ from shiftchange.core.table import Table, table_for
 from shiftchange.stores import open_store
 
 from .clock import judged_by, lease_clock
-from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
+from .http_provider import HttpProvider
 from .metrics import Metrics, start_metrics
 
 __all__ = ["ADMISSION_LEASE", "ControlProcess"]

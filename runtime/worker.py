@@ -90,8 +90,8 @@ from shiftchange.core.table import Table, table_for
 from shiftchange.stores import describe, open_store, wakeup
 
 from .clock import WallClock, judged_by, lease_clock, waiting
-from .codehost import HttpProvider
 from .config import RuntimeConfig, load_config
+from .http_provider import HttpProvider
 from .metrics import Metrics, start_metrics
 
 __all__ = ["Beat", "Worker", "agent_config", "ask", "call"]

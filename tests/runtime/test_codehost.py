@@ -17,7 +17,8 @@ import pytest
 
 from shiftchange.core import InputError, ProviderRefused, ProviderTimeout
 from shiftchange.runtime import codehost
-from shiftchange.runtime.codehost import CodeHost, HttpProvider, read_ledger, serve
+from shiftchange.runtime.codehost import CodeHost, read_ledger, serve
+from shiftchange.runtime.http_provider import HttpProvider
 
 
 @pytest.fixture

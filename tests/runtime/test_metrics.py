@@ -23,9 +23,9 @@ from shiftchange.cli.main import main
 from shiftchange.core import CoreConfig, LedgerProvider, MemoryStore, Orchestrator, ProviderTimeout, ReliabilityConfig
 from shiftchange.core.config import BreakerConfig
 from shiftchange.runtime.clock import SteppingClock, WallClock
-from shiftchange.runtime.codehost import HttpProvider
 from shiftchange.runtime.config import RuntimeConfig
 from shiftchange.runtime.control import ControlProcess
+from shiftchange.runtime.http_provider import HttpProvider
 from shiftchange.runtime.metrics import Metrics, start_metrics
 from shiftchange.runtime.worker import Worker
 from shiftchange.runtime.workload import submit
