@@ -44,8 +44,8 @@ import time
 from common import positive, verdict
 from sweep import arithmetic_speedup
 
-from shiftchange.sim.phase import PhaseMap, phase
-from shiftchange.sim.tune import tune_lease
+from shiftchange.lab.phase import PhaseMap, phase
+from shiftchange.lab.tune import tune_lease
 
 SCENARIO = "retry-storm"
 AXES = {"workload.arrival_rate_per_s": [0.06, 0.1], "trigger.for_s": [15, 120]}

@@ -39,8 +39,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from common import positive, verdict
 
+from shiftchange.lab.sweep import sweep_rows
 from shiftchange.sim.scenarios import scenario_config
-from shiftchange.sim.sweep import sweep_rows
 from shiftchange.sim.world import play
 
 SCENARIO_DEFAULT = "mixed"

@@ -260,8 +260,8 @@ def _cleared(progress: _Progress | None) -> Iterator[None]:
 
 def _sim_run(args: argparse.Namespace) -> int:
     # Imported here, as in `_timeline`: the parser is built for every command, and none of them but this needs the simulator.
-    from shiftchange.sim.report import render_minimal, render_text, replay_command, to_json
-    from shiftchange.sim.settings import to_toml
+    from shiftchange.lab.report import render_minimal, render_text, replay_command, to_json
+    from shiftchange.lab.settings import to_toml
     from shiftchange.sim.world import Interrupted
 
     config, scenario, pattern = _sim_config(args)
@@ -312,7 +312,7 @@ def _sim_run(args: argparse.Namespace) -> int:
 
 def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: float, table: Any = None) -> int:
     """Ctrl-C mid-run: one line on stderr, then the report of what was played, judged as far as it went."""
-    from shiftchange.sim.report import render_text, replay_command, to_json
+    from shiftchange.lab.report import render_text, replay_command, to_json
 
     world, now = interrupted.world, interrupted.world.env.now
     faults = world.kept(interrupted.faults_kept)
@@ -340,7 +340,7 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
     """The config the arguments name, with its scenario and anti-pattern: the scenario's, `--config` over it, each `--set`, `--tasks`."""
     from shiftchange.antipatterns import antipattern
     from shiftchange.core import InputError
-    from shiftchange.sim import settings
+    from shiftchange.lab import settings
     from shiftchange.sim.config import FaultSpec
     from shiftchange.sim.scenarios import scenario_config
 
@@ -380,7 +380,7 @@ def _sim_play(
     `history_sink` sees every history entry.
     """
     from shiftchange.core import InputError
-    from shiftchange.sim.artifacts import play_with_artifacts
+    from shiftchange.lab.artifacts import play_with_artifacts
     from shiftchange.sim.world import play
 
     try:
@@ -403,8 +403,8 @@ def _writable(series: str | None, plot: str | None, artifacts: str | None, repor
     the report page is an .html file.
     """
     from shiftchange.core import InputError
-    from shiftchange.sim.html_report import check_report_path
-    from shiftchange.sim.plot import check_figure_path
+    from shiftchange.lab.html_report import check_report_path
+    from shiftchange.lab.plot import check_figure_path
 
     if report is not None:
         try:
@@ -428,7 +428,7 @@ def _writable(series: str | None, plot: str | None, artifacts: str | None, repor
 
 def _timeline_sink(args: argparse.Namespace, counted: Any) -> Any:
     """With `--report` (and no `--artifacts`, whose folder keeps its own), a history sink keeping task timelines for the page."""
-    from shiftchange.sim.html_report import TimelineSink
+    from shiftchange.lab.html_report import TimelineSink
 
     if args.report is None or args.artifacts is not None:
         return None
@@ -440,7 +440,7 @@ def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, time
     import shutil
 
     from shiftchange.core import InputError
-    from shiftchange.sim.artifacts import write_report_page
+    from shiftchange.lab.artifacts import write_report_page
 
     if args.report is None:
         return
@@ -455,7 +455,7 @@ def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, time
 
 def _coverage_sink(path: str | None, table: Any = None) -> Any:
     """With `--coverage`, a history sink counting the run's events per row of its table (the file checked writable first); else None."""
-    from shiftchange.sim.coverage import CoverageSink
+    from shiftchange.lab.coverage import CoverageSink
     from shiftchange.spec.coverage import CoverageError, check_writable
 
     if path is None:
@@ -469,7 +469,7 @@ def _coverage_sink(path: str | None, table: Any = None) -> Any:
 
 def _write_coverage(path: str | None, counted: Any, outcome: Any, table: Any = None) -> str | None:
     """Write the run's coverage to `path`, recorded by its replay command; returns the line the report ends with."""
-    from shiftchange.sim.report import replay_command
+    from shiftchange.lab.report import replay_command
     from shiftchange.spec.coverage import CoverageError, write_coverage
 
     if path is None:
@@ -485,7 +485,7 @@ def _write_coverage(path: str | None, counted: Any, outcome: Any, table: Any = N
 
 
 def _write_series(args: argparse.Namespace, outcome: Any) -> None:
-    from shiftchange.sim.plot import plot_series, write_series
+    from shiftchange.lab.plot import plot_series, write_series
 
     try:
         if args.series is not None:
@@ -521,8 +521,8 @@ def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | N
 
     None when there is nothing to shrink: the run failed only on unknown verdicts, and the shrinker chases violations.
     """
-    from shiftchange.sim.report import replay_command
-    from shiftchange.sim.shrink import shrink
+    from shiftchange.lab.report import replay_command
+    from shiftchange.lab.shrink import shrink
 
     if progress is not None:
         progress.show("the run failed: shrinking it to the shortest counterexample")
@@ -554,9 +554,9 @@ def _sim_scenarios(args: argparse.Namespace) -> int:
 def _sim_scenario_show(name: str, seed: int) -> int:
     """What one scenario changes from the defaults, one `path = value` line each (the value as `--set` takes it)."""
     from shiftchange.core import InputError
+    from shiftchange.lab.settings import diff, format_value
     from shiftchange.sim.config import SimConfig
     from shiftchange.sim.scenarios import scenario_config
-    from shiftchange.sim.settings import diff, format_value
 
     try:
         changes = diff(SimConfig(), scenario_config(name, seed))

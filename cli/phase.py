@@ -1,6 +1,6 @@
 """`shiftchange sim phase`: a recoverability map from the command line, drawn as text (and a heatmap), with its rows.
 
-A thin front on `shiftchange.sim.phase`: it parses the axes, triggers,
+A thin front on `shiftchange.lab.phase`: it parses the axes, triggers,
 disciplines and settings, plays the map, and prints one grid per discipline
 and trigger (the first axis across, the second down), each cell its status
 and how many of its seeds recovered; then the replay commands of the first
@@ -77,7 +77,7 @@ def run_phase(args: argparse.Namespace) -> int:
 
     from shiftchange.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
-    from shiftchange.sim.phase import TRIGGER_PREFIX, phase, write_rows
+    from shiftchange.lab.phase import TRIGGER_PREFIX, phase, write_rows
 
     try:
         axes = dict(args.axis)
@@ -91,7 +91,7 @@ def run_phase(args: argparse.Namespace) -> int:
             if path is not None and not Path(path).parent.is_dir():
                 raise InputError(f"cannot write {name} {path}: no directory {Path(path).parent}")
         if args.plot is not None:
-            from shiftchange.sim.plot import check_figure_path
+            from shiftchange.lab.plot import check_figure_path
 
             check_figure_path(args.plot)  # a suffix matplotlib cannot draw is refused before any job plays
         seed = args.seeds[0] if args.seeds else 0
@@ -149,8 +149,8 @@ def _plan_line(quiet: bool) -> Any:
 
 
 def _print(result: Any) -> None:
-    from shiftchange.sim.phase import panel_trigger
-    from shiftchange.sim.summary import counted
+    from shiftchange.lab.phase import panel_trigger
+    from shiftchange.lab.summary import counted
 
     axes = result.axes
     across, down = axes[0], axes[1] if len(axes) > 1 else None

@@ -1,11 +1,11 @@
 """`shiftchange sim sweep`: a grid of settings times seeds from the command line, its table, and its exit status.
 
-The command is a thin front on `shiftchange.sim.sweep`: it parses the
+The command is a thin front on `shiftchange.lab.sweep`: it parses the
 grid, the seeds and the fixed settings, runs the sweep, prints a compact
 table (or writes `--out`) and the replay command of every run that failed.
 `--summary` prints, instead of a line per run, a line per grid point: its
 runs, the runs that held every invariant and a few rates pooled over its
-seeds, each with its exact interval (`shiftchange.sim.summary`); an `--out`
+seeds, each with its exact interval (`shiftchange.lab.summary`); an `--out`
 resumed is summarized whole, the rows it held and the rows just played.
 Exit status follows `shiftchange`'s contract: 0 when every run held every
 invariant, 1 when any run violated one or could not judge one, 2 on bad input
@@ -30,7 +30,7 @@ SEEDS_MAX = 100_000
 TABLE_METRICS = ("tasks_done", "false_expiries", "expiries", "queue_age_s_p99", "throughput_tasks_per_h")
 """The metrics the printed table shows, those of them a run has."""
 SUMMARY_RATES = ("false_expiries_per_1000_leases", "renewals_unanswered_share", "tasks_done_share")
-"""The pooled rates `--summary` prints (and `--metric`, if it names another); `shiftchange.sim.summary.summarize` gives them all."""
+"""The pooled rates `--summary` prints (and `--metric`, if it names another); `shiftchange.lab.summary.summarize` gives them all."""
 CONFIDENCE_DEFAULT = 0.95
 """The confidence of `--summary`'s and `--plot`'s exact intervals when `--confidence` is not given."""
 
@@ -134,9 +134,9 @@ def _number(text: str) -> float:
 
 
 def _confidence(text: str) -> float:
-    """`--confidence`: a number strictly between 0 and 1, as `shiftchange.sim.summary.check_confidence` takes it."""
+    """`--confidence`: a number strictly between 0 and 1, as `shiftchange.lab.summary.check_confidence` takes it."""
     from shiftchange.core import InputError
-    from shiftchange.sim.summary import check_confidence
+    from shiftchange.lab.summary import check_confidence
 
     try:
         return check_confidence(float(text))
@@ -146,7 +146,7 @@ def _confidence(text: str) -> float:
 
 def _assignment(text: str) -> tuple[str, str]:
     from shiftchange.core import InputError
-    from shiftchange.sim.settings import parse_assignment
+    from shiftchange.lab.settings import parse_assignment
 
     try:
         return parse_assignment(text)
@@ -160,8 +160,8 @@ def check_settings(flag: str, scenario: str, seed: int, given: Sequence[tuple[st
     any run, and not as the cell or discipline it would have become.
     """
     from shiftchange.core import InputError
+    from shiftchange.lab.settings import apply, format_value
     from shiftchange.sim.scenarios import scenario_config
-    from shiftchange.sim.settings import apply, format_value
 
     base = scenario_config(scenario, seed)
     for path, value in given:
@@ -204,8 +204,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     """Run the sweep the arguments name, print its table or where it was written, and each failing run's replay."""
     from shiftchange.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
-    from shiftchange.sim.summary import counted
-    from shiftchange.sim.sweep import sweep_rows
+    from shiftchange.lab.summary import counted
+    from shiftchange.lab.sweep import sweep_rows
 
     try:
         grid = _grid(args.grid)
@@ -270,7 +270,7 @@ def _plan_line(line: str) -> None:
 def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:
     """A plot needs a swept setting to draw against and a folder to go in: checked before any run."""
     from shiftchange.core import InputError
-    from shiftchange.sim.plot import check_figure_path
+    from shiftchange.lab.plot import check_figure_path
 
     if args.plot is None:
         if args.target is not None:
@@ -299,8 +299,8 @@ def _confidence_of(args: argparse.Namespace) -> float:
 def _metric_columns() -> list[str]:
     """The columns a row's metrics and verdicts have (final_states.* and provider_calls.* vary with the run), then the pooled rates."""
     from shiftchange.checkers.rules import INVARIANTS
+    from shiftchange.lab.summary import POOLED_RATES
     from shiftchange.sim.metrics import Metrics
-    from shiftchange.sim.summary import POOLED_RATES
 
     summary = Metrics(1.0).summary(0.0, {})
     metrics = [name for name, value in summary.items() if not isinstance(value, dict)]
@@ -310,7 +310,7 @@ def _metric_columns() -> list[str]:
 
 def _plot(args: argparse.Namespace, rows: list[dict[str, Any]], swept: list[str]) -> None:
     from shiftchange.cli.common import BadInput
-    from shiftchange.sim.plot import plot_sweep
+    from shiftchange.lab.plot import plot_sweep
 
     try:
         plot_sweep(
@@ -350,7 +350,7 @@ def _scenario(args: argparse.Namespace) -> str:
 
 def _file_overrides(path: str | None) -> list[tuple[str, Any]]:
     from shiftchange.core import InputError
-    from shiftchange.sim.settings import read_overrides
+    from shiftchange.lab.settings import read_overrides
 
     if path is None:
         return []
@@ -361,7 +361,7 @@ def _file_overrides(path: str | None) -> list[tuple[str, Any]]:
 
 
 def _verdict(runs: int, failed: int) -> str:
-    from shiftchange.sim.summary import counted
+    from shiftchange.lab.summary import counted
 
     if not failed:
         return "the run held every invariant" if runs == 1 else f"all {runs:,} runs held every invariant"
@@ -372,7 +372,7 @@ def _verdict(runs: int, failed: int) -> str:
 
 def _table(rows: Sequence[dict[str, Any]], swept: list[str]) -> str:
     """The swept values, the seed, ok, and the key metrics of each run, aligned in columns."""
-    from shiftchange.sim.settings import format_value
+    from shiftchange.lab.settings import format_value
 
     shown = [*swept, "seed", "ok", *(name for name in TABLE_METRICS if name in rows[0])]
     body = [[_shown(row[column], column in swept, format_value) for column in shown] for row in rows]
@@ -393,8 +393,8 @@ def _shown(value: Any, swept: bool, format_value: Any) -> str:
 
 def _summary(rows: Sequence[dict[str, Any]], swept: list[str], confidence: float, metric: str) -> str:
     """A line per group of the swept values: runs, runs that held every invariant, the pooled rates, invariants not held."""
-    from shiftchange.sim.settings import format_value
-    from shiftchange.sim.summary import POOLED_RATES, SHARE, summarize
+    from shiftchange.lab.settings import format_value
+    from shiftchange.lab.summary import POOLED_RATES, SHARE, summarize
 
     groups = summarize(rows, swept, confidence)
     names = [*SUMMARY_RATES, *([metric] if metric not in SUMMARY_RATES else [])]

@@ -4,7 +4,7 @@ Each question is a subcommand of `tune` (`add_parser` builds the group; each
 question adds itself to it with a function of its own, as `_add_lease` does),
 so another question sits beside `lease` without touching the rest.
 
-`tune lease` is a thin front on `shiftchange.sim.tune.tune_lease`: it prints
+`tune lease` is a thin front on `shiftchange.lab.tune.tune_lease`: it prints
 the answer first, in one line, then the runs behind it (per TTL: leases, false
 expiries, the rate per 1,000 leases with its exact interval, crash detection),
 the replay command of every run, and whether each target holds. Exit status
@@ -111,7 +111,7 @@ def run_calls(args: argparse.Namespace) -> int:
 
     from shiftchange.cli.common import EXIT_FAILED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
-    from shiftchange.sim.tune_calls import DURATIONS_DEFAULT_S, TRIGGERS_DEFAULT, tune_calls
+    from shiftchange.lab.tune_calls import DURATIONS_DEFAULT_S, TRIGGERS_DEFAULT, tune_calls
 
     try:
         durations = DURATIONS_DEFAULT_S if args.durations_s is None else _durations(args.durations_s)
@@ -207,7 +207,7 @@ def run_lease(args: argparse.Namespace) -> int:
 
     from shiftchange.cli.common import EXIT_FAILED, EXIT_OK, BadInput, sim_table
     from shiftchange.core import InputError
-    from shiftchange.sim.tune import TASKS_DEFAULT, tune_lease
+    from shiftchange.lab.tune import TASKS_DEFAULT, tune_lease
 
     try:
         table = sim_table(args.spec)

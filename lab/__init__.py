@@ -1,4 +1,12 @@
-"""The design lab: a proposed table put on trial, and a mutation analysis of the shipped one (issue 36).
+"""The lab over runs: what studies worlds, as opposed to the worlds themselves (`shiftchange.sim`, `shiftchange.explore`).
+
+Runs of the simulator: `settings` (a config's fields by dotted path), `sweep`
+(a grid of settings times seeds into a table), `summary` and `stats`,
+`phase` (phase maps), `tune` and `tune_calls` (`sim tune`), `shrink`
+(minimise a violating run), `contention` (Brooker's backoff experiment),
+`report`, `html_report`, `plot`, `coverage` and `artifacts` (a run's outputs).
+
+The design review:
 
 `trial.run_trial(spec, Scale(...))` runs a `Spec` value through the
 structural check, an exhaustive exploration of small configurations and a

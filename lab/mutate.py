@@ -259,7 +259,7 @@ def mutate(
     replays name `<ID>`). The base is tried first, with every check: what it already fails kills no mutant.
     `skip_unreached=False` plays every run for every mutant (the same verdicts, at the full cost: the module says why).
     """
-    from shiftchange.sim.sweep import _check_executor, _execute
+    from shiftchange.lab.sweep import _check_executor, _execute
 
     scale = Scale() if scale is None else scale
     chosen = check_kinds(kinds)

@@ -10,7 +10,7 @@ owns, in order of cost:
    shortest one), a second or so each;
 3. **simulate**: the simulator over `Scale.scenarios` times `Scale.seeds` at
    `Scale.tasks` tasks, each run judged by the same checkers, and a violating
-   run shrunk (`sim.shrink`) when `Scale.shrink_runs` allows.
+   run shrunk (`lab.shrink`) when `Scale.shrink_runs` allows.
 
 Each check gives a verdict per invariant (per property, for the structure):
 "ok", "violated", or "unknown" (a search cut short, or a checker that could
@@ -580,7 +580,7 @@ def _simulate(
 ) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.core.table import Table
-    from shiftchange.sim.coverage import CoverageSink
+    from shiftchange.lab.coverage import CoverageSink
     from shiftchange.sim.network import rejected_so_far
     from shiftchange.sim.scenarios import scenario_config
     from shiftchange.sim.world import play
@@ -636,8 +636,8 @@ def _simulate(
 
 def _simulated_example(outcome: Any, invariant: str, scale: Scale, table: Any, timelines: bool, where: str) -> tuple[Counterexample, int]:
     """The counterexample of a violating run: shrunk when the scale allows, with its timeline; and the runs it took."""
-    from shiftchange.sim.report import replay_command
-    from shiftchange.sim.shrink import shrink
+    from shiftchange.lab.report import replay_command
+    from shiftchange.lab.shrink import shrink
     from shiftchange.sim.world import play
 
     verdict = outcome.verdicts[invariant]

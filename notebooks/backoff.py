@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from shiftchange.core import Backoff, BackoffConfig
-from shiftchange.sim.contention import BASE_S, CAP_S, RaceConfig, contend
+from shiftchange.lab.contention import BASE_S, CAP_S, RaceConfig, contend
 
 # %% tags=["parameters"]
 SCALE = "full"
@@ -46,7 +46,7 @@ NETWORK = RaceConfig()
 # %% [markdown]
 # ## The model
 #
-# `shiftchange.sim.contention` rebuilds Brooker's experiment in simulated time (its module
+# `shiftchange.lab.contention` rebuilds Brooker's experiment in simulated time (its module
 # docstring states the model in full):
 #
 # - One record holds a version number and answers every request the instant it arrives. There

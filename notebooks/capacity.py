@@ -42,8 +42,9 @@ from concurrent.futures import ProcessPoolExecutor
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from shiftchange.sim import antipattern, play, scenario_config, settings
-from shiftchange.sim.sweep import sweep
+from shiftchange.lab import settings
+from shiftchange.lab.sweep import sweep
+from shiftchange.sim import antipattern, play, scenario_config
 
 # %% tags=["parameters"]
 SCALE = "full"

@@ -86,10 +86,10 @@ import pandas as pd
 
 from shiftchange.core import Event
 from shiftchange.core.machine import EXPIRABLE
-from shiftchange.sim import Fault, SimConfig, play, scenario_config, settings
-from shiftchange.sim.stats import binomial_interval
-from shiftchange.sim.sweep import sweep
-from shiftchange.sim.tune import (
+from shiftchange.lab import settings
+from shiftchange.lab.stats import binomial_interval
+from shiftchange.lab.sweep import sweep
+from shiftchange.lab.tune import (
     FLIGHT_S,
     MARGIN_S,
     false_expiries_per_lease,
@@ -98,6 +98,7 @@ from shiftchange.sim.tune import (
     tune_lease,
     window_expiry_probability,
 )
+from shiftchange.sim import Fault, SimConfig, play, scenario_config
 
 JOBS = 2
 BASELINE = scenario_config("baseline", 0)
@@ -111,7 +112,7 @@ LONG_TOOLS = {"workload.tool_call_s": LONG_TOOL_CALL_S, "workload.arrival_rate_p
 """Five-minute tool calls, and arrivals slowed to match: an Attempt runs about ten times longer, so a fifth of the rate."""
 RENEWALS_ONLY = {"network.lossy_calls": "renew_lease"}
 # MARGIN_S (TTL = kI + 5 s, far above a round trip) and FLIGHT_S (one message in flight, 1 s, in the detection bound) come
-# from shiftchange.sim.tune, with the closed form and the rule, which `shiftchange sim tune lease` uses too.
+# from shiftchange.lab.tune, with the closed form and the rule, which `shiftchange sim tune lease` uses too.
 FAMILY_CONFIDENCE = 0.99
 """All the per-point intervals asserted in one section hold together at this level (Bonferroni)."""
 EXPECTED_MIN = 10.0
@@ -252,7 +253,7 @@ def loss_row(point: dict, outcome) -> dict:
 # as long as that is well below 1,000 (a lease expires at most once). Below, A is the at-risk windows per lease each run
 # measured; the rule at the end computes it from the hold times the tool calls give.
 #
-# The closed form is written once, in `shiftchange.sim.tune`: `window_expiry_probability` (p^k, knife edges included),
+# The closed form is written once, in `shiftchange.lab.tune`: `window_expiry_probability` (p^k, knife edges included),
 # `at_risk_per_lease` (A) and `false_expiries_per_lease` (the two together), which this notebook imports.
 
 
@@ -643,7 +644,7 @@ plt.show()
 # rest of an Attempt, model calls, commit, push and pull request, plus its tool calls). Since A grows about in proportion
 # to the hold, ten times longer tool calls need about log(10) / log(1/p) more heartbeats in the lease: one at p = 0.1.
 #
-# The rule is `shiftchange.sim.tune.lease_ttl_for` (and `lease_rule`, which adds how the heartbeat is chosen), the one
+# The rule is `shiftchange.lab.tune.lease_ttl_for` (and `lease_rule`, which adds how the heartbeat is chosen), the one
 # `shiftchange sim tune lease` applies: this notebook and the command give one answer because they run one function.
 #
 # **The target** is one false expiry per 100 leases with one renewal in ten lost (p = 0.1), on the baseline itself: its

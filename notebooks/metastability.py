@@ -16,7 +16,7 @@
 #   threshold (a 10 s trigger tips it where 9 s does not) that moves with load, and lowering the load by about
 #   30% averts the failure.
 #
-# **How it is measured.** `shiftchange.sim.phase` plays every cell of a map twice per seed, as a *control* with no
+# **How it is measured.** `shiftchange.lab.phase` plays every cell of a map twice per seed, as a *control* with no
 # trigger and as the *triggered* run, and judges both from their time series: *overloaded* when the control
 # itself falls (for its demand), *recovers* when the triggered run's goodput after the bound is back at the
 # control's, *metastable* otherwise. Every run is also judged by every invariant.
@@ -30,8 +30,8 @@ SCALE = "full"
 # is what registers a PNG form for a displayed Figure, so without it `display` shows only `<Figure size ...>`.
 from IPython.display import display
 
+from shiftchange.lab.phase import METASTABLE, OVERLOADED, RECOVERS, Family, Judging, peak_goodput_per_s, phase
 from shiftchange.sim import scenario_config
-from shiftchange.sim.phase import METASTABLE, OVERLOADED, RECOVERS, Family, Judging, peak_goodput_per_s, phase
 
 JOBS = 2
 WORLD = scenario_config("retry-storm", 0)
@@ -115,7 +115,7 @@ for later, status in steps.items():
 # %% [markdown]
 # ## 3. The core's defaults across the family
 #
-# The family (`shiftchange.sim.phase.Family`): offered load 0.05 to 0.11 tasks/s (up to about half the provider's
+# The family (`shiftchange.lab.phase.Family`): offered load 0.05 to 0.11 tasks/s (up to about half the provider's
 # peak), four triggers (calls that hang to their deadline, calls refused at once, a slowdown of four, a capacity
 # drop to a quarter) for 15 s to 2 min, call deadlines of 12, 30 and 60 s, a provider that does and does not
 # work past the deadline; recovery judged from 480 s after the trigger ends to the last arrival.

@@ -32,9 +32,10 @@ JOBS = 2
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from shiftchange.sim import ANTIPATTERNS, play, scenario_config, settings
+from shiftchange.lab import settings
+from shiftchange.lab.sweep import sweep
+from shiftchange.sim import ANTIPATTERNS, play, scenario_config
 from shiftchange.sim.scenarios import STORM, STORM_TRIGGER
-from shiftchange.sim.sweep import sweep
 
 print(f"scale {SCALE}: {len(SIZES['seeds'])} seeds of {SIZES['tasks']} tasks per discipline")
 print("trigger:", STORM_TRIGGER)

@@ -18,7 +18,7 @@ from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, Re
 from shiftchange.core.config import require_instance, require_nonnegative, require_positive, require_probability, require_whole, shown
 from shiftchange.core.orchestrator import check_budget
 
-FROM_PLAIN_DATA = 'to build a config from plain data (a report\'s "config"), use shiftchange.sim.settings.from_dict'
+FROM_PLAIN_DATA = 'to build a config from plain data (a report\'s "config"), use shiftchange.lab.settings.from_dict'
 
 
 def require_names(config: object, name: str, known: tuple[str, ...]) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from shiftchange.cli import main as cli_main
 from shiftchange.cli.main import EXIT_INTERRUPTED, main
-from shiftchange.sim import sweep as sim_sweep
+from shiftchange.lab import sweep as sim_sweep
 from shiftchange.sim.world import World
 
 STARTED_WITHIN_S = 120.0

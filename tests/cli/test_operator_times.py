@@ -15,7 +15,7 @@ import json
 import re
 
 from shiftchange.cli.main import main
-from shiftchange.sim.report import rounded_times
+from shiftchange.lab.report import rounded_times
 
 UNROUNDED = re.compile(r"\b(?:until|by|at) \d+\.\d{3,}")
 DB_ONLY_DEDUP = ["sim", "run", "--antipattern", "db-only-dedup", "--seed", "0", "--tasks", "20"]

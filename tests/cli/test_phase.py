@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.sim import phase as phase_module
+from shiftchange.lab import phase as phase_module
 
 TRIGGER = "slowdown model_provider at=400 for=60 factor=4"
 TINY = (

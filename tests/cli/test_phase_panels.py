@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from shiftchange.cli.phase import _print
-from shiftchange.sim.phase import panel_trigger
-from shiftchange.sim.plot import draw_phase
+from shiftchange.lab.phase import panel_trigger
+from shiftchange.lab.plot import draw_phase
 
 TRIGGER = "slowdown model_provider at=400 for=60 factor=4"
 

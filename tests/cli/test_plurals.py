@@ -1,7 +1,7 @@
 """A count of one takes the singular: `1 run; playing 1`, `1 row`, `1 job`, never `1 runs`.
 
 The issue named "1 faults injected" (the simulator's report) and "1 workers skewed" (the chaos report); these are the
-same slip in the sweep's and the map's lines, with the helper they now share (`shiftchange.sim.summary.counted`).
+same slip in the sweep's and the map's lines, with the helper they now share (`shiftchange.lab.summary.counted`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.sim.summary import counted
+from shiftchange.lab.summary import counted
 
 ONE_PLURAL = re.compile(r"(?<![\d,.])1 (runs|rows|jobs|seeds|faults|workers)\b")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.sim.html_report import CHAOS_PANELS
+from shiftchange.lab.html_report import CHAOS_PANELS
 from tests.sim.test_html_report import assert_page_in_browser, parsed
 
 RUN = ["sim", "run", "--scenario", "mixed", "--seed", "1", "--tasks", "30"]

@@ -12,11 +12,11 @@ import pytest
 from shiftchange.antipatterns import ANTIPATTERNS
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.cli.main import main
+from shiftchange.lab.report import replay_command
+from shiftchange.lab.settings import apply, diff, format_value, from_toml
+from shiftchange.lab.shrink import Shrunk
 from shiftchange.sim.config import SimConfig
-from shiftchange.sim.report import replay_command
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
-from shiftchange.sim.settings import apply, diff, format_value, from_toml
-from shiftchange.sim.shrink import Shrunk
 from shiftchange.sim.world import play
 
 DESIGN_KEYS = {"scenario", "seed", "tasks", "antipattern", "config", "invariants", "metrics", "ok"}
@@ -169,7 +169,7 @@ def test_a_failing_run_reports_the_shrunk_counterexample_and_its_replay(capsys, 
         outcome = play(config.with_tasks(5), seed, scenario, antipattern, keep_history=True)
         return Shrunk(5, (), outcome, ["t=1.00  first line", "t=2.00  second line"], 7, "complete_audit")
 
-    monkeypatch.setitem(sys.modules, "shiftchange.sim.shrink", types.SimpleNamespace(shrink=shrink))
+    monkeypatch.setitem(sys.modules, "shiftchange.lab.shrink", types.SimpleNamespace(shrink=shrink))
     status, out, _err = sim(capsys, "run", *FAILING)
     assert status == 1
     assert asked == [(scenario_config("baseline", 1, 40), 1, "baseline", "unrecorded-effects", None)]  # no --spec: the packaged
@@ -302,7 +302,7 @@ def test_a_failing_run_given_settings_shrinks_its_own_config(capsys, monkeypatch
     def shrink(config, seed, scenario, antipattern=None, invariant=None, budget_runs=40, table=None):
         asked.append(config)
 
-    monkeypatch.setitem(sys.modules, "shiftchange.sim.shrink", types.SimpleNamespace(shrink=shrink))
+    monkeypatch.setitem(sys.modules, "shiftchange.lab.shrink", types.SimpleNamespace(shrink=shrink))
     status, _out, _err = sim(capsys, "run", *FAILING, "--set", "core.lease_ttl_s=90")
     assert status == 1
     assert asked == [apply(scenario_config("baseline", 1, 40), {"core.lease_ttl_s": 90.0})]

@@ -20,9 +20,9 @@ import pytest
 from shiftchange.cli.main import main
 from shiftchange.core import Event
 from shiftchange.core.table import packaged
+from shiftchange.lab.settings import PLACED_PATH, apply
 from shiftchange.sim.config import FaultSpec
 from shiftchange.sim.scenarios import scenario_config
-from shiftchange.sim.settings import PLACED_PATH, apply
 from shiftchange.sim.world import play
 from shiftchange.spec import DEFAULT_DIRECTORY, load_spec
 from shiftchange.spec.loader import FILES

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.sim import sweep as sweep_module
-from shiftchange.sim.stats import binomial_interval
-from shiftchange.sim.summary import summarize
-from shiftchange.sim.sweep import sweep_rows
+from shiftchange.lab import sweep as sweep_module
+from shiftchange.lab.stats import binomial_interval
+from shiftchange.lab.summary import summarize
+from shiftchange.lab.sweep import sweep_rows
 
 LOSSY = ("--set", "network.loss_probability=0.1", "--set", "network.lossy_calls=renew_lease")
 """One renewal in ten lost, as in the README's lease study, so a short TTL expires leases."""

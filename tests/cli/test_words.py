@@ -14,7 +14,7 @@ import pytest
 
 from shiftchange import __version__
 from shiftchange.cli.main import main
-from shiftchange.sim import sweep as sim_sweep
+from shiftchange.lab import sweep as sim_sweep
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -15,7 +15,8 @@ import pytest
 from shiftchange.checkers.history import Retired
 from shiftchange.core import Event, Task
 from shiftchange.core.records import Budget
-from shiftchange.sim import antipattern, scenario_config, settings
+from shiftchange.lab import settings
+from shiftchange.sim import antipattern, scenario_config
 from shiftchange.sim.metrics import Metrics
 from shiftchange.sim.world import World
 

@@ -8,8 +8,8 @@ import pytest
 
 from shiftchange.core import BackoffConfig, InputError
 from shiftchange.core.config import BACKOFF_STRATEGIES
-from shiftchange.sim import contention
-from shiftchange.sim.contention import CLIENTS_MAX, COLUMNS, RaceConfig, contend, race
+from shiftchange.lab import contention
+from shiftchange.lab.contention import CLIENTS_MAX, COLUMNS, RaceConfig, contend, race
 
 LOCKSTEP = RaceConfig(network_mean_s=0.010, network_sd_s=1e-12)
 """A network whose every trip takes 10 ms, so clients that start together stay together unless their backoff spreads them."""

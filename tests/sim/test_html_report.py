@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.sim.html_report import SIM_PANELS, TimelineSink, render, sim_page
+from shiftchange.lab.html_report import SIM_PANELS, TimelineSink, render, sim_page
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
 from tests.browser import inspect

@@ -10,8 +10,8 @@ import pytest
 
 from shiftchange.cli.main import main
 from shiftchange.core import InputError
+from shiftchange.lab.phase import METASTABLE, OVERLOADED, RECOVERS, UNJUDGED, Judging, build_jobs, cells_of, judge, phase
 from shiftchange.sim.config import FaultSpec
-from shiftchange.sim.phase import METASTABLE, OVERLOADED, RECOVERS, UNJUDGED, Judging, build_jobs, cells_of, judge, phase
 
 TRIGGER = FaultSpec.parse("outage model_provider at=600 for=60 mode=hang")
 JUDGING = Judging(baseline_s=300.0, bound_s=240.0, goodput_fraction=0.8, settle_windows=2, late_windows_min=3)

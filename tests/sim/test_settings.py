@@ -1,4 +1,4 @@
-"""`shiftchange.sim.settings`: every simulator setting by its dotted path, its text form, and its TOML and JSON round trips."""
+"""`shiftchange.lab.settings`: every simulator setting by its dotted path, its text form, and its TOML and JSON round trips."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import json
 import pytest
 
 from shiftchange.core import BackoffConfig, Budget, InputError, ReliabilityConfig
-from shiftchange.sim.config import FaultSpec, SimConfig, WorkloadConfig
-from shiftchange.sim.scenarios import SCENARIOS, scenario_config
-from shiftchange.sim.settings import (
+from shiftchange.lab.settings import (
     SettingError,
     apply,
     diff,
@@ -24,6 +22,8 @@ from shiftchange.sim.settings import (
     read_overrides,
     to_toml,
 )
+from shiftchange.sim.config import FaultSpec, SimConfig, WorkloadConfig
+from shiftchange.sim.scenarios import SCENARIOS, scenario_config
 
 DEFAULTS = SimConfig()
 FALLBACK = {

@@ -1,4 +1,4 @@
-"""`shiftchange.sim.stats`: the exact (Clopper-Pearson) binomial interval against brute-force binomial sums, its edges, bad input."""
+"""`shiftchange.lab.stats`: the exact (Clopper-Pearson) binomial interval against brute-force binomial sums, its edges, bad input."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shiftchange.core import InputError
-from shiftchange.sim.stats import binomial_interval, binomial_tail_ge, binomial_tail_le
+from shiftchange.lab.stats import binomial_interval, binomial_tail_ge, binomial_tail_le
 
 
 def tail_le(k: int, n: int, p: float) -> float:

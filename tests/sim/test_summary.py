@@ -1,16 +1,16 @@
-"""`shiftchange.sim.summary` and the sweep's plot: groups by swept values, counts pooled over seeds, exact intervals, bad input."""
+"""`shiftchange.lab.summary` and the sweep's plot: groups by swept values, counts pooled over seeds, exact intervals, bad input."""
 
 from __future__ import annotations
 
 import pytest
 
 from shiftchange.core import InputError
-from shiftchange.sim import plot as plot_module
+from shiftchange.lab import plot as plot_module
+from shiftchange.lab.plot import plot_sweep
+from shiftchange.lab.stats import binomial_interval
+from shiftchange.lab.summary import MEANS, POOLED_RATES, pooled_rate, summarize, summary
+from shiftchange.lab.sweep import sweep_rows
 from shiftchange.sim.metrics import Metrics
-from shiftchange.sim.plot import plot_sweep
-from shiftchange.sim.stats import binomial_interval
-from shiftchange.sim.summary import MEANS, POOLED_RATES, pooled_rate, summarize, summary
-from shiftchange.sim.sweep import sweep_rows
 
 TTL = "core.lease_ttl_s"
 

@@ -12,8 +12,8 @@ import pytest
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.cli.main import main
 from shiftchange.core import InputError
-from shiftchange.sim import sweep as sweep_module
-from shiftchange.sim.sweep import IDENTITY, sweep, sweep_rows
+from shiftchange.lab import sweep as sweep_module
+from shiftchange.lab.sweep import IDENTITY, sweep, sweep_rows
 
 SMALL = {"scenario": "baseline", "tasks": 15, "grid": {"workers.workers": [8, 16]}, "seeds": range(2)}
 """Four cheap runs: no faults, fifteen tasks, two worker counts times two seeds."""

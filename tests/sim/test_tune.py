@@ -1,4 +1,4 @@
-"""`shiftchange.sim.tune`: the lease rule's arithmetic, how it moves with loss and target, its plans, bad input, and the
+"""`shiftchange.lab.tune`: the lease rule's arithmetic, how it moves with loss and target, its plans, bad input, and the
 confirmation in simulation (confirmed, not confirmed, and the same answer on every executor)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from shiftchange.core import InputError
-from shiftchange.sim import tune
-from shiftchange.sim.stats import binomial_interval
-from shiftchange.sim.tune import (
+from shiftchange.lab import tune
+from shiftchange.lab.stats import binomial_interval
+from shiftchange.lab.tune import (
     FLIGHT_S,
     MARGIN_S,
     at_risk_per_lease,
@@ -186,6 +186,6 @@ def test_a_dask_cluster_gives_the_same_answer_and_runs():
 def test_the_notebook_takes_its_rule_from_here():
     """The rule is written once: the lease-tuning notebook imports it instead of defining its own."""
     source = NOTEBOOK.read_text()
-    assert "from shiftchange.sim.tune import" in source
+    assert "from shiftchange.lab.tune import" in source
     for name in ("lease_ttl_for", "at_risk_per_lease", "window_expiry_probability"):
         assert f"def {name}(" not in source, name

@@ -16,9 +16,9 @@ import pytest
 from shiftchange.cli.main import main
 from shiftchange.cli.tune import render_calls
 from shiftchange.core import InputError
-from shiftchange.sim import tune_calls as tune_calls_module
-from shiftchange.sim.phase import METASTABLE, OVERLOADED, RECOVERS, UNJUDGED, PhaseMap
-from shiftchange.sim.tune_calls import CallTuning, Candidate, _judge, tune_calls
+from shiftchange.lab import tune_calls as tune_calls_module
+from shiftchange.lab.phase import METASTABLE, OVERLOADED, RECOVERS, UNJUDGED, PhaseMap
+from shiftchange.lab.tune_calls import CallTuning, Candidate, _judge, tune_calls
 
 TRIGGER = "slowdown model_provider at=400 for=60 factor=4"
 AXES = ("trigger.for_s",)

@@ -142,7 +142,7 @@ def test_a_placed_crash_strikes_at_its_time():
     ],
 )
 def test_a_config_that_could_not_run_as_meant_is_refused_when_built(overrides, words):
-    from shiftchange.sim.settings import apply
+    from shiftchange.lab.settings import apply
 
     with pytest.raises(InputError, match=re.escape(words)):
         apply(SimConfig(), overrides)
@@ -332,8 +332,8 @@ def test_recording_the_series_changes_nothing_the_run_does():
 
 
 def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_path):
-    from shiftchange.sim.artifacts import FILES, play_with_artifacts
-    from shiftchange.sim.settings import load
+    from shiftchange.lab.artifacts import FILES, play_with_artifacts
+    from shiftchange.lab.settings import load
 
     config = _placed(scenario_config("mixed", 1, 40), "outage code_host at=30 for=20")
     outcome = play_with_artifacts(config, 1, "mixed", None, tmp_path / "run")
@@ -363,7 +363,7 @@ def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_
 
 
 def test_artifacts_into_a_file_are_refused(tmp_path):
-    from shiftchange.sim.artifacts import play_with_artifacts
+    from shiftchange.lab.artifacts import play_with_artifacts
 
     blocker = tmp_path / "taken"
     blocker.write_text("")

@@ -18,9 +18,9 @@ import pytest
 
 from shiftchange.antipatterns import ANTIPATTERNS
 from shiftchange.checkers.rules import INVARIANTS
+from shiftchange.lab.shrink import shrink
 from shiftchange.sim import recovery
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
-from shiftchange.sim.shrink import shrink
 from shiftchange.sim.world import play
 
 TASKS = 120
@@ -404,9 +404,9 @@ def test_an_aimed_pause_freezes_the_worker_with_its_completion_in_hand():
 def test_an_aimed_pause_that_wakes_when_replaced_wakes_as_the_retry_starts():
     """`wake=replaced`: the frozen worker's completion leaves when another worker starts its task's next Attempt."""
     from shiftchange.core import Event
+    from shiftchange.lab.settings import PLACED_PATH, apply
     from shiftchange.sim.config import FaultSpec
     from shiftchange.sim.scenarios import scenario_config
-    from shiftchange.sim.settings import PLACED_PATH, apply
 
     aimed = FaultSpec.parse("pause busy at=0 for=600 before=complete_attempt wake=replaced")
     config = apply(scenario_config("baseline", 1, 40), {PLACED_PATH: (aimed,)})

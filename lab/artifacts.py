@@ -29,12 +29,12 @@ from typing import IO, Any
 from shiftchange.checkers.history import Fault, Landed, Retired
 from shiftchange.core import Event, InputError
 from shiftchange.core.table import Table
+from shiftchange.sim.config import SimConfig
+from shiftchange.sim.world import Outcome, play
 
-from .config import SimConfig
 from .html_report import TimelineSink, sim_page, write_page
 from .plot import plot_series, write_series
 from .report import faults_played, to_json
-from .world import Outcome, play
 
 FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl", "report.html")
 _TYPES = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}

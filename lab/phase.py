@@ -55,7 +55,7 @@ Rows, like a sweep's, are a function of their job alone and come back in job
 order: the same map on one process, a pool or a Dask cluster is the same
 table. Jobs go through the sweep's executors. A map of a spec other than the
 packaged one (`spec`, `--spec`) carries the compiled `Table` in every job, as
-a sweep's runs do (`sim/sweep.py` says why), and both arms' replays name it.
+a sweep's runs do (`lab/sweep.py` says why), and both arms' replays name it.
 """
 
 from __future__ import annotations
@@ -72,15 +72,15 @@ from typing import Any
 from shiftchange.core import InputError
 from shiftchange.core.config import require_positive, require_whole
 from shiftchange.core.table import Table
+from shiftchange.sim.config import FaultSpec, SimConfig, require_at_least_one
+from shiftchange.sim.scenarios import scenario_config
+from shiftchange.sim.world import Outcome, play
 
-from .config import FaultSpec, SimConfig, require_at_least_one
 from .report import replay_command
-from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, format_value
 from .settings import get as setting_at
 from .summary import counted
 from .sweep import _seeds, resolve_table
-from .world import Outcome, play
 
 __all__ = [
     "CELL_STATUSES",
@@ -602,7 +602,7 @@ class PhaseMap:
         return all(cell["invariants_ok"] for cell in self.cells)
 
     def plot(self, path: str | os.PathLike[str]) -> None:
-        """A heatmap per discipline and trigger (`sim/plot.py`), the boundary between statuses drawn."""
+        """A heatmap per discipline and trigger (`lab/plot.py`), the boundary between statuses drawn."""
         from .plot import plot_phase  # matplotlib only when a plot is asked for
 
         plot_phase(self, path)

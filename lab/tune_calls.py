@@ -4,7 +4,7 @@ The question a user brings: "my provider behaves like this; which breaker
 cool-down, concurrency limit and retry budget bring it back from an outage
 within N seconds, at the least spend?" The answer is found the only honest
 way a simulator can give it: every candidate setting is played as a
-discipline of a recoverability map (`sim/phase.py`) over the triggers and
+discipline of a recoverability map (`lab/phase.py`) over the triggers and
 durations asked about, each cell a control and a triggered run per seed, and
 judged there.
 

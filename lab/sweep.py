@@ -41,7 +41,7 @@ Appending would be cheaper but could tear the last line and cannot keep run
 order; a sweep's table is small beside the runs that fill it.
 
 With a coverage file, each run counts its own events per transition row as
-its history streams (`sim/coverage.py`) and hands back only the counts, in
+its history streams (`lab/coverage.py`) and hands back only the counts, in
 its row under `COVERAGE_KEY`; the sweep takes them out before the row is kept,
 sums them, and writes the file once, whole, after the last run. Rows resumed
 from `out` were not played and cannot be counted, so coverage refuses them.
@@ -81,19 +81,19 @@ from tqdm import tqdm
 from shiftchange.antipatterns import antipattern as antipattern_named
 from shiftchange.core import InputError
 from shiftchange.core.table import Table, packaged, table_for
+from shiftchange.sim.config import FaultSpec, SimConfig
+from shiftchange.sim.scenarios import scenario_config
+from shiftchange.sim.world import Outcome, play
 from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, from_counts, write_coverage
 from shiftchange.spec.loader import SpecError
 from shiftchange.spec.source import SpecSourceError
 
 from .artifacts import play_with_artifacts, prepare
-from .config import FaultSpec, SimConfig
 from .coverage import CoverageSink
 from .report import replay_command, spec_given, spec_words
-from .scenarios import scenario_config
 from .settings import PLACED_PATH, apply, diff, format_value, to_toml
 from .settings import get as setting_at
 from .summary import counted
-from .world import Outcome, play
 
 __all__ = [
     "EXECUTORS",
@@ -364,7 +364,7 @@ def _execute(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each run's (index, row), in completion order; `play` (a module-level function of one run, default `play_run`) makes the row.
 
-    Anything with an `index` that pickles can be a run: the recoverability maps (`sim/phase.py`) run their jobs here too.
+    Anything with an `index` that pickles can be a run: the recoverability maps (`lab/phase.py`) run their jobs here too.
     """
     play = play or play_run
     if executor == "dask":

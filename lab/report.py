@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 from shiftchange.antipatterns import antipattern
 from shiftchange.checkers.history import invariant_rows, tally
 from shiftchange.core.table import Table, packaged
+from shiftchange.sim.config import SimConfig
+from shiftchange.sim.scenarios import SCENARIOS, scenario_config
 
-from .config import SimConfig
-from .scenarios import SCENARIOS, scenario_config
 from .settings import PLACED_PATH, diff, format_value
 from .summary import counted
 
 if TYPE_CHECKING:
-    from .world import Outcome
+    from shiftchange.sim.world import Outcome
 
 __all__ = [
     "faults_played",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import PROVIDERS
+from shiftchange.sim.config import PROVIDERS
 
 
 def check_figure_path(path: str | Path) -> Path:

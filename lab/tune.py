@@ -65,14 +65,14 @@ from typing import Any
 
 from shiftchange.core import Event, InputError
 from shiftchange.core.table import Table, packaged
+from shiftchange.sim.config import SimConfig
+from shiftchange.sim.scenarios import scenario_config
+from shiftchange.sim.world import play
 
-from .config import SimConfig
 from .report import replay_command
-from .scenarios import scenario_config
 from .settings import apply, diff
 from .stats import binomial_interval, binomial_tail_ge, binomial_tail_le
 from .sweep import EXECUTORS, resolve_table, sweep_rows
-from .world import play
 
 __all__ = [
     "FLIGHT_S",

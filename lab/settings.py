@@ -48,8 +48,7 @@ import tomli_w
 
 from shiftchange.core import InputError
 from shiftchange.core.config import shown
-
-from .config import SimConfig
+from shiftchange.sim.config import SimConfig
 
 __all__ = [
     "NONE_TEXT",

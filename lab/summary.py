@@ -24,7 +24,7 @@ n trials has an exact one. The runs are taken to be draws of one rate, which
 is what seeds of one grid point are. The interval is exact in the sense that
 it never covers less than its confidence (it is conservative, and at zero
 events still says how high the rate could be: "none in 3,594 leases" bounds it
-below 1.03 per 1,000 at 95%); `shiftchange.sim.stats.binomial_interval` computes
+below 1.03 per 1,000 at 95%); `shiftchange.lab.stats.binomial_interval` computes
 it. Nothing is sampled: the same rows give the same summary.
 """
 

@@ -20,9 +20,8 @@ from typing import Any
 
 from shiftchange.checkers.history import Fault, Retired, describe
 from shiftchange.core.table import Table
-
-from .config import SimConfig
-from .world import Outcome, play
+from shiftchange.sim.config import SimConfig
+from shiftchange.sim.world import Outcome, play
 
 TIMELINE_LINES_MAX = 60
 
