@@ -13,7 +13,7 @@ from shiftchange.cli.main import main
 from shiftchange.lab.tune import tune_lease
 
 TINY = ("--tool-call-s", "30", "--renewal-loss", "0.1", "--heartbeat-s", "15", "--tasks", "60", "--seeds", "0-1", "--jobs", "1")
-"""Two runs of sixty tasks per TTL (`tests/sim/test_tune.py` has the same scale): 30 per 1,000 is confirmed there, 20 is not."""
+"""Two runs of sixty tasks per TTL (`tests/lab/test_tune.py` has the same scale): 30 per 1,000 is confirmed there, 20 is not."""
 ANSWER = re.compile(r"lease TTL (\d+) s, heartbeat (\d+) s \(rule: .+\)")
 
 
