@@ -259,13 +259,13 @@ def mutate(
     replays name `<ID>`). The base is tried first, with every check: what it already fails kills no mutant.
     `skip_unreached=False` plays every run for every mutant (the same verdicts, at the full cost: the module says why).
     """
-    from shiftchange.lab.sweep import _check_executor, _execute
+    from shiftchange.lab.sweep import check_executor, execute
 
     scale = Scale() if scale is None else scale
     chosen = check_kinds(kinds)
     executor = "dask" if dask is not None else "processes"
     scheduler = None if dask in (None, "local") else dask
-    _check_executor(executor, scheduler)
+    check_executor(executor, scheduler)
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ValueError(f"processes must be a whole number, at least 1, not {processes!r}")
     began = time.perf_counter()
@@ -280,7 +280,7 @@ def mutate(
         for index, mutant in enumerate(mutants)
     ]
     rows: dict[int, dict[str, Any]] = {}
-    for index, row in _execute(jobs, processes, executor, scheduler, run_job):
+    for index, row in execute(jobs, processes, executor, scheduler, run_job):
         rows[index] = row
         if progress is not None:
             progress(len(rows), len(jobs))

@@ -80,7 +80,7 @@ from .report import replay_command
 from .settings import PLACED_PATH, apply, format_value
 from .settings import get as setting_at
 from .summary import counted
-from .sweep import _seeds, resolve_table
+from .sweep import check_seeds, resolve_table
 
 __all__ = [
     "CELL_STATUSES",
@@ -266,7 +266,7 @@ def build_jobs(
     if not placed:
         raise InputError("a map needs a trigger: a placed provider fault such as 'outage model_provider at=400 for=20 mode=hang'")
     chosen = _disciplines(disciplines)
-    seeds = _seeds(seeds)
+    seeds = check_seeds(seeds)
     if isinstance(arrivals_s, bool) or not isinstance(arrivals_s, int | float) or not 0 < arrivals_s < math.inf:
         raise InputError(f"arrivals_s must be a positive finite number of seconds, not {arrivals_s!r}")
     size = len(chosen) * len(placed) * len(seeds) * math.prod(len(values) for values in parsed.values())
@@ -653,19 +653,19 @@ def phase(
     revision, a `Spec` or a `Table`; default: the packaged spec), named by every replay. Bad input raises `InputError`
     before anything runs.
     """
-    from .sweep import _bar, _check_executor, _execute, _jobs
+    from .sweep import check_executor, check_jobs, execute, progress_bar
 
     table = resolve_table(spec)
     planned = build_jobs(axes, triggers, disciplines, seeds, scenario, tasks, arrivals_s, overrides, judging, table)
-    jobs_count = _jobs(jobs)
-    _check_executor(executor, scheduler)
+    jobs_count = check_jobs(jobs)
+    check_executor(executor, scheduler)
     target = _writable(out) if out is not None else None
     if log is not None:
         log(f"{counted(len(planned), 'job')} ({2 * len(planned):,} runs: a control and a triggered run per cell and seed)")
     done: dict[int, dict[str, Any]] = {}
-    bar = _bar(len(planned), 0, progress)
+    bar = progress_bar(len(planned), 0, progress)
     try:
-        for index, row in _execute(planned, jobs_count, executor, scheduler, play_phase_job):
+        for index, row in execute(planned, jobs_count, executor, scheduler, play_phase_job):
             done[index] = row
             bar.update()
     finally:

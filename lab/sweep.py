@@ -101,8 +101,13 @@ __all__ = [
     "RUNS_MAX",
     "Run",
     "build_runs",
+    "check_executor",
+    "check_jobs",
+    "check_seeds",
     "columns",
+    "execute",
     "play_run",
+    "progress_bar",
     "resolve_table",
     "spec_digest",
     "sweep",
@@ -197,7 +202,7 @@ def build_runs(
     `faults` are placed in every run beside those the overrides place (a config file's `[[fault]]` tables); every run
     plays `table` (None: the packaged spec).
     """
-    seeds = _seeds(seeds)
+    seeds = check_seeds(seeds)
     grid = {path: _values(path, values) for path, values in grid.items()}
     _check_size(grid, seeds)
     fixed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
@@ -218,7 +223,8 @@ def build_runs(
     return runs
 
 
-def _seeds(seeds: Iterable[int]) -> list[int]:
+def check_seeds(seeds: Iterable[int]) -> list[int]:
+    """The seeds as a list: at least one, each a whole number from 0, none twice (else InputError)."""
     listed = list(seeds)
     if not listed:
         raise InputError("a sweep needs at least one seed")
@@ -359,7 +365,7 @@ def _flatten(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 # ------------------------------------------------------------------ executors
 
 
-def _execute(
+def execute(
     runs: Sequence[Any], jobs: int, executor: str, scheduler: str | None, play: Callable[[Any], dict[str, Any]] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each run's (index, row), in completion order; `play` (a module-level function of one run, default `play_run`) makes the row.
@@ -690,8 +696,8 @@ def sweep_rows(
     `coverage`, if given, is a JSON file written once every run has played: the sum of the runs' transition coverage.
     """
     grid = dict(grid or {})
-    jobs = _jobs(jobs)
-    _check_executor(executor, scheduler)
+    jobs = check_jobs(jobs)
+    check_executor(executor, scheduler)
     table = resolve_table(spec)
     placed = tuple(fault if isinstance(fault, FaultSpec) else FaultSpec.parse(fault) for fault in faults)
     runs = build_runs(grid, seeds, scenario, tasks, overrides, antipattern, artifacts, placed, table)
@@ -702,9 +708,9 @@ def sweep_rows(
     if log is not None:
         held = f", {len(done):,} of them already in {output.path}" if done else ""
         log(f"{counted(len(runs), 'run')}{held}; playing {len(pending):,}")
-    bar = _bar(len(runs), len(done), progress)
+    bar = progress_bar(len(runs), len(done), progress)
     try:
-        for index, row in _execute(pending, jobs, executor, scheduler):
+        for index, row in execute(pending, jobs, executor, scheduler):
             counts = row.pop(COVERAGE_KEY, None)
             if counting is not None:
                 counting.add(counts)
@@ -835,7 +841,8 @@ def sweep(
     return pandas.DataFrame(rows)
 
 
-def _jobs(jobs: int | None) -> int:
+def check_jobs(jobs: int | None) -> int:
+    """How many runs at once: the given whole number from 1, or one per CPU for None (else InputError)."""
     if jobs is None:
         return os.cpu_count() or 1
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -843,7 +850,8 @@ def _jobs(jobs: int | None) -> int:
     return jobs
 
 
-def _check_executor(executor: str, scheduler: str | None) -> None:
+def check_executor(executor: str, scheduler: str | None) -> None:
+    """An executor of `EXECUTORS`, a scheduler only for Dask, and Dask installed and its scheduler answering (else InputError)."""
     if executor not in EXECUTORS:
         raise InputError(f"the executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
     if scheduler is not None and executor != "dask":
@@ -883,5 +891,6 @@ def _reachable(scheduler: str) -> None:
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {error.strerror or error}") from None
 
 
-def _bar(total: int, done: int, shown: bool) -> tqdm:
+def progress_bar(total: int, done: int, shown: bool) -> tqdm:
+    """The runs' progress bar on stderr (tqdm), drawn only when `shown`."""
     return tqdm(total=total, initial=done, unit="run", file=sys.stderr, disable=not shown, dynamic_ncols=True)
