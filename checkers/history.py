@@ -149,9 +149,9 @@ class CheckContext:
     reason_length_min: int
     keyless: frozenset[str] = frozenset()
     """The dependencies that ignore operation keys (a call repeated there lands again). Every provider lands nothing past
-    a call's deadline, so reconciliation waits there for every call to settle, and its findings are final: a call of
-    the reconciled Attempt that lands afterwards contradicts them. (Where keys are honoured, reconciliation may conclude
-    with a call in flight by design: a retry under the same key is deduplicated.)"""
+    a call's deadline, so reconciliation's findings (`effects_landed`, `effects_absent`) wait there for every call to
+    settle, and are final: a call of the reconciled Attempt that lands afterwards contradicts them. (Where keys are
+    honoured, reconciliation may conclude with a call in flight by design: a retry under the same key is deduplicated.)"""
 
 
 class Checker(Protocol):

@@ -73,10 +73,10 @@ EXAMPLE_LINES_MAX = 8
 """An example is the few entries that show a violation, not a transcript."""
 
 _TOLERANCE = 1e-9
+"""A cost within this of its cap counts as within it: float sums are not exact."""
 FENCE_REFUSALS = frozenset({"stale_fence", "forged", "unfenced"})
 """The refusal codes an `Event` carries when the fence, not the table, refused a call: a caller who could not prove the
 lease (the history's closed code vocabulary, restated here so that no rule reads the core's)."""
-"""A cost within this of its cap counts as within it: float sums are not exact."""
 
 _ABSENT = object()
 _REOPENED = frozenset({"queued", "admitted", "claimed", "running", "verifying"})
@@ -1068,6 +1068,10 @@ class TruthfulStates(_Fold):
     verdict succeeds."""
     _ANSWERS_CANCEL = frozenset({"cancel_acknowledged", "cancel_timed_out", "cancel_unclaimed"})
     """The cancellation protocol's ways out of Cancelling: the holder's acknowledgement, its time-out, nobody to signal."""
+    _FINDINGS = frozenset({"effects_landed", "effects_absent"})
+    """Reconciliation's conclusions that every call of the Attempt settled (landed, or past its deadline unanswered):
+    after one, where keys are ignored, none of its calls may land. Contradictory evidence concludes at once, with calls
+    perhaps in flight, and claims nothing of them."""
     _ACKNOWLEDGED = frozenset({"cancel_acknowledged", "cancel_timed_out"})
     """The answers to a signalled holder's cancellation: each is recorded in its event's words (the acknowledgement, or
     that none came in time)."""
@@ -1189,7 +1193,7 @@ class TruthfulStates(_Fold):
             return  # an ended Attempt rewritten is append_only_attempts' to judge
         if to_state == "reconciling":
             latest.reconciled.add(attempt_id)
-        elif from_state == "reconciling" and latest.granted:
+        elif from_state == "reconciling" and kind in self._FINDINGS and latest.granted:
             latest.settled.update((key, event) for key, owner in latest.granted.items() if owner == attempt_id)
         if from_state == "verifying" and to_state in terminal:
             latest.judged.add(attempt_id)
@@ -1222,7 +1226,8 @@ class TruthfulStates(_Fold):
             self._violation(f"{attempt_id} entered {to_state} on {kind}, not on {meant}, the trigger that means it", describe(event))
         if from_state == "cancelling" and to_state == "reconciling" and kind not in self._ANSWERS_CANCEL:
             self._violation(
-                f"{attempt_id} left Cancelling on {kind}: only its acknowledgement or time-out answers a cancellation",
+                f"{attempt_id} left Cancelling on {kind}: only its acknowledgement or time-out answers a cancellation"
+                " (or, with nobody holding it, the cancellation itself)",
                 describe(event),
             )
         sources = self._MOVED_FROM.get(to_state)

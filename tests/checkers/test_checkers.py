@@ -1146,6 +1146,21 @@ def test_an_acknowledgement_refused_after_the_run_ended_is_no_violation():
     assert verdict.status == OK, verdict.example
 
 
+def test_a_call_landing_after_contradictory_evidence_is_no_violation_even_where_keys_are_ignored():
+    """Goal: contradictory evidence ends Reconciling at once, with a call perhaps still in flight, and claims nothing of
+    the calls: one of them landing afterwards contradicts no finding (only effects_landed and effects_absent settle)."""
+    s = Story(History(all_checkers(CheckContext(30.0, 5.0, 10, frozenset({"code_host"})))))
+    key = "create-pr:task-1:sha-2"
+    s.created().dispatched().running(1, 1).at(5).granted(1, 1, key)
+    s.at(31).event("expire", 1, "suspect", actor="reaper").event("reconcile", 1, "reconciling")
+    s.attempts[1].failure_domain, s.attempts[1].evidence = "contradictory_evidence", "the receipted pull request is gone"
+    s.attempts[1].reconciliation = "contradictory"  # what reconciliation found, recorded with the evidence
+    s.event("evidence_contradictory", 1, "blocked").at(32).landed(key, "create-pr-2")
+    s.event("attempt_blocked", to_state="blocked").event("decide", 1).retire()
+    verdict = s.history.verdicts()["truthful_states"]
+    assert verdict.status == OK, verdict.example
+
+
 def test_the_fence_refusals_the_checkers_name_are_the_cores():
     """Goal: the checkers restate the codes of a fence's refusal (they read no core logic); they must be the core's."""
     from shiftchange.checkers.rules import FENCE_REFUSALS

@@ -18,7 +18,7 @@ import pytest
 
 from shiftchange.cli.main import main
 from shiftchange.lab.html_report import CHAOS_PANELS
-from tests.sim.test_html_report import assert_page_in_browser, parsed
+from tests.lab.test_html_report import assert_page_in_browser, parsed
 
 RUN = ["sim", "run", "--scenario", "mixed", "--seed", "1", "--tasks", "30"]
 
