@@ -1206,10 +1206,9 @@ class TruthfulStates(_Fold):
                 latest.ran[attempt_id] = event.at - began
             if from_state == "cancelling" and kind in self._ACKNOWLEDGED and not event.detail:
                 self._violation(f"{attempt_id}'s cancellation was answered ({kind}) with no words recorded for it", describe(event))
-        if to_state == "running":
+        if to_state == "running" or to_state == "claimed":  # a run is timed from its start, else its claim
             latest.began[attempt_id] = event.at
         if to_state == "claimed":
-            latest.began[attempt_id] = event.at
             latest.promised[attempt_id] = event.at + self.context.lease_ttl_s
         elif to_state == "suspect":
             promised = latest.promised.get(attempt_id)

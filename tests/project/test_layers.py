@@ -161,7 +161,7 @@ def test_a_layer_imports_nothing_it_must_not(folder):
     assert not found, "\n".join(found)
 
 
-def test_the_forbidden_imports_check_finds_a_planted_import(tmp_path):
+def test_the_forbidden_imports_check_finds_a_planted_import():
     planted = "from shiftchange.sim.world import play\nimport simpy\n"
     assert {name for name in _imports(ast.parse(planted)) if name.startswith(FORBIDDEN_IMPORTS["explore"])} == {
         "shiftchange.sim.world",
