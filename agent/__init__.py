@@ -14,7 +14,7 @@ driver.
 from .commands import Call, Command, Look, Looked, Perform, Stop, Wait, Work
 from .control import Agenda, Delays, Retry, blind_retry, next_hypothesis, reconcile_settled, retry_for
 from .heartbeat import Cadence, renewals_inside_lease
-from .worker import LEASE_GONE, Agent, AgentConfig, WorkerSeams
+from .worker import LEASE_GONE, Agent, AgentConfig, WorkerSeams, agent_config
 from .workflow import ChapterWorkflow, OperationsWorkflow, Step, Workflow, head_sha, resume_after
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "Work",
     "WorkerSeams",
     "Workflow",
+    "agent_config",
     "blind_retry",
     "head_sha",
     "next_hypothesis",

@@ -140,6 +140,30 @@ class AgentConfig:
     instant the circuit closes (the synchronised return behind a breaker's limit cycle)."""
 
 
+def agent_config(
+    core: Any,
+    *,
+    call_deadline_s: float,
+    gateway_retries_max: int,
+    gateway_retry_s: float,
+    held_back_jitter: bool = True,
+) -> AgentConfig:
+    """The one converter from a driver's settings to the agent's: every driver (the simulator, the explorer, the runtime) calls it.
+
+    `core` is the driver's `CoreConfig`: the heartbeat follows its interval, and a call held back by a dependency's
+    controls waits at most one lease (`lease_ttl_s`) before it asks again, however long the circuit says, so a held-back
+    Attempt asks the gateway at least once a lease, wherever it runs. The rest are the worker's own settings.
+    """
+    return AgentConfig(
+        heartbeat_interval_s=core.heartbeat_interval_s,
+        call_deadline_s=call_deadline_s,
+        gateway_retries_max=gateway_retries_max,
+        gateway_retry_s=gateway_retry_s,
+        held_back_wait_max_s=core.lease_ttl_s,
+        held_back_jitter=held_back_jitter,
+    )
+
+
 class Agent:
     """One worker's protocol state, for its whole life; at most one Attempt at a time. Plain data: copy it to branch."""
 

@@ -87,6 +87,7 @@ _TIMINGS = (
     ("cancel-ack-timeout", "cancel_ack_timeout_s", _seconds, "S", "how long a cancellation waits for its acknowledgement (default 2)"),
     ("backoff-base", "backoff_base_s", _seconds, "S", "the first backoff (Attempts, a call's retries), doubling (default 1)"),
     ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
+    ("gateway-retry", "gateway_retry_s", _seconds, "S", "a worker's pause before asking the gateway again after a lost answer (default 2)"),
 )
 _SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "por", "dfs", "no_symmetry", "coverage")
 

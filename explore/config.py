@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shiftchange.agent import AgentConfig, OperationsWorkflow
+from shiftchange.agent import AgentConfig, OperationsWorkflow, agent_config
 from shiftchange.agent.workflow import CODE_HOST
 from shiftchange.core import BackoffConfig, Budget, CoreConfig, RateLimitConfig, ReliabilityConfig
 from shiftchange.core.table import Table, table_for
@@ -42,7 +42,15 @@ _COUNTS = {
     "gateway_retries_max": (0, 3),
 }
 """Each count's (least, greatest) value."""
-_TIMINGS = ("lease_ttl_s", "heartbeat_interval_s", "call_deadline_s", "cancel_ack_timeout_s", "backoff_base_s", "backoff_cap_s")
+_TIMINGS = (
+    "lease_ttl_s",
+    "heartbeat_interval_s",
+    "call_deadline_s",
+    "cancel_ack_timeout_s",
+    "backoff_base_s",
+    "backoff_cap_s",
+    "gateway_retry_s",
+)
 TIMING_MAX_S = 3600
 OPERATIONS_MAX, OPERATION_NAME_MAX = 3, 40
 
@@ -100,6 +108,9 @@ class ExploreConfig:
     backoff_base_s: float = 1.0
     """The first backoff, doubling: between Attempts (the core's) and between a call's retries (the agent's)."""
     backoff_cap_s: float = 4.0
+    gateway_retry_s: float = 2.0
+    """The worker's pause before asking the gateway again after a lost answer or a rate denial: the agent's
+    `gateway_retry_s`."""
     antipattern: str | None = None
     spec: str | None = None
     """The spec the core runs: a folder or a git revision naming one (`spec.source.read_spec`); None for the packaged spec."""
@@ -163,11 +174,12 @@ class ExploreConfig:
         return Budget(attempts_max=self.retries + 1, interruptions_max=max(3, self.cancels + 1))
 
     def agent(self) -> AgentConfig:
-        """The worker's timings; its pause after a lost answer or a rate denial is the agent's default (neither happens here)."""
-        return AgentConfig(
-            heartbeat_interval_s=self.heartbeat_interval_s,
+        """The worker's timings, through the agent's one converter."""
+        return agent_config(
+            self.core(),
             call_deadline_s=self.call_deadline_s,
             gateway_retries_max=self.gateway_retries_max,
+            gateway_retry_s=self.gateway_retry_s,
         )
 
     def workflow(self) -> OperationsWorkflow:

@@ -76,6 +76,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shiftchange.agent import Agent, AgentConfig, Cadence, Call, ChapterWorkflow, Command, Look, Looked, Perform, Stop, Wait, Work
+from shiftchange.agent import agent_config as convert
 from shiftchange.core import (
     Backoff,
     CoreError,
@@ -113,13 +114,12 @@ def worker_store_url(url: str, worker_id: str) -> str:
 
 
 def agent_config(config: RuntimeConfig) -> AgentConfig:
-    """The agent's settings from the runtime's: its deadlines and retries, the core's heartbeat, a call held back a lease at most."""
-    return AgentConfig(
-        heartbeat_interval_s=config.core.heartbeat_interval_s,
+    """The agent's settings from the runtime's, through the agent's one converter (`shiftchange.agent.agent_config`)."""
+    return convert(
+        config.core,
         call_deadline_s=config.call_deadline_s,
         gateway_retries_max=config.gateway_retries_max,
         gateway_retry_s=config.gateway_retry_s,
-        held_back_wait_max_s=config.core.lease_ttl_s,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import simpy
 
 from shiftchange.agent import AgentConfig, ChapterWorkflow, WorkerSeams
+from shiftchange.agent import agent_config as convert
 from shiftchange.checkers.history import UNKNOWN, CheckContext, Fault, History, Verdict
 from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import InputError, MemoryStore, Orchestrator, Seams
@@ -169,7 +170,7 @@ class World:
             self._workflow_of,
             self.metrics,
             antipattern.worker_seams if antipattern is not None else WorkerSeams(),
-            _agent_config(config),
+            agent_config(config),
             config.reliability.backoff,
             self.stream("workers"),
             self.aimed,
@@ -359,11 +360,11 @@ class _OpenLoopOffers(simpy.Store):
         return super().put(item)
 
 
-def _agent_config(config: SimConfig) -> AgentConfig:
-    """How the agent calls: the workers' deadlines and per-call retries, and the core's heartbeat interval."""
+def agent_config(config: SimConfig) -> AgentConfig:
+    """The agent's settings from the simulator's (its workers' deadlines and per-call retries), through the agent's one converter."""
     workers = config.workers
-    return AgentConfig(
-        heartbeat_interval_s=config.core.heartbeat_interval_s,
+    return convert(
+        config.core,
         call_deadline_s=workers.call_deadline_s,
         gateway_retries_max=workers.gateway_retries_max,
         gateway_retry_s=workers.gateway_retry_s,

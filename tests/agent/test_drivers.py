@@ -8,11 +8,14 @@ asked for. Renewals are left out of the comparison: when a beat falls is the
 driver's clock, not the protocol. Lease tokens are masked (a fence is its
 Attempt and generation), and a claim is only a claim (the simulator claims
 the offered task, the others pull the next one, each in its own workspace).
+Each driver's agent is built by that driver's own converter from its own
+configuration, given the same settings, so a converter that disagrees shows.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,13 +24,41 @@ import simpy
 
 from shiftchange.agent import Agent, Call, ChapterWorkflow, Look, Looked, Perform, Stop, Wait
 from shiftchange.core import Accepted, Backoff, BackoffConfig, Effect, Grant, ProviderRefused, ProviderTimeout, Refused, Renewal
+from shiftchange.explore.config import ExploreConfig
 from shiftchange.runtime.clock import SteppingClock
 from shiftchange.runtime.config import RuntimeConfig
 from shiftchange.runtime.worker import Worker as RuntimeWorker
-from shiftchange.runtime.worker import agent_config
+from shiftchange.runtime.worker import agent_config as runtime_agent
+from shiftchange.sim.config import SimConfig
+from shiftchange.sim.world import agent_config as sim_agent
 
 TASK, ATTEMPT, PREVIOUS, TOKEN = "task-1", "task-1#2", "task-1#1", "token-2"
-CONFIG = RuntimeConfig(tool_calls=1)
+CONFIG = RuntimeConfig(tool_calls=1, gateway_retries_max=3)
+"""The explorer bounds a call's asks at three retries; the other drivers are given the same."""
+SIM_CONFIG = replace(
+    SimConfig(),
+    core=CONFIG.core,
+    workers=replace(
+        SimConfig().workers,
+        call_deadline_s=CONFIG.call_deadline_s,
+        gateway_retries_max=CONFIG.gateway_retries_max,
+        gateway_retry_s=CONFIG.gateway_retry_s,
+    ),
+)
+EXPLORE_CONFIG = ExploreConfig(
+    lease_ttl_s=CONFIG.core.lease_ttl_s,
+    heartbeat_interval_s=CONFIG.core.heartbeat_interval_s,
+    call_deadline_s=CONFIG.call_deadline_s,
+    gateway_retries_max=CONFIG.gateway_retries_max,
+    gateway_retry_s=CONFIG.gateway_retry_s,
+)
+"""The runtime's settings, restated in the simulator's and the explorer's configurations."""
+CONVERTED = {
+    "simulator": lambda: sim_agent(SIM_CONFIG),
+    "explorer": EXPLORE_CONFIG.agent,
+    "runtime": lambda: runtime_agent(CONFIG),
+}
+"""Each driver's own converter, from its own configuration."""
 WORKFLOW = ChapterWorkflow(CONFIG.tool_calls, None, CONFIG.model_call_cost_usd, CONFIG.model_call_tokens)
 """The runtime builds its workflow from its config; the other drivers are handed the same one."""
 BACKOFF = BackoffConfig(strategy="exponential", base_s=1.0, cap_s=8.0)
@@ -118,8 +149,8 @@ class Script:
         return Effect(f"{operation}-{len(self.log)}", key, operation, identity, "", 0.0) if outcome == "land" else outcome
 
 
-def agent() -> Agent:
-    return Agent("worker-1", agent_config(CONFIG), Backoff(BACKOFF, random.Random(1)), WORKFLOW)
+def agent(driver: str = "runtime") -> Agent:
+    return Agent("worker-1", CONVERTED[driver](), Backoff(BACKOFF, random.Random(1)), WORKFLOW)
 
 
 # ------------------------------------------------------------------ the drivers
@@ -170,8 +201,8 @@ def simulator(script: Script) -> None:
         bench=SimpleNamespace(tool_time_s=lambda: 5.0, commit_time_s=lambda: 1.0),
         workflow_of=lambda _task_id: WORKFLOW,
         leases=observer,
-        seams=agent().seams,
-        agent=agent_config(CONFIG),
+        seams=agent("simulator").seams,
+        agent=sim_agent(SIM_CONFIG),
         backoff=BACKOFF,
         rng=random.Random(1),
     )
@@ -194,7 +225,7 @@ def explorer(script: Script) -> None:
         def send(self, _worker, _perform):
             return 1
 
-    wire, worker, now, claimed = Wire(), Worker(agent()), 0.0, False
+    wire, worker, now, claimed = Wire(), Worker(agent("explorer")), 0.0, False
     for _step in range(1_000):
         worker.settle(wire, now)
         if claimed and worker.command is None:
@@ -226,7 +257,7 @@ def runtime(script: Script) -> None:
 
     worker = RuntimeWorker(script, Provider(), CONFIG, "worker-1", clock=SteppingClock())
     worker.backoff = Backoff(BACKOFF, random.Random(1))
-    worker.agent = agent()
+    worker.agent = agent("runtime")
     assert worker.attempt()
 
 
@@ -235,6 +266,14 @@ def _ignore(*_args: Any) -> None:
 
 
 DRIVERS = {"simulator": simulator, "explorer": explorer, "runtime": runtime}
+
+
+def test_every_driver_converts_the_same_settings_to_the_same_agent():
+    """One converter: the same deadlines, retries, heartbeat and lease give every driver the same agent, a call held back
+    by a dependency's controls waiting at most one lease everywhere (once only the runtime capped it)."""
+    converted = {driver: convert() for driver, convert in CONVERTED.items()}
+    assert len(set(converted.values())) == 1, converted
+    assert converted["simulator"].held_back_wait_max_s == CONFIG.core.lease_ttl_s
 
 
 @pytest.mark.parametrize("scenario", sorted(SCRIPTS))
