@@ -89,7 +89,7 @@ _TIMINGS = (
     ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
     ("gateway-retry", "gateway_retry_s", _seconds, "S", "a worker's pause before asking the gateway again after a lost answer (default 2)"),
 )
-_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "por", "dfs", "no_symmetry", "coverage")
+_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "por", "dfs", "no_symmetry", "coverage", "report")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -134,6 +134,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     explore.add_argument("--replay", metavar="STEPS", help="play one path (comma-separated steps, as a counterexample prints them)")
     explore.add_argument("--coverage", metavar="FILE", help="write which transition rows the search fired (for spec review --coverage)")
     explore.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    explore.add_argument("--report", metavar="PAGE.html", help="also write the search's report page (one self-contained HTML file)")
     explore.set_defaults(handler=run_explore)
     return explore
 
@@ -173,6 +174,14 @@ def run_explore(args: argparse.Namespace) -> int:
             if extra:
                 raise BadInput(f"--replay plays one path; --{extra[0].replace('_', '-')} is for a search")
             return _replay(args, config)
+        if args.report is not None:
+            from shiftchange.core import InputError
+            from shiftchange.lab.html_report import check_report_path
+
+            try:
+                check_report_path(args.report)
+            except InputError as error:
+                raise BadInput(str(error)) from error
         if args.coverage is not None:
             from shiftchange.spec.coverage import CoverageError, check_writable
 
@@ -230,6 +239,7 @@ def _search(args: argparse.Namespace, config: Any) -> int:
         if bar is not None:
             bar.close()
     covered = _write_coverage(args.coverage, result)
+    _write_report(args.report, result)
     if result.stopped_by == "interrupted":
         print("shiftchange: interrupted; the summary of what was searched follows", file=sys.stderr)
     if args.json:
@@ -268,6 +278,24 @@ def _write_coverage(path: str | None, result: Any) -> str | None:
     except CoverageError as error:
         raise BadInput(str(error)) from error
     return f"coverage written to {path}"
+
+
+def _write_report(path: str | None, result: Any) -> None:
+    """Write the search's page (`--report`), from the very record `--json` prints."""
+    from shiftchange.core import InputError
+    from shiftchange.explore.report import as_json
+    from shiftchange.lab.html_report import explore_page, write_page
+
+    from .common import BadInput
+
+    if path is None:
+        return
+    try:
+        write_page(explore_page(as_json(result)), path)
+    except (OSError, InputError) as error:
+        raise BadInput(f"cannot write the report to {path}: {error}") from error
+    if result.stopped_by != "interrupted":
+        print(f"report: {path}", file=sys.stderr)
 
 
 def _replay(args: argparse.Namespace, config: Any) -> int:

@@ -260,7 +260,9 @@ def _cleared(progress: _Progress | None) -> Iterator[None]:
 
 def _sim_run(args: argparse.Namespace) -> int:
     # Imported here, as in `_timeline`: the parser is built for every command, and none of them but this needs the simulator.
-    from shiftchange.lab.report import render_minimal, render_text, replay_command, to_json
+    from shiftchange.core import InputError
+    from shiftchange.lab.report import render_minimal, render_text
+    from shiftchange.lab.run import Outputs, play_run, shrink_run
     from shiftchange.lab.settings import to_toml
     from shiftchange.sim.world import Interrupted
 
@@ -271,34 +273,34 @@ def _sim_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.list_faults:
         return _sim_list_faults(args, config, pattern)
-    _writable(args.series, args.plot, args.artifacts, args.report)
-    counted = _coverage_sink(args.coverage, table)
-    timelines = _timeline_sink(args, counted)
+    outputs = Outputs(args.series, args.plot, args.artifacts, args.report, args.coverage)
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
-    say_notes()
     began = time.perf_counter()
     try:
+        outputs.check()
+        say_notes()
         with _cleared(progress):
-            sink = counted if timelines is None else timelines
-            outcome, elapsed_s = _sim_play(args, config, scenario, pattern, progress, sink, table)
+            played = play_run(
+                config, args.seed, scenario, pattern, faults_kept=args.faults, table=table, outputs=outputs, progress=progress
+            )
     except Interrupted as interrupted:
         return _sim_interrupted(args, interrupted, time.perf_counter() - began, table)
-    _write_series(args, outcome)
-    covered = _write_coverage(args.coverage, counted, outcome, table)
-    _write_report(args, outcome, elapsed_s, timelines, table)
+    except InputError as error:
+        raise BadInput(str(error)) from error
+    outcome, record = played.outcome, played.record
     if not args.json:
-        print(render_text(outcome, replay_command(outcome, table=table), elapsed_s, table), end="", flush=True)
-        if covered is not None:
-            print(covered)
+        print(render_text(outcome, record.replay, played.elapsed_s, table), end="", flush=True)
+        if played.covered is not None:
+            print(played.covered)
         if args.report is not None:
             print(f"report: {args.report}")
     shrinking = not outcome.ok and not args.no_shrink
     minimal = None
     if shrinking:
         with _cleared(progress):
-            minimal = _sim_shrink(outcome, config, pattern, progress, table)
+            minimal = shrink_run(outcome, config, pattern, progress, table)
     if args.json:
-        report = to_json(outcome, elapsed_s, table)
+        report = record.to_json()
         if minimal is not None:
             report["minimal"] = minimal
         print(json.dumps(report, indent=2))
@@ -366,137 +368,6 @@ def _sim_config(args: argparse.Namespace) -> tuple[Any, str, Any]:
         raise BadInput(str(error)) from error
 
 
-def _sim_play(
-    args: argparse.Namespace,
-    config: Any,
-    scenario: str,
-    pattern: Any,
-    progress: _Progress | None,
-    history_sink: Any = None,
-    table: Any = None,
-) -> tuple[Any, float]:
-    """Play the run the arguments name, of `table` (None: the packaged spec); returns its Outcome and the wall seconds it took.
-
-    `history_sink` sees every history entry.
-    """
-    from shiftchange.core import InputError
-    from shiftchange.lab.artifacts import play_with_artifacts
-    from shiftchange.sim.world import play
-
-    try:
-        began = time.perf_counter()
-        if args.artifacts is not None:
-            outcome = play_with_artifacts(
-                config, args.seed, scenario, pattern, args.artifacts, args.faults, progress, history_sink, table=table
-            )
-        else:
-            outcome = play(config, args.seed, scenario, pattern, args.faults, progress=progress, history_sink=history_sink, table=table)
-        return outcome, time.perf_counter() - began
-    except InputError as error:
-        raise BadInput(str(error)) from error
-
-
-def _writable(series: str | None, plot: str | None, artifacts: str | None, report: str | None = None) -> None:
-    """Every output the run was asked for can be written: checked before the run, so a typo costs nothing.
-
-    A file goes into a folder that exists; the artifacts folder is created, under a folder that exists and can be written;
-    the report page is an .html file.
-    """
-    from shiftchange.core import InputError
-    from shiftchange.lab.html_report import check_report_path
-    from shiftchange.lab.plot import check_figure_path
-
-    if report is not None:
-        try:
-            check_report_path(report)
-        except InputError as error:
-            raise BadInput(str(error)) from error
-
-    if series is not None and (Path(series).is_dir() or not Path(series).parent.is_dir() or not os.access(Path(series).parent, os.W_OK)):
-        raise BadInput(f"cannot write {series}: it must be a file in a writable folder that exists")
-    if plot is not None:
-        try:
-            check_figure_path(plot)
-        except InputError as error:
-            raise BadInput(str(error)) from error
-    if artifacts is not None:
-        path = Path(artifacts)
-        existing = next(parent for parent in (path, *path.parents) if parent.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK):
-            raise BadInput(f"cannot write run artifacts into {path}: {existing} is not a writable folder")
-
-
-def _timeline_sink(args: argparse.Namespace, counted: Any) -> Any:
-    """With `--report` (and no `--artifacts`, whose folder keeps its own), a history sink keeping task timelines for the page."""
-    from shiftchange.lab.html_report import TimelineSink
-
-    if args.report is None or args.artifacts is not None:
-        return None
-    return TimelineSink(then=counted)
-
-
-def _write_report(args: argparse.Namespace, outcome: Any, elapsed_s: float, timelines: Any, table: Any = None) -> None:
-    """Write `--report`: the artifacts folder's report.html when there is one (the same page, not drawn twice), else drawn here."""
-    import shutil
-
-    from shiftchange.core import InputError
-    from shiftchange.lab.artifacts import write_report_page
-
-    if args.report is None:
-        return
-    try:
-        if args.artifacts is not None:
-            shutil.copyfile(Path(args.artifacts) / "report.html", args.report)
-        else:
-            write_report_page(outcome, elapsed_s, args.report, timelines, table)
-    except (OSError, InputError) as error:
-        raise BadInput(f"cannot write the report to {args.report}: {error}") from error
-
-
-def _coverage_sink(path: str | None, table: Any = None) -> Any:
-    """With `--coverage`, a history sink counting the run's events per row of its table (the file checked writable first); else None."""
-    from shiftchange.lab.coverage import CoverageSink
-    from shiftchange.spec.coverage import CoverageError, check_writable
-
-    if path is None:
-        return None
-    try:
-        check_writable(path)
-        return CoverageSink(None if table is None else table.spec)  # refuses a spec whose rows an event cannot tell apart
-    except CoverageError as error:
-        raise BadInput(str(error)) from error
-
-
-def _write_coverage(path: str | None, counted: Any, outcome: Any, table: Any = None) -> str | None:
-    """Write the run's coverage to `path`, recorded by its replay command; returns the line the report ends with."""
-    from shiftchange.lab.report import replay_command
-    from shiftchange.spec.coverage import CoverageError, write_coverage
-
-    if path is None:
-        return None
-    try:
-        coverage = counted.tally.coverage([replay_command(outcome, table=table)])
-        write_coverage(coverage, path)
-    except CoverageError as error:
-        raise BadInput(str(error)) from error
-    fired = ", ".join(f"{coverage.rows_fired(name)} of {len(keys)} {name} rows" for name, keys in coverage.identity.items())
-    unmatched = sum(entry.events for entry in coverage.unmatched)
-    return f"coverage: {fired} fired; {unmatched:,} accepted events matched no row; written to {path}"
-
-
-def _write_series(args: argparse.Namespace, outcome: Any) -> None:
-    from shiftchange.lab.plot import plot_series, write_series
-
-    try:
-        if args.series is not None:
-            write_series(outcome.series, args.series)
-        if args.plot is not None:
-            played = outcome.schedule if outcome.faults_kept is None else [outcome.schedule[i] for i in sorted(set(outcome.faults_kept))]
-            plot_series(outcome.series, args.plot, f"{outcome.scenario}, seed {outcome.seed}, {outcome.tasks:,} tasks", played)
-    except (OSError, ValueError) as error:
-        raise BadInput(f"cannot write the series or its plot: {error}") from error
-
-
 def _sim_list_faults(args: argparse.Namespace, config: Any, pattern: Any) -> int:
     """Print the run's fault schedule (drawn from the seed and placed by the config) with the indices `--faults` keeps."""
     from shiftchange.core import InputError
@@ -514,30 +385,6 @@ def _sim_list_faults(args: argparse.Namespace, config: Any, pattern: Any) -> int
         origin = "placed" if fault.placed else "drawn"
         print(f"  {index:>4}  t={fault.at:>9.2f} to {fault.until:>9.2f}  {origin:<6}  {fault.kind} {fault.target} {parameters}".rstrip())
     return EXIT_OK
-
-
-def _sim_shrink(outcome: Any, config: Any, pattern: Any, progress: _Progress | None, table: Any = None) -> dict[str, Any] | None:
-    """Search for the shortest run that still violates; returns what the report shows of it (the `minimal` object).
-
-    None when there is nothing to shrink: the run failed only on unknown verdicts, and the shrinker chases violations.
-    """
-    from shiftchange.lab.report import replay_command
-    from shiftchange.lab.shrink import shrink
-
-    if progress is not None:
-        progress.show("the run failed: shrinking it to the shortest counterexample")
-    # The config the run was given (scenario, file, settings), not `outcome.config`: play applies the anti-pattern's tuning itself.
-    shrunk = shrink(config, outcome.seed, outcome.scenario, pattern, table=table)
-    if shrunk is None:
-        return None
-    return {
-        "invariant": shrunk.invariant,
-        "tasks": shrunk.tasks,
-        "faults_kept": list(shrunk.faults_kept),
-        "runs": shrunk.runs,
-        "timeline": list(shrunk.timeline),
-        "replay": replay_command(shrunk.outcome, shrunk.faults_kept, table),
-    }
 
 
 def _sim_scenarios(args: argparse.Namespace) -> int:

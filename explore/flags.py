@@ -36,6 +36,7 @@ TIMING_FLAGS = (
     ("cancel_ack_timeout_s", "--cancel-ack-timeout"),
     ("backoff_base_s", "--backoff-base"),
     ("backoff_cap_s", "--backoff-cap"),
+    ("gateway_retry_s", "--gateway-retry"),
 )
 """The timings (seconds) and the worker's gateway retries, spelt out in a command only where they differ from the defaults."""
 

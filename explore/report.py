@@ -6,6 +6,7 @@ from typing import Any
 
 from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Verdict, invariant_rows
 from shiftchange.checkers.rules import INVARIANTS
+from shiftchange.checkers.run import Run
 
 from .config import ExploreConfig
 from .flags import replay_command, steps_flags
@@ -120,42 +121,58 @@ def coverage_lines(result: Exploration) -> list[str]:
     return lines
 
 
-def as_json(result: Exploration) -> dict[str, Any]:
+SEARCH_FIELDS = (
+    "strategy",
+    "symmetry",
+    "depth_bound",
+    "states_bound",
+    "time_bound_s",
+    "processes",
+    "por",
+    "pruned",
+    "states",
+    "explored",
+    "transitions",
+    "depth",
+    "quiescent",
+    "finishes",
+    "complete",
+    "stopped_by",
+    "spilled",
+    "fingerprint_bits",
+    "collision_probability",
+)
+"""What a search's record says of the search: how it went, how far, what it reduced, and whether it completed."""
+
+
+def to_record(result: Exploration) -> Run:
+    """A search as the one record every driver's run is (`checkers.run.Run`): what was searched and how far is its
+    `search`; its counterexample, if any, its `subject`; it delivers no fault at a time (its faults are bounds in its
+    configuration), and it replays as the command that searches the same configuration (a counterexample's own replay
+    plays its path)."""
     config = result.config
-    return {
-        "command": "explore",
-        "config": {name: getattr(config, name) for name in ExploreConfig.__dataclass_fields__} | {"operations": list(config.operations)},
-        "antipattern": config.antipattern,
-        "spec": _spec_json(result),
-        "strategy": result.strategy,
-        "symmetry": result.symmetry,
-        "depth_bound": result.depth_bound,
-        "states_bound": result.states_bound,
-        "time_bound_s": result.time_bound_s,
-        "processes": result.processes,
-        "por": result.por,
-        "pruned": result.pruned,
-        "states": result.states,
-        "explored": result.explored,
-        "transitions": result.transitions,
-        "depth": result.depth,
-        "quiescent": result.quiescent,
-        "finishes": result.finishes,
-        "complete": result.complete,
-        "stopped_by": result.stopped_by,
-        "elapsed_s": round(result.elapsed_s, 3),
-        "states_per_s": round(result.states_per_s, 1),
-        "spilled": result.spilled,
-        "fingerprint_bits": result.fingerprint_bits,
-        "collision_probability": result.collision_probability,
-        "counterexample": _counterexample_json(result),
-        "invariants": {
-            name: {"ok": {OK: True, VIOLATED: False}.get(v.status), "violations": v.violations, "example": list(v.example)}
-            for name, v in verdicts(result).items()
-        },
-        "coverage": _coverage_json(result),
-        "ok": result.ok,
-    }
+    search = {name: getattr(result, name) for name in SEARCH_FIELDS}
+    search |= {"elapsed_s": round(result.elapsed_s, 3), "states_per_s": round(result.states_per_s, 1)}
+    return Run(
+        driver="explore",
+        ok=result.ok,
+        config={name: getattr(config, name) for name in ExploreConfig.__dataclass_fields__} | {"operations": list(config.operations)},
+        spec=_spec_json(result),
+        verdicts=verdicts(result),
+        metrics={},
+        replay=f"shiftchange explore {steps_flags(config)}",
+        tasks=config.tasks,
+        antipattern=config.antipattern,
+        search=search,
+        coverage=_coverage_json(result),
+        wall_s=result.elapsed_s,
+        subject={"counterexample": _counterexample_json(result)},
+    )
+
+
+def as_json(result: Exploration) -> dict[str, Any]:
+    """The `--json` report of a search: its record's one JSON shape (`checkers.run.Run.to_json`)."""
+    return to_record(result).to_json()
 
 
 def _counterexample_json(result: Exploration) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """Run artifacts: one folder per run with its report, config, time series, plot and whole history, like a Jepsen store directory.
 
-    report.json     the `--json` report plus `schema_version` and the fault schedule as records with their times
-                    (its `spec` names the table the run played, by label and digest)
+    report.json     the run's record (`checkers.run`), the `--json` report with the folder's files named in its subject:
+                    the faults played as records with their times, the spec the run played by label and digest
     config.toml     the run's full config; `sim run --config config.toml` with the same seed replays it
     series.csv      the recorder's rows, one per window
     series.png      the four panels of `plot.plot_series`
@@ -34,7 +34,7 @@ from shiftchange.sim.world import Outcome, play
 
 from .html_report import TimelineSink, sim_page, write_page
 from .plot import plot_series, write_series
-from .report import faults_played, to_json
+from .report import to_record
 
 FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl", "report.html")
 _TYPES = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
@@ -110,19 +110,8 @@ def write_report_page(
 
 
 def report(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> dict[str, Any]:
-    """The `--json` report with a schema version and the schedule as records: index, time, kind, target, end, parameters."""
-    kept = None if outcome.faults_kept is None else set(outcome.faults_kept)
-    schedule = [
-        {"index": index, **fault.as_record(), "played": kept is None or index in kept} for index, fault in enumerate(outcome.schedule)
-    ]
-    return {
-        **to_json(outcome, elapsed_s, table),
-        "faults": faults_played(outcome),
-        "schedule": schedule,
-        "series_windows": len(outcome.series),
-        "history_entries": outcome.history_entries,
-        "files": list(FILES),
-    }
+    """report.json: the run's record in the one JSON shape, naming the folder's files in its subject."""
+    return to_record(outcome, elapsed_s, table, FILES).to_json()
 
 
 def _writer(file: IO[str], then: Callable[[Any], None] | None) -> Any:

@@ -1,4 +1,4 @@
-"""The run report a person looks at: one self-contained HTML file for a `sim run` or a `chaos` run.
+"""The run report a person looks at: one self-contained HTML file for a `sim run`, a search (`explore`) or a `chaos` run.
 
 What it shows, top to bottom: what ran, the invariant table with each
 verdict's evidence, the metrics, the series with the faults shaded, the fault
@@ -8,14 +8,14 @@ Why here, in the lab, and not in a `report/` package of its own: the page is
 the HTML sibling of `sim.report` (the text and JSON a run prints) and of
 `sim.artifacts` (the run's folder, which now holds `report.html` too), so it
 lives beside them. It serves chaos as well through one driver-neutral value,
-`RunPage`: `sim_page` builds it from a simulated run, `chaos_page` from a
-chaos report and the store it ran on. Nothing here imports the runtime, and
+`RunPage`: `sim_page` builds it from a simulated run, `explore_page` from a
+search's record, `chaos_page` from a chaos report and the store it ran on. Nothing here imports the runtime, and
 the runtime never imports this; `cli.chaos` brings the two together. A new
 top-level package for one module would be a layer with one user.
 
 Why it cannot disagree with the JSON report: every verdict and metric on the
 page is read from the very object the JSON report is (`artifacts.report` for
-a simulated run, `ChaosReport.to_json` for chaos), the series are the
+a simulated run, `ChaosReport.to_json` for chaos: each a `checkers.run.Run`'s one JSON shape), the series are the
 recorder's rows (chaos: the judged history counted per window), and each
 task's timeline is `core.timeline.build_timeline`'s, the one `shiftchange
 timeline` prints, built from the same final read of the task the checkers
@@ -235,7 +235,8 @@ def _notable(task: Task, attempts: Sequence[Attempt]) -> bool:
 
 
 def sim_page(report: Mapping[str, Any], series: Sequence[Mapping[str, Any]], timelines: TimelineSink | None) -> RunPage:
-    """The page of a simulated run from its report (`artifacts.report`: the JSON report with the schedule) and its series."""
+    """The page of a simulated run from its record's JSON (`checkers.run.Run.to_json`) and its series."""
+    subject = report["subject"]
     antipattern = report["antipattern"]
     facts = [
         ("scenario", str(report["scenario"])),
@@ -243,20 +244,20 @@ def sim_page(report: Mapping[str, Any], series: Sequence[Mapping[str, Any]], tim
         ("tasks", f"{report['tasks']:,}"),
         ("anti-pattern", antipattern if antipattern is not None else "none"),
         *_spec_fact(report.get("spec")),
-        ("faults played", f"{report['faults']:,} of {len(report['schedule']):,} in the schedule"),
-        ("SimPy events", f"{report['events_processed']:,}"),
-        ("history digest", str(report["digest"])),
+        ("faults played", f"{len(report['faults']):,} of {subject['schedule_faults']:,} in the schedule"),
+        ("SimPy events", f"{subject['events_processed']:,}"),
+        ("history digest", str(subject["digest"])),
         ("wall time", f"{report['wall_s']:.1f} s"),
         ("replay", str(report["replay"])),
         ("times", "simulated seconds (t=…s), with the offset after the task's creation in its timeline"),
     ]
-    played = [fault for fault in report["schedule"] if fault["played"]]
-    spans = tuple(Span(fault["at_s"], fault["until_s"], f"{fault['kind']} {fault['target']}") for fault in played)
-    rows = tuple(_sim_fault_row(fault) for fault in report["schedule"])
+    spans = tuple(Span(fault["at_s"], fault["until_s"], f"{fault['kind']} {fault['target']}") for fault in report["faults"])
+    rows = tuple(_sim_fault_row(fault) for fault in report["faults"])
     table = FaultTable(
-        ("index", "from", "until", "kind", "target", "parameters", "origin", "played"),
+        ("index", "from", "until", "kind", "target", "parameters", "origin"),
         rows,
-        "the seed's schedule and the faults the config placed; a fault `--faults` left out is listed, not played",
+        "the faults played: the seed's schedule and those the config placed (a fault `--faults` left out is not listed;"
+        " its index is missing)",
     )
     window_s = series[0]["window_s"] if series else None
     source = "the recorder's rows" + (f", one per {window_s:g} s window" if window_s else "")
@@ -277,7 +278,7 @@ def _spec_fact(spec: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return [] if not spec else [("spec", f"{spec['label']}, digest {spec['digest']}")]
 
 
-_SCHEDULE_FIELDS = frozenset({"index", "at_s", "until_s", "kind", "target", "placed", "played"})
+_SCHEDULE_FIELDS = frozenset({"index", "at_s", "until_s", "kind", "target", "placed"})
 
 
 def _sim_fault_row(fault: Mapping[str, Any]) -> tuple[str, ...]:
@@ -290,7 +291,6 @@ def _sim_fault_row(fault: Mapping[str, Any]) -> tuple[str, ...]:
         str(fault["target"]),
         parameters,
         "placed" if fault["placed"] else "drawn",
-        "yes" if fault["played"] else "no (left out by --faults)",
     )
 
 
@@ -300,27 +300,28 @@ def chaos_page(report: Any, store: Any, tasks_max: int = TIMELINE_TASKS_MAX) -> 
     The series count the judged history per window; each task's timeline is `build_timeline` over the store.
     """
     found = report.to_json()
-    prefix = found["task_prefix"]
+    subject = found["subject"]
+    prefix = subject["task_prefix"]
     events = [event for event in store.events() if event.task_id.startswith(prefix)]
-    origin = min((event.at for event in events), default=min((item["at"] for item in found["delivered"]), default=0.0))
+    origin = min((event.at for event in events), default=min((item["at"] for item in found["faults"]), default=0.0))
     facts = (
-        ("store", str(found["store"])),
-        ("workers", str(found["workers"])),
-        ("load", f"{found['duration_s']:g} s at {found['rate_per_s']:g} tasks/s"),
+        ("store", str(subject["store"])),
+        ("workers", str(subject["workers"])),
+        ("load", f"{subject['duration_s']:g} s at {subject['rate_per_s']:g} tasks/s"),
         ("seed", str(found["seed"])),
-        ("provider idempotency", "on" if found["idempotency"] else "off"),
+        ("provider idempotency", "on" if subject["idempotency"] else "off"),
         ("run began", moment(origin)),
-        ("run dir", str(found["run_dir"])),
+        ("run dir", str(subject["run_dir"])),
         ("task prefix", str(prefix)),
         ("wall time", f"{found['wall_s']:.1f} s"),
         ("times", "ISO 8601 UTC on the store's clock, with the offset after the run began (faults) or the task's creation (timelines)"),
     )
     spans = tuple(
-        Span(item["at"] - origin, item["at"] - origin + item["hold_s"], f"{item['kind']} {item['target']}") for item in found["delivered"]
+        Span(item["at"] - origin, item["at"] - origin + item["hold_s"], f"{item['kind']} {item['target']}") for item in found["faults"]
     )
     table = FaultTable(
         ("at", "kind", "target", "held", "Attempt struck", "detect", "recover", "detail"),
-        tuple(_chaos_fault_row(item, origin) for item in found["delivered"]),
+        tuple(_chaos_fault_row(item, origin) for item in found["faults"]),
         "the faults delivered (a fault with no process to take it is skipped, and counted in the metrics)",
     )
     rows, window_s = _chaos_series(events, origin)
@@ -334,13 +335,51 @@ def chaos_page(report: Any, store: Any, tasks_max: int = TIMELINE_TASKS_MAX) -> 
     else:
         note = f"{len(timelines):,} of {len(by_task):,} tasks' timelines (any task not approved or with more than one Attempt first)"
     return RunPage(
-        title=f"shiftchange chaos: {found['workers']} workers, {found['duration_s']:g} s, seed {found['seed']}",
+        title=f"shiftchange chaos: {subject['workers']} workers, {subject['duration_s']:g} s, seed {found['seed']}",
         facts=facts,
         report=found,
         series=Series(rows, CHAOS_PANELS, "seconds after the run began", spans, f"the judged history, counted per {window_s:g} s window"),
         faults=table,
         timelines=timelines,
         timelines_note=f"{note}, read from the store as `shiftchange timeline` reads them",
+    )
+
+
+def explore_page(report: Mapping[str, Any]) -> RunPage:
+    """The page of a search from its record's JSON (`checkers.run.Run.to_json`): what was searched and how far, the
+    verdicts, and the counterexample's path and replay when one was found. A search records no series and delivers no
+    fault at a time (its faults are bounds, tried wherever they can strike), and keeps no task's timeline: those
+    sections say so."""
+    search, config = report["search"], report["config"]
+    bounds = ", ".join(
+        f"{name} {config[name]}" for name in ("workers", "tasks", "crashes", "pauses", "stalls", "lost_requests", "lost_responses",
+                                              "duplicates", "cancels", "operator_calls", "ci_failures", "refusals", "deletions")
+        if config.get(name)
+    )  # fmt: skip
+    ending = "completed: every reachable state was visited" if search["complete"] else f"INCOMPLETE: stopped by {search['stopped_by']}"
+    facts = [
+        ("configuration", bounds),
+        ("anti-pattern", report["antipattern"] or "none"),
+        *_spec_fact(report.get("spec")),
+        ("search", f"{search['strategy']}, {'symmetry reduced' if search['symmetry'] else 'no symmetry reduction'}"),
+        ("states", f"{search['states']:,} distinct, {search['transitions']:,} transitions, depth {search['depth']:,}"),
+        ("ending", ending),
+        ("the work can finish", "yes" if search["finishes"] else "no run found that ends with every task done"),
+        ("wall time", f"{report['wall_s']:.1f} s"),
+        ("command", str(report["replay"])),
+    ]
+    example = report["subject"].get("counterexample")
+    if example is not None:
+        facts += [("counterexample", f"{example['invariant']} after {len(example['steps'])} steps"), ("replay", example["replay"])]
+    faults = FaultTable((), (), "a search delivers no fault at a time; its faults are the bounds above, tried wherever they can strike")
+    return RunPage(
+        title=f"shiftchange explore: {bounds}",
+        facts=tuple(facts),
+        report=report,
+        series=Series((), (), "search steps", (), "a search records no series over time"),
+        faults=faults,
+        timelines=(),
+        timelines_note="a search keeps no task's timeline: a counterexample's path is its verdict's evidence, and its replay plays it",
     )
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from shiftchange.antipatterns import antipattern
 from shiftchange.checkers.history import invariant_rows, tally
+from shiftchange.checkers.run import Run
 from shiftchange.core.table import Table, packaged
 from shiftchange.sim.config import SimConfig
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
@@ -41,6 +42,7 @@ __all__ = [
     "spec_record",
     "spec_words",
     "to_json",
+    "to_record",
 ]
 
 
@@ -114,35 +116,46 @@ def _base_config(outcome: Outcome) -> SimConfig:
     return base if outcome.antipattern is None else antipattern(outcome.antipattern).configure(base)
 
 
-SCHEMA_VERSION = 1
-"""The version of the `--json` report (and of a run folder's report.json): it changes whenever a field changes meaning."""
+def to_record(outcome: Outcome, elapsed_s: float, table: Table | None = None, files: tuple[str, ...] = ()) -> Run:
+    """A simulated run as the one record every driver's run is (`checkers.run.Run`).
+
+    Its faults are those the run played, each with its index in the seed's schedule (what `--faults` keeps); its subject
+    holds what identifies a simulated run beside its scenario, seed and tasks: the history's digest, the SimPy events and
+    history entries counted, the schedule's size, and the artifacts folder's files (`files`) when it has one.
+    `spec` is the table the run was given (`table`; the packaged one when None), by label and digest.
+    """
+    kept = None if outcome.faults_kept is None else set(outcome.faults_kept)
+    faults = tuple({"index": index, **fault.as_record()} for index, fault in enumerate(outcome.schedule) if kept is None or index in kept)
+    subject = {
+        "digest": outcome.digest,
+        "events_processed": outcome.events_processed,
+        "history_entries": outcome.history_entries,
+        "schedule_faults": len(outcome.schedule),
+    }
+    if files:
+        subject["files"] = list(files)
+    return Run(
+        driver="sim",
+        ok=outcome.ok,
+        config=outcome.config.as_dict(),
+        spec=spec_record(table),
+        verdicts=outcome.verdicts,
+        metrics=outcome.metrics,
+        replay=replay_command(outcome, table=table),
+        scenario=outcome.scenario,
+        seed=outcome.seed,
+        tasks=outcome.tasks,
+        antipattern=outcome.antipattern,
+        faults=faults,
+        series_windows=len(outcome.series),
+        wall_s=elapsed_s,
+        subject=subject,
+    )
 
 
 def to_json(outcome: Outcome, elapsed_s: float, table: Table | None = None) -> dict[str, Any]:
-    """The DESIGN.md object (scenario, seed, tasks, antipattern, config, invariants, metrics, ok), plus what identifies the run.
-
-    `spec` is the table the run was given (`table`; the packaged one when None), by label and digest.
-    """
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "scenario": outcome.scenario,
-        "seed": outcome.seed,
-        "tasks": outcome.tasks,
-        "antipattern": outcome.antipattern,
-        "config": outcome.config.as_dict(),
-        "spec": spec_record(table),
-        "invariants": {
-            name: {"ok": verdict.ok, "status": verdict.status, "violations": verdict.violations, "example": list(verdict.example)}
-            for name, verdict in outcome.verdicts.items()
-        },
-        "metrics": outcome.metrics,
-        "ok": outcome.ok,
-        "digest": outcome.digest,
-        "events_processed": outcome.events_processed,
-        "faults": faults_played(outcome),
-        "replay": replay_command(outcome, table=table),
-        "wall_s": round(elapsed_s, 3),
-    }
+    """The `--json` report of a simulated run: its record's one JSON shape (`checkers.run.Run.to_json`)."""
+    return to_record(outcome, elapsed_s, table).to_json()
 
 
 def render_text(outcome: Outcome, replay: str, elapsed_s: float, table: Table | None = None) -> str:

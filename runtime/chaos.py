@@ -102,6 +102,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from shiftchange.checkers import LedgerEntry, Measures
+    from shiftchange.checkers.run import Run
     from shiftchange.core import Event
     from shiftchange.core.table import Table
     from shiftchange.runtime.config import RuntimeConfig
@@ -134,8 +135,6 @@ SUBMIT_TRIES = 5
 WORKERS_MAX = 256
 SCRAPE_TIMEOUT_S = 5.0
 """How long the harness waits for one process's /metrics (`--metrics`)."""
-SCHEMA_VERSION = 2
-"""The version of the `--json` report and of report.json: it changes whenever a field changes meaning."""
 SKEW_VARIABLE = "SHIFTCHANGE_CLOCK_SKEW_S"
 """What a skewed worker finds in its environment (`shiftchange.runtime.clock`, not imported here: it loads the core)."""
 SKEW_MAX_S = 86_400.0
@@ -292,38 +291,40 @@ class ChaosReport:
     def ok(self) -> bool:
         return all(verdict.status == "ok" for verdict in self.verdicts.values()) and self.metrics["tasks_lost"] == 0
 
-    def to_json(self) -> dict[str, Any]:
-        """One JSON object, shaped like `sim run --json`'s: invariants, metrics, ok; plus what identifies the run."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "command": "chaos",
-            "store": self.store,
-            "task_prefix": self.task_prefix,
-            "run_dir": self.run_dir,
-            "workers": self.workers,
-            "duration_s": self.duration_s,
-            "seed": self.seed,
-            "rate_per_s": self.rate_per_s,
-            "idempotency": self.idempotency,
-            "faults": asdict(self.faults),
-            "config": self.config,
-            "spec": self.spec,
-            "rerun": self.rerun,
-            "invariants": {
-                name: {
-                    "ok": verdict.status == "ok",
-                    "status": verdict.status,
-                    "violations": verdict.violations,
-                    "example": list(verdict.example),
-                }
-                for name, verdict in self.verdicts.items()
+    def to_record(self) -> Run:
+        """This run as the one record every driver's run is (`checkers.run.Run`): the faults it delivered, with their
+        times on the store's clock, are its faults; its rerun command is its replay; the store, the task prefix, the run
+        folder, the load, the fault cadences and what was scraped from each process identify it (its `subject`)."""
+        from shiftchange.checkers.run import Run
+
+        return Run(
+            driver="chaos",
+            ok=self.ok,
+            config=self.config,
+            spec=self.spec,
+            verdicts=self.verdicts,
+            metrics=self.metrics,
+            replay=self.rerun,
+            seed=self.seed,
+            tasks=self.metrics.get("tasks_submitted"),
+            faults=tuple(asdict(item) for item in self.delivered),
+            wall_s=self.wall_s,
+            subject={
+                "store": self.store,
+                "task_prefix": self.task_prefix,
+                "run_dir": self.run_dir,
+                "workers": self.workers,
+                "duration_s": self.duration_s,
+                "rate_per_s": self.rate_per_s,
+                "idempotency": self.idempotency,
+                "fault_cadences": asdict(self.faults),
+                "scraped": self.scraped,
             },
-            "metrics": self.metrics,
-            "delivered": [asdict(item) for item in self.delivered],
-            "scraped": self.scraped,
-            "ok": self.ok,
-            "wall_s": round(self.wall_s, 3),
-        }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` report and report.json: the record's one JSON shape (`checkers.run.Run.to_json`)."""
+        return self.to_record().to_json()
 
 
 # ------------------------------------------------------------------ the schedule

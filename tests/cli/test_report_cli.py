@@ -111,12 +111,12 @@ def test_a_chaos_run_writes_a_page_that_says_what_its_report_json_says(tmp_path)
     assert page.statuses == {name: verdict["status"] for name, verdict in report["invariants"].items()}
     assert page.metrics == list(report["metrics"])
     assert len(page.tasks) == report["metrics"]["tasks_submitted"] >= 2
-    assert all(task.startswith(report["task_prefix"]) for task in page.tasks)
+    assert all(task.startswith(report["subject"]["task_prefix"]) for task in page.tasks)
     (faults,) = re.findall(r'<table class="faults">.*?<tbody>(.*?)</tbody>', text, re.DOTALL)
-    assert faults.count("<tr>") == len(report["delivered"]) >= 1
+    assert faults.count("<tr>") == len(report["faults"]) >= 1
     assert re.search(r"<td>20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(\+\d", text), "times are ISO 8601 with their offset"
     for width in (1280, 1920):
-        assert_page_in_browser(page_path, tmp_path, width, len(report["delivered"]) * len(CHAOS_PANELS))
+        assert_page_in_browser(page_path, tmp_path, width, len(report["faults"]) * len(CHAOS_PANELS))
 
 
 def test_the_chaos_help_names_the_report_option(capsys):

@@ -78,6 +78,7 @@ def test_json_prints_one_object_with_the_design_keys(capsys):
     report = json.loads(out)
     assert report.keys() >= DESIGN_KEYS
     assert (report["scenario"], report["seed"], report["tasks"], report["antipattern"], report["ok"]) == ("baseline", 3, 60, None, True)
+    assert report["driver"] == "sim" and report["search"] is None
     assert report["config"]["workload"]["tasks"] == 60
     assert list(report["invariants"]) == list(INVARIANTS)
     for verdict in report["invariants"].values():
@@ -134,8 +135,8 @@ def test_the_printed_replay_command_reproduces_the_run_exactly(capsys):
     status, again, _err = sim(capsys, "run", *words[3:], "--json", "--no-shrink")
     assert status == 1
     first_report, again_report = json.loads(first), json.loads(again)
-    assert again_report["digest"] == first_report["digest"]
-    assert again_report["faults"] == first_report["faults"] == 2
+    assert again_report["subject"]["digest"] == first_report["subject"]["digest"]
+    assert again_report["faults"] == first_report["faults"] and len(first_report["faults"]) == 2
     assert again_report["replay"] == first_report["replay"] == replay_line(out)
 
 
@@ -155,7 +156,7 @@ def test_faults_none_plays_no_fault_of_the_schedule(capsys):
     """`--faults none` replays a run with every fault of the seed's schedule dropped."""
     status, out, _err = sim(capsys, "run", "--scenario", "mixed", "--tasks", "40", "--seed", "1", "--faults", "none", "--json")
     report = json.loads(out)
-    assert report["faults"] == 0
+    assert report["faults"] == []
     assert report["replay"].endswith("--faults none")
     assert status == (0 if report["ok"] else 1)
 
@@ -282,7 +283,7 @@ def test_a_run_given_settings_replays_to_the_same_digest(capsys):
     assert words[words.index("--set") :] == ["--set", "network.loss_probability=0.05", "--set", "core.lease_ttl_s=90.0"]
     _status, again, _err = sim(capsys, "run", *words[3:], "--json", "--no-shrink")
     _status, bare, _err = sim(capsys, "run", *argv)
-    assert json.loads(again)["digest"] == first["digest"] != json.loads(bare)["digest"]
+    assert json.loads(again)["subject"]["digest"] == first["subject"]["digest"] != json.loads(bare)["subject"]["digest"]
     assert json.loads(again)["replay"] == first["replay"]
 
 
@@ -316,10 +317,10 @@ def test_a_placed_fault_from_the_command_line_is_listed_with_its_index_and_repla
     assert "   0  t=   100.00 to    160.00  placed  outage model_provider mode=hang" in out
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--json")
     report = json.loads(out)
-    assert report["schema_version"] == 1
-    assert status == 0 and report["faults"] == 1 and "--fault" in report["replay"] and placed in shlex.split(report["replay"])
+    assert report["schema_version"] == 3
+    assert status == 0 and len(report["faults"]) == 1 and "--fault" in report["replay"] and placed in shlex.split(report["replay"])
     status, again, _ = sim(capsys, *shlex.split(report["replay"])[2:], "--json")
-    assert json.loads(again)["digest"] == report["digest"]
+    assert json.loads(again)["subject"]["digest"] == report["subject"]["digest"]
 
 
 def test_the_header_says_how_many_settings_a_run_changed_from_its_scenario(capsys):
@@ -338,7 +339,7 @@ def test_series_plot_and_artifacts_are_written_where_asked(capsys, tmp_path):
     header = (tmp_path / "s.csv").read_text().splitlines()[0].split(",")
     assert header[:2] == ["t_s", "window_s"] and "renewals_unanswered" in header and "model_provider.latency_s_p99" in header
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads((tmp_path / "run" / "report.json").read_text())["schema_version"] == 1
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["schema_version"] == 3
 
 
 @pytest.mark.parametrize(

@@ -96,7 +96,8 @@ def test_the_shipped_spec_given_as_a_folder_plays_the_packaged_run(capsys, shipp
     status, plain, err = shiftchange(capsys, "sim", "run", "--tasks", 300, "--seed", 1, "--json")
     packaged_report = json.loads(plain)
     assert (status, err) == (0, "")
-    assert packaged_report["digest"] == report["digest"]  # the folder's table is the packaged one: the run is the same run
+    # the folder's table is the packaged one: the run is the same run
+    assert packaged_report["subject"]["digest"] == report["subject"]["digest"]
     assert packaged_report["spec"] == {"label": "the packaged spec", "digest": packaged().digest}
     assert "--spec" not in packaged_report["replay"]
 

@@ -405,18 +405,20 @@ def test_the_command_exits_0_on_a_completed_clean_search(capsys):
     assert out.count("PASS ") == len(INVARIANTS)
     assert main(["explore", "--workers", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["complete"] and all(verdict["ok"] is True for verdict in report["invariants"].values())
+    assert report["driver"] == "explore" and report["search"]["complete"]
+    assert all(verdict["ok"] is True for verdict in report["invariants"].values())
 
 
 def test_the_command_exits_1_with_a_replayable_counterexample(capsys):
     assert main(["explore", "--antipattern", "db-only-dedup", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] is False and report["stopped_by"] == "violation"
-    assert report["counterexample"]["invariant"] == "one_effect_per_operation"
+    assert report["ok"] is False and report["search"]["stopped_by"] == "violation"
+    assert report["subject"]["counterexample"]["invariant"] == "one_effect_per_operation"
     judged = report["invariants"]
     assert judged.pop("one_effect_per_operation")["ok"] is False
-    assert len(judged) == len(INVARIANTS) - 1 and all(verdict["ok"] is None for verdict in judged.values())  # not searched to the end
-    command = report["counterexample"]["replay"]
+    assert len(judged) == len(INVARIANTS) - 1  # the others were not searched to the end: unknown, which is not a pass
+    assert all(verdict["ok"] is False and verdict["status"] == "unknown" for verdict in judged.values())
+    command = report["subject"]["counterexample"]["replay"]
     assert command.startswith("shiftchange explore ") and "--no-idempotency" in command
     argv = command.split()[1:]
     steps = command.split("--replay ")[1].strip("'")
@@ -424,13 +426,13 @@ def test_the_command_exits_1_with_a_replayable_counterexample(capsys):
     assert main(argv) == 1
     replayed = json.loads(capsys.readouterr().out)
     assert replayed["violation"]["invariant"] == "one_effect_per_operation"
-    assert parse_steps(steps) == tuple(report["counterexample"]["steps"])
+    assert parse_steps(steps) == tuple(report["subject"]["counterexample"]["steps"])
 
 
 def test_the_command_exits_3_when_a_bound_stopped_it(capsys):
     assert main(["explore", "--crashes", "1", "--pauses", "1", "--states", "20", "--json"]) == 3
     report = json.loads(capsys.readouterr().out)
-    assert report["complete"] is False and report["stopped_by"] == "states" and report["states"] == 20
+    assert report["search"]["complete"] is False and report["search"]["stopped_by"] == "states" and report["search"]["states"] == 20
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,7 @@ def test_the_collision_bound_grows_with_states_and_steps_and_is_printed(capsys):
     assert collision_probability(10, 10) < collision_probability(1000, 10) < collision_probability(1000, 1000)
     assert main(["explore", "--crashes", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["fingerprint_bits"] == 64 and 0 < report["collision_probability"] < 1e-12
+    assert report["search"]["fingerprint_bits"] == 64 and 0 < report["search"]["collision_probability"] < 1e-12
     assert main(["explore", "--crashes", "1"]) == 0
     assert "64-bit fingerprints: the chance two of them collided is at most" in capsys.readouterr().out
 
@@ -98,13 +98,13 @@ def test_a_time_limit_stops_the_search_and_says_so(monkeypatch, capsys):
     assert result.stopped_by == "time" and not result.complete and result.states < 100
     assert main(["explore", "--crashes", "1", "--pauses", "1", "--time-limit", "1", "--json"]) == 3
     report = json.loads(capsys.readouterr().out)
-    assert report["stopped_by"] == "time" and report["time_bound_s"] == 1.0
+    assert report["search"]["stopped_by"] == "time" and report["search"]["time_bound_s"] == 1.0
 
 
 def test_max_states_is_the_state_bound(capsys):
     assert main(["explore", "--crashes", "1", "--pauses", "1", "--max-states", "20", "--json"]) == 3
     report = json.loads(capsys.readouterr().out)
-    assert report["stopped_by"] == "states" and report["states"] == 20
+    assert report["search"]["stopped_by"] == "states" and report["search"]["states"] == 20
     spread = explore(ExploreConfig(crashes=1, pauses=1), states_max=20, processes=2)
     assert spread.stopped_by == "states" and spread.states >= 20  # several processes check the bound between levels
 

@@ -44,8 +44,8 @@ def test_an_unfenced_complete_is_found_and_replays_on_the_same_spec(unfenced, ca
     assert captured.err.startswith("read spec: ") and captured.err.count("\n") == 1
     assert str(unfenced / "attempt.toml") in captured.err
     report = json.loads(captured.out)
-    example = report["counterexample"]
-    assert example["invariant"] == "fenced_writes" and report["stopped_by"] == "violation"
+    example = report["subject"]["counterexample"]
+    assert example["invariant"] == "fenced_writes" and report["search"]["stopped_by"] == "violation"
     assert "presented generation 1; the lease it holds is generation 2" in example["example"][0]
     assert example["steps"][-1] == "worker-1:complete"  # the stale worker's write lands on its replacement's Attempt
     digest = load_spec(unfenced).digest

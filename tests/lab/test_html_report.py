@@ -224,7 +224,24 @@ def test_the_page_renders_every_section_and_the_picker_switches_timelines(artifa
     """Goal: in Chromium at 1280 and 1920 px every section has a box, each fault is shaded on every panel, nothing is fetched, no
     console error, and choosing another task shows that task's timeline and only it."""
     report = json.loads((artifacts / "report.json").read_text())
-    played = sum(1 for fault in report["schedule"] if fault["played"])
+    played = len(report["faults"])
     assert played >= 1
     verdict = assert_page_in_browser(artifacts / "report.html", tmp_path, width, played * len(SIM_PANELS))
     assert len(verdict["options"]) == report["tasks"]
+
+
+def test_a_search_writes_the_same_page_from_its_record(tmp_path, capsys):
+    """Goal: `explore --report` writes the page every driver's run has, its verdicts those of `--json`, the counterexample
+    and its replay named, and the sections a search has nothing for saying so; a page that cannot be written costs no search."""
+    path = tmp_path / "search.html"
+    assert main(["explore", "--antipattern", "db-only-dedup", "--report", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    text = path.read_text()
+    page = parsed(text)
+    assert page.statuses == {name: verdict["status"] for name, verdict in report["invariants"].items()}
+    assert page.statuses["one_effect_per_operation"] == "violated" and "FAIL" in text
+    assert report["subject"]["counterexample"]["replay"] in text.replace("&#x27;", "'")
+    assert "No series was recorded" in text and "a search delivers no fault at a time" in text
+    assert page.tags.count("script") == 1 and text.count("</body>") == 1
+    assert main(["explore", "--workers", "1", "--report", str(tmp_path / "no-such-folder" / "page.html")]) == 2
+    assert "does not exist" in capsys.readouterr().err

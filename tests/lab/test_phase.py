@@ -218,7 +218,7 @@ def test_each_arms_replay_command_plays_that_arm_again(capsys):
         words = shlex.split(job_row[f"{arm}.replay"])
         assert words[:3] == ["shiftchange", "sim", "run"]
         main([*words[1:], "--json"])
-        assert json.loads(capsys.readouterr().out)["digest"] == job_row[f"{arm}.digest"], arm
+        assert json.loads(capsys.readouterr().out)["subject"]["digest"] == job_row[f"{arm}.digest"], arm
 
 
 @pytest.mark.heavy

@@ -391,7 +391,7 @@ def test_the_answers_triggered_replay_is_its_slowest_run(tuned, capsys):
     slowest = next(row for row in tuned.map.rows if row["triggered.replay"] == tuned.replays[1])
     assert slowest["discipline"] == tuned.answer.name and slowest["control.replay"] == tuned.replays[0]
     assert main([*shlex.split(tuned.replays[1])[1:], "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["digest"] == slowest["triggered.digest"]
+    assert json.loads(capsys.readouterr().out)["subject"]["digest"] == slowest["triggered.digest"]
 
 
 # ------------------------------------------------------------------ the command

@@ -150,21 +150,21 @@ def test_a_short_sqlite_run_under_every_fault_holds_every_invariant(tmp_path):
     assert metrics["detect_count"] >= 1 and 0 < metrics["detect_s_p50"] <= metrics["detect_s_max"]
     assert metrics["stale_writes_refused"] >= 1, "a paused worker woke and was refused"
     assert metrics["events"] > 0 and metrics["transactions_retried"] == 0
-    assert report["store"] == store and report["workers"] == 2
+    assert report["subject"]["store"] == store and report["subject"]["workers"] == 2
     for name in ("provider", "orchestrator", "worker-1", "worker-2"):
         assert (run_dir / "logs" / f"{name}.log").stat().st_size > 0
     assert metrics["process_starts"]["orchestrator"] >= 2 and sum(metrics["process_starts"].values()) >= 6
     assert json.loads((run_dir / "report.json").read_text())["metrics"] == metrics
     assert json.loads((run_dir / "config.json").read_text())["core"]["lease_ttl_s"] == 4.0
     assert _processes_naming(str(run_dir)) == [], "every process the run started is gone"
-    scraped = report["scraped"]
+    scraped = report["subject"]["scraped"]
     assert set(scraped) == {"orchestrator", "worker-1", "worker-2"} and all("samples" in found for found in scraped.values()), scraped
     assert scraped["orchestrator"]["samples"]["shiftchange_contracts_accepted_total"] > 0
     assert scraped["orchestrator"]["samples"]["shiftchange_admission_leader"] == 1
     assert "shiftchange_time_to_detect_seconds_count" in scraped["orchestrator"]["samples"]
     assert sum(found["samples"]["shiftchange_contracts_accepted_total"] for name, found in scraped.items() if name != "orchestrator") > 0
     assert sum(found["samples"].get("shiftchange_provider_calls_total", 0) for found in scraped.values()) > 0
-    assert report["rerun"].endswith("--metrics")
+    assert report["replay"].endswith("--metrics")
     _assert_the_judgement_sees_what_it_would_miss(store, run_dir, report)
 
 
@@ -181,7 +181,7 @@ def _assert_the_judgement_sees_what_it_would_miss(store_url: str, run_dir: Path,
     from shiftchange.stores import open_store
 
     context = context_for(load_config(run_dir / "config.json").core)
-    prefix = report["task_prefix"]
+    prefix = report["subject"]["task_prefix"]
     with open_store(store_url) as store:
         events = [event for event in store.events() if event.task_id.startswith(prefix)]
         ledger = ledger_entries(read_ledger(run_dir / "ledger.jsonl"), store, prefix)
@@ -362,7 +362,7 @@ def test_a_run_with_spec_runs_that_table_in_every_process_and_records_its_digest
     report = json.loads((run_dir / "report.json").read_text())
     assert report["ok"] is True and report["metrics"]["tasks_done"] >= 1
     assert report["spec"]["label"] == str(folder) and report["spec"]["digest"] == digest
-    assert report["rerun"].endswith(f"--spec {folder}") and "--workers 1" in report["rerun"]
+    assert report["driver"] == "chaos" and report["replay"].endswith(f"--spec {folder}") and "--workers 1" in report["replay"]
     assert load_spec(run_dir / "spec").digest == digest, "the run dir keeps the spec the processes ran"
     for name in ("orchestrator", "worker-1"):
         log = (run_dir / "logs" / f"{name}.log").read_text()
@@ -422,7 +422,7 @@ def test_without_idempotency_keys_dropped_responses_still_land_once(tmp_path):
     report = json.loads(done.stdout)
     _assert_every_invariant_holds(report)
     metrics = report["metrics"]
-    assert report["idempotency"] is False and metrics["dropped_responses"] >= 3
+    assert report["subject"]["idempotency"] is False and metrics["dropped_responses"] >= 3
     assert metrics["duplicate_effects"] == 0 and metrics["tasks_lost"] == 0
 
 

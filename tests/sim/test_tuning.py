@@ -340,8 +340,9 @@ def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_
     folder = tmp_path / "run"
     assert sorted(path.name for path in folder.iterdir()) == sorted(FILES)
     report = json.loads((folder / "report.json").read_text())
-    assert report["schema_version"] == 1 and report["digest"] == outcome.digest
-    placed = [fault for fault in report["schedule"] if fault["placed"]]
+    assert report["schema_version"] == 3 and report["driver"] == "sim" and report["subject"]["digest"] == outcome.digest
+    assert report["subject"]["files"] == list(FILES)
+    placed = [fault for fault in report["faults"] if fault["placed"]]
     assert placed == [
         {
             "index": placed[0]["index"],
@@ -351,7 +352,6 @@ def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_
             "until_s": 50.0,
             "placed": True,
             "mode": "fail",
-            "played": True,
         }
     ]
     lines = (folder / "history.jsonl").read_text().splitlines()
