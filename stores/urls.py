@@ -63,11 +63,13 @@ def check_url(url: str, **options: Any) -> str:
         _bind(SQLiteStore, url, (path,), options)
         SQLiteStore.check_options(**options)
     else:
-        from .postgres import PostgresStore, _require_psycopg, _where
+        from .postgres import PostgresStore
+        from .postgres.connect import _where
+        from .postgres.driver import require_psycopg
 
         conninfo, options = _postgres_arguments(url, options)
         _bind(PostgresStore, url, (conninfo,), options)
-        _require_psycopg()
+        require_psycopg()
         PostgresStore.check_options(**options)
         _where(conninfo)  # InputError if libpq cannot parse it
     return kind
