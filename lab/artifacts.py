@@ -29,8 +29,9 @@ from typing import IO, Any
 from shiftchange.checkers.history import Fault, Landed, Retired
 from shiftchange.core import Event, InputError
 from shiftchange.core.table import Table
+from shiftchange.sim import world
 from shiftchange.sim.config import SimConfig
-from shiftchange.sim.world import Outcome, play
+from shiftchange.sim.world import Outcome
 
 from .html_report import TimelineSink, sim_page, write_page
 from .plot import plot_series, write_series
@@ -75,7 +76,7 @@ def play_with_artifacts(
     timelines = TimelineSink(then=history_sink)
     with (folder / "history.jsonl").open("w", encoding="utf-8") as history:
         sink = _writer(history, timelines)
-        outcome = play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=sink, table=table)
+        outcome = world.play(config, seed, scenario, antipattern, faults_kept, progress=progress, history_sink=sink, table=table)
     write_run(outcome, folder, time.perf_counter() - began, timelines, table)
     return outcome
 

@@ -25,8 +25,9 @@ from typing import Any
 from shiftchange.checkers.run import Run
 from shiftchange.core import InputError
 from shiftchange.core.table import Table
+from shiftchange.sim import world
 from shiftchange.sim.config import SimConfig
-from shiftchange.sim.world import Outcome, play
+from shiftchange.sim.world import Outcome
 
 from .artifacts import play_with_artifacts, write_report_page
 from .coverage import CoverageSink
@@ -35,6 +36,9 @@ from .plot import check_figure_path, plot_series, write_series
 from .report import replay_command, to_record
 
 __all__ = ["Outputs", "Played", "play_run", "shrink_run"]
+
+# The world's `play` is looked up when a run is played (`world.play`), not bound at import, so a study (or a test) that
+# replaces it sees its replacement used, whenever this module was first imported.
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ def play_run(
     if outputs.artifacts is not None:
         outcome = play_with_artifacts(config, seed, scenario, pattern, outputs.artifacts, faults_kept, progress, sink, table=table)
     else:
-        outcome = play(config, seed, scenario, pattern, faults_kept, progress=progress, history_sink=sink, table=table)
+        outcome = world.play(config, seed, scenario, pattern, faults_kept, progress=progress, history_sink=sink, table=table)
     elapsed_s = time.perf_counter() - began
     _write_series(outputs, outcome)
     covered = _write_coverage(outputs.coverage, counted, outcome, table)

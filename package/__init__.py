@@ -2,12 +2,15 @@
 
 The work lives in the subpackages, each a root folder of the repository:
 `shiftchange.spec` (the tables), `shiftchange.core` (the reference core),
-`shiftchange.stores` (the SQLite and PostgreSQL stores), `shiftchange.agent`
-(the worker's reference), `shiftchange.checkers` (the invariants' checkers),
-`shiftchange.sim` (the simulator), `shiftchange.explore` (the exhaustive
-explorer), `shiftchange.runtime` (real processes on a wall clock),
-`shiftchange.testing` (the conformance kit), `shiftchange.lab` (a table put
-on trial, and its mutants) and `shiftchange.cli` (the command). This
+`shiftchange.stores` (the SQLite and PostgreSQL stores; the latter a package
+of its own, `shiftchange.stores.postgres`), `shiftchange.agent` (the worker's
+reference), `shiftchange.checkers` (the invariants' checkers and the one
+record of a run), `shiftchange.sim` (the simulated world),
+`shiftchange.explore` (the exhaustive explorer), `shiftchange.runtime` (real
+processes on a wall clock; its chaos harness `shiftchange.runtime.chaos`),
+`shiftchange.testing` (the conformance kit), `shiftchange.lab` (everything
+over runs of any driver: one run with its outputs, sweeps, phase maps,
+tuners, reports, a table put on trial) and `shiftchange.cli` (the command). This
 module only names the installed version, and imports none of them, so
 `import shiftchange` stays cheap: the version is read from the installed
 metadata on first use (importlib.metadata alone costs tens of milliseconds).

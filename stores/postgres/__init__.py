@@ -3,7 +3,7 @@
 Why these choices:
 
 - One database transaction per `transaction()`, at READ COMMITTED, on a
-  connection checked out of a `psycopg_pool.ConnectionPool` for the block and
+  connection checked out of a `ConnectionPool` (psycopg_pool) for the block and
   no longer. Different threads run transactions side by side, each on its own
   connection; a thread cannot nest them.
 - As few round trips as the answers allow. Nothing is sent until the first
