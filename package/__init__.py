@@ -8,7 +8,8 @@ reference), `shiftchange.checkers` (the invariants' checkers and the one
 record of a run), `shiftchange.sim` (the simulated world),
 `shiftchange.explore` (the exhaustive explorer), `shiftchange.runtime` (real
 processes on a wall clock; its chaos harness `shiftchange.runtime.chaos`),
-`shiftchange.testing` (the conformance kit), `shiftchange.lab` (everything
+`shiftchange.testing` (the conformance kit; its store suite
+`shiftchange.testing.stores`), `shiftchange.lab` (everything
 over runs of any driver: one run with its outputs, sweeps, phase maps,
 tuners, reports, a table put on trial) and `shiftchange.cli` (the command). This
 module only names the installed version, and imports none of them, so

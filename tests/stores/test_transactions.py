@@ -21,12 +21,10 @@ import pytest
 
 from shiftchange.core import Attempt, Event, InputError, Intent, MemoryStore, NotFound, StoreConflict, StoreError, Task
 from shiftchange.core.records import field_names
+from shiftchange.core.store import WRITABLE
 from shiftchange.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from shiftchange.testing import SharedStore, check_store, shared_store_checks, store_checks
 from shiftchange.testing.stores import (
-    WRITABLE,
-    _away_from_defaults,
-    _update_seeds,
     event_fields,
     make_attempt,
     make_intent,
@@ -34,6 +32,7 @@ from shiftchange.testing.stores import (
     minimal_attempt,
     seed,
 )
+from shiftchange.testing.stores.fields import _away_from_defaults, _update_seeds
 from tests.conftest import unsynced
 from tests.kit import broken_stores
 

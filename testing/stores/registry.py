@@ -1,0 +1,60 @@
+"""The store suite's registry and what every check shares: the factory and reopen types, the waits, the text a store
+must hold exactly, and the two lists the checks join in the order they are defined."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shiftchange.core import (
+    Store,
+)
+
+StoreFactory = Callable[[], Store]
+Reopen = Callable[[Store], Store]
+"""Opens a second handle on the data a store holds (another connection to its file, schema or server), as another process would."""
+
+SETTLE_S = 0.2
+"""How long a check lets the other handle run before it looks whether that handle has failed (it must not have)."""
+DONE_WAIT_S = 10.0
+"""The most a check waits for the other handle to finish once nothing holds it up: reached only by a store that hangs."""
+CLAIMERS_TASKS = 8
+"""How many admitted Attempts two concurrent claimers share out."""
+
+TERMINAL_STATES = ("blocked", "cancelled", "failed", "quarantined", "succeeded")
+"""The Attempt machine's terminal states (spec/attempt.toml); a store refuses any write to an Attempt in one."""
+
+AWKWARD_TEXT: tuple[str, ...] = (
+    "",
+    " ",
+    "'",
+    '"',
+    "\\",
+    "x'); DROP TABLE tasks; --",
+    "%s ? :name $1",
+    "NULL",
+    "None",
+    "0",
+    "a\x00b",
+    "\n\r\t\x0b\x0c",
+    "\u2028\u2029",
+    "\ufeffbom",
+    "caf\u00e9",
+    "cafe\u0301",
+    "\u05e9\u05dc\u05d5\u05dd \u0645\u0631\u062d\u0628\u0627",
+    "\U0001f680\U0001f469\u200d\U0001f4bb",
+    "\U0010ffff",
+    "x" * 100_000,
+)
+"""Valid Unicode a store must hold exactly: quotes, SQL, NUL, line breaks, both forms of é, RTL, emoji, U+10FFFF, 100k characters."""
+
+UNENCODABLE_TEXT = ("\ud800", "lone \udfff surrogate")
+"""Strings no UTF-8 codec can encode (lone surrogates): a store keeps them exactly, or refuses them with InputError."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedStore:
+    """What the two-handle checks are functions of: the factory of fresh stores, and how to open a second handle on one."""
+
+    make_store: StoreFactory
+    reopen: Reopen
