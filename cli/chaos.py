@@ -274,7 +274,7 @@ def _check_report(path: str | None) -> None:
     """`--report` names an .html file in a writable folder: checked before any process starts, so a typo costs no run."""
     from shiftchange.cli.common import BadInput
     from shiftchange.core import InputError
-    from shiftchange.lab.html_report import check_report_path
+    from shiftchange.lab.report.html import check_report_path
 
     if path is None:
         return
@@ -288,7 +288,7 @@ def _write_report(path: str, report: Any, store_url: str) -> None:
     """Write the run's page, reading its timelines from the store it ran on (opened again: the harness closed its own)."""
     from shiftchange.cli.common import BadInput
     from shiftchange.core import CoreError
-    from shiftchange.lab.html_report import chaos_page, write_page
+    from shiftchange.lab.report.html import chaos_page, write_page
     from shiftchange.stores import open_store
 
     try:

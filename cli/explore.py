@@ -176,7 +176,7 @@ def run_explore(args: argparse.Namespace) -> int:
             return _replay(args, config)
         if args.report is not None:
             from shiftchange.core import InputError
-            from shiftchange.lab.html_report import check_report_path
+            from shiftchange.lab.report.html import check_report_path
 
             try:
                 check_report_path(args.report)
@@ -284,7 +284,7 @@ def _write_report(path: str | None, result: Any) -> None:
     """Write the search's page (`--report`), from the very record `--json` prints."""
     from shiftchange.core import InputError
     from shiftchange.explore.report import as_json
-    from shiftchange.lab.html_report import explore_page, write_page
+    from shiftchange.lab.report.html import explore_page, write_page
 
     from .common import BadInput
 

@@ -91,7 +91,7 @@ def run_phase(args: argparse.Namespace) -> int:
             if path is not None and not Path(path).parent.is_dir():
                 raise InputError(f"cannot write {name} {path}: no directory {Path(path).parent}")
         if args.plot is not None:
-            from shiftchange.lab.plot import check_figure_path
+            from shiftchange.lab.report.plot import check_figure_path
 
             check_figure_path(args.plot)  # a suffix matplotlib cannot draw is refused before any job plays
         seed = args.seeds[0] if args.seeds else 0

@@ -270,7 +270,7 @@ def _plan_line(line: str) -> None:
 def _plottable(args: argparse.Namespace, grid: dict[str, list[str]]) -> None:
     """A plot needs a swept setting to draw against and a folder to go in: checked before any run."""
     from shiftchange.core import InputError
-    from shiftchange.lab.plot import check_figure_path
+    from shiftchange.lab.report.plot import check_figure_path
 
     if args.plot is None:
         if args.target is not None:
@@ -310,7 +310,7 @@ def _metric_columns() -> list[str]:
 
 def _plot(args: argparse.Namespace, rows: list[dict[str, Any]], swept: list[str]) -> None:
     from shiftchange.cli.common import BadInput
-    from shiftchange.lab.plot import plot_sweep
+    from shiftchange.lab.report.plot import plot_sweep
 
     try:
         plot_sweep(

@@ -1,10 +1,13 @@
 """The lab over runs: what studies worlds, as opposed to the worlds themselves (`shiftchange.sim`, `shiftchange.explore`).
 
-Runs of the simulator: `settings` (a config's fields by dotted path), `sweep`
-(a grid of settings times seeds into a table), `summary` and `stats`,
-`phase` (phase maps), `tune` and `tune_calls` (`sim tune`), `shrink`
-(minimise a violating run), `contention` (Brooker's backoff experiment),
-`report`, `html_report`, `plot`, `coverage` and `artifacts` (a run's outputs).
+Runs of the simulator: `run` (one run with every output it was asked for),
+`settings` (a config's fields by dotted path), `sweep` (a grid of settings
+times seeds into a table), `summary` and `stats`, `phase` (phase maps),
+`tune` and `tune_calls` (`sim tune`), `shrink` (minimise a violating run),
+`contention` (Brooker's backoff experiment). Runs of any driver: `report`,
+one renderer per format over one record of a run (`report.record`,
+`report.text`, `report.html`, `report.plot`, `report.coverage`,
+`report.artifacts`).
 
 The design review:
 

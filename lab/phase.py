@@ -602,14 +602,14 @@ class PhaseMap:
         return all(cell["invariants_ok"] for cell in self.cells)
 
     def plot(self, path: str | os.PathLike[str]) -> None:
-        """A heatmap per discipline and trigger (`lab/plot.py`), the boundary between statuses drawn."""
-        from .plot import plot_phase  # matplotlib only when a plot is asked for
+        """A heatmap per discipline and trigger (`lab/report/plot.py`), the boundary between statuses drawn."""
+        from .report.plot import plot_phase  # matplotlib only when a plot is asked for
 
         plot_phase(self, path)
 
     def figure(self, discipline: str | None = None) -> Any:
         """The same heatmaps as a matplotlib Figure (for a notebook's `display`), for one discipline or all."""
-        from .plot import draw_phase
+        from .report.plot import draw_phase
 
         return draw_phase(self, discipline)
 

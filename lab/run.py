@@ -29,11 +29,11 @@ from shiftchange.sim import world
 from shiftchange.sim.config import SimConfig
 from shiftchange.sim.world import Outcome
 
-from .artifacts import play_with_artifacts, write_report_page
-from .coverage import CoverageSink
-from .html_report import TimelineSink, check_report_path
-from .plot import check_figure_path, plot_series, write_series
 from .report import replay_command, to_record
+from .report.artifacts import play_with_artifacts, write_report_page
+from .report.coverage import CoverageSink
+from .report.html import TimelineSink, check_report_path
+from .report.plot import check_figure_path, plot_series, write_series
 
 __all__ = ["Outputs", "Played", "play_run", "shrink_run"]
 

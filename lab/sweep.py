@@ -41,7 +41,7 @@ Appending would be cheaper but could tear the last line and cannot keep run
 order; a sweep's table is small beside the runs that fill it.
 
 With a coverage file, each run counts its own events per transition row as
-its history streams (`lab/coverage.py`) and hands back only the counts, in
+its history streams (`lab/report/coverage.py`) and hands back only the counts, in
 its row under `COVERAGE_KEY`; the sweep takes them out before the row is kept,
 sums them, and writes the file once, whole, after the last run. Rows resumed
 from `out` were not played and cannot be counted, so coverage refuses them.
@@ -88,9 +88,9 @@ from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, f
 from shiftchange.spec.loader import SpecError
 from shiftchange.spec.source import SpecSourceError
 
-from .artifacts import play_with_artifacts, prepare
-from .coverage import CoverageSink
 from .report import replay_command, spec_given, spec_words
+from .report.artifacts import play_with_artifacts, prepare
+from .report.coverage import CoverageSink
 from .settings import PLACED_PATH, apply, diff, format_value, to_toml
 from .settings import get as setting_at
 from .summary import counted

@@ -580,7 +580,7 @@ def _simulate(
 ) -> CheckRun:
     from shiftchange.checkers.rules import INVARIANTS
     from shiftchange.core.table import Table
-    from shiftchange.lab.coverage import CoverageSink
+    from shiftchange.lab.report.coverage import CoverageSink
     from shiftchange.sim.network import rejected_so_far
     from shiftchange.sim.scenarios import scenario_config
     from shiftchange.sim.world import play

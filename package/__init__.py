@@ -11,7 +11,8 @@ processes on a wall clock; its chaos harness `shiftchange.runtime.chaos`),
 `shiftchange.testing` (the conformance kit; its store suite
 `shiftchange.testing.stores`), `shiftchange.lab` (everything
 over runs of any driver: one run with its outputs, sweeps, phase maps,
-tuners, reports, a table put on trial) and `shiftchange.cli` (the command). This
+tuners, a table put on trial; its reports `shiftchange.lab.report`) and
+`shiftchange.cli` (the command). This
 module only names the installed version, and imports none of them, so
 `import shiftchange` stays cheap: the version is read from the installed
 metadata on first use (importlib.metadata alone costs tens of milliseconds).

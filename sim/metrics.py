@@ -236,7 +236,7 @@ class Metrics:
             **{f"renewals_{outcome}": count for outcome, count in self.renewals.items()},
             "crashes": self.crashes,
             "crashes_holding": measured["strikes"],
-            # The shared measures, under the names lab/report.py, the notebooks and tests/sim/test_tuning.py read.
+            # The shared measures, under the names lab/report/text.py, the notebooks and tests/sim/test_tuning.py read.
             "crash_detect_count": measured["detect_count"],
             "crash_detect_s_mean": measured["detect_s_mean"],
             "crash_recover_count": measured["recover_count"],

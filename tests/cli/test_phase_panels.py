@@ -12,7 +12,7 @@ import pytest
 
 from shiftchange.cli.phase import _print
 from shiftchange.lab.phase import panel_trigger
-from shiftchange.lab.plot import draw_phase
+from shiftchange.lab.report.plot import draw_phase
 
 TRIGGER = "slowdown model_provider at=400 for=60 factor=4"
 

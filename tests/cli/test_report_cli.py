@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.lab.html_report import CHAOS_PANELS
+from shiftchange.lab.report.html import CHAOS_PANELS
 from tests.lab.test_html_report import assert_page_in_browser, parsed
 
 RUN = ["sim", "run", "--scenario", "mixed", "--seed", "1", "--tasks", "30"]

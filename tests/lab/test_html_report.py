@@ -1,4 +1,4 @@
-"""The run report page (`sim.html_report`): one self-contained file that says what the JSON report says.
+"""The run report page (`lab.report.html`): one self-contained file that says what the JSON report says.
 
 Checked as text (nothing outside the file, every string escaped, the same
 verdicts and metrics as report.json, each timeline holding exactly its
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.lab.html_report import SIM_PANELS, TimelineSink, render, sim_page
+from shiftchange.lab.report.html import SIM_PANELS, TimelineSink, render, sim_page
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
 from tests.browser import inspect

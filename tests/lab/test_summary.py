@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shiftchange.core import InputError
-from shiftchange.lab import plot as plot_module
-from shiftchange.lab.plot import plot_sweep
+from shiftchange.lab.report import plot as plot_module
+from shiftchange.lab.report.plot import plot_sweep
 from shiftchange.lab.stats import binomial_interval
 from shiftchange.lab.summary import MEANS, POOLED_RATES, pooled_rate, summarize, summary
 from shiftchange.lab.sweep import sweep_rows

@@ -332,7 +332,7 @@ def test_recording_the_series_changes_nothing_the_run_does():
 
 
 def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_path):
-    from shiftchange.lab.artifacts import FILES, play_with_artifacts
+    from shiftchange.lab.report.artifacts import FILES, play_with_artifacts
     from shiftchange.lab.settings import load
 
     config = _placed(scenario_config("mixed", 1, 40), "outage code_host at=30 for=20")
@@ -363,7 +363,7 @@ def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_
 
 
 def test_artifacts_into_a_file_are_refused(tmp_path):
-    from shiftchange.lab.artifacts import play_with_artifacts
+    from shiftchange.lab.report.artifacts import play_with_artifacts
 
     blocker = tmp_path / "taken"
     blocker.write_text("")

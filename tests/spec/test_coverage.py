@@ -9,7 +9,7 @@ import pytest
 
 from shiftchange.cli.main import main
 from shiftchange.core import Event, MemoryStore
-from shiftchange.lab.coverage import CoverageSink
+from shiftchange.lab.report.coverage import CoverageSink
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
 from shiftchange.spec import load_spec
@@ -189,7 +189,7 @@ def test_recording_coverage_of_such_a_spec_is_one_line_exit_2_before_any_run(com
         '[[transition]]\ntrigger = "shed"\nsource = "queued"\ndest = "failed"\nactor = "orchestrator"\n'
         'guards = ["capacity_available", "selected_for_shedding"]\n',
     )
-    monkeypatch.setattr("shiftchange.lab.coverage.SPEC", load_spec(spec_copy.root))
+    monkeypatch.setattr("shiftchange.lab.report.coverage.SPEC", load_spec(spec_copy.root))
     extra = ["--out", str(tmp_path / "rows.csv")] if command[1] == "sweep" else []
     assert main([*command, *extra, "--coverage", str(tmp_path / "c.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -6,7 +6,7 @@
     series.csv      the recorder's rows, one per window
     series.png      the four panels of `plot.plot_series`
     history.jsonl   every history entry, one JSON object a line, in order, streamed as the run goes
-    report.html     the page a person looks at (`html_report`): report.json's verdicts and metrics, the series
+    report.html     the page a person looks at (`html`): report.json's verdicts and metrics, the series
                     with the faults shaded, the schedule, and the timelines of up to `TIMELINE_TASKS_MAX` tasks
 
 report.html is rendered from the very dict written as report.json, so the two
@@ -33,9 +33,9 @@ from shiftchange.sim import world
 from shiftchange.sim.config import SimConfig
 from shiftchange.sim.world import Outcome
 
-from .html_report import TimelineSink, sim_page, write_page
+from .html import TimelineSink, sim_page, write_page
 from .plot import plot_series, write_series
-from .report import to_record
+from .record import to_record
 
 FILES = ("report.json", "config.toml", "series.csv", "series.png", "history.jsonl", "report.html")
 _TYPES = {Event: "event", Landed: "landed", Fault: "fault", Retired: "retired"}
@@ -89,7 +89,7 @@ def write_run(
     `timelines` is the sink that watched the run's history; without it the page shows no task's timeline. `table` is the spec
     the run was given (None: the packaged one).
     """
-    from .settings import to_toml
+    from ..settings import to_toml
 
     folder = prepare(directory)
     found = report(outcome, elapsed_s, table)

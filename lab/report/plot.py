@@ -144,7 +144,7 @@ def plot_sweep(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .summary import POOLED_RATES, check_confidence, counted, pooled_rate
+    from ..summary import POOLED_RATES, check_confidence, counted, pooled_rate
 
     confidence = check_confidence(confidence)
     rate = next((rate for rate in POOLED_RATES if rate.name == y), None)
@@ -248,7 +248,7 @@ def draw_phase(result: Any, discipline: str | None = None) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    from .phase import panel_trigger
+    from ..phase import panel_trigger
 
     axes = result.axes
     across, down = axes[0], axes[1] if len(axes) > 1 else None
