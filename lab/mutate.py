@@ -259,7 +259,7 @@ def mutate(
     replays name `<ID>`). The base is tried first, with every check: what it already fails kills no mutant.
     `skip_unreached=False` plays every run for every mutant (the same verdicts, at the full cost: the module says why).
     """
-    from shiftchange.lab.sweep import check_executor, execute
+    from shiftchange.lab.executor import check_executor, execute
 
     scale = Scale() if scale is None else scale
     chosen = check_kinds(kinds)

@@ -653,7 +653,7 @@ def phase(
     revision, a `Spec` or a `Table`; default: the packaged spec), named by every replay. Bad input raises `InputError`
     before anything runs.
     """
-    from .sweep import check_executor, check_jobs, execute, progress_bar
+    from .executor import check_executor, check_jobs, execute, progress_bar
 
     table = resolve_table(spec)
     planned = build_jobs(axes, triggers, disciplines, seeds, scenario, tasks, arrivals_s, overrides, judging, table)

@@ -53,30 +53,16 @@ behave the same on every platform.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import importlib
 import itertools
-import multiprocessing
 import os
-import queue
 import re
 import shlex
-import signal
-import socket
-import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from shiftchange.antipatterns import antipattern as antipattern_named
 from shiftchange.core import InputError
@@ -88,12 +74,14 @@ from shiftchange.spec.coverage import Coverage, CoverageError, check_writable, f
 from shiftchange.spec.loader import SpecError
 from shiftchange.spec.source import SpecSourceError
 
+from .executor import EXECUTORS, check_executor, check_jobs, execute, progress_bar
 from .report import replay_command, spec_given, spec_words
 from .report.artifacts import play_with_artifacts, prepare
 from .report.coverage import CoverageSink
 from .settings import PLACED_PATH, apply, diff, format_value, to_toml
 from .settings import get as setting_at
 from .summary import counted
+from .table import IDENTITY, _cell, _complete, _Output, columns
 
 __all__ = [
     "EXECUTORS",
@@ -114,26 +102,10 @@ __all__ = [
     "sweep_rows",
 ]
 
-IDENTITY = ("scenario", "tasks", "antipattern", "seed", "config_digest", "spec_digest")
-"""The columns that say which run a row is, before the swept paths; `config_digest` names the whole config the run played,
-`spec_digest` the transition table (the packaged spec's digest when no spec was given)."""
-EXECUTORS = ("processes", "dask")
 RUNS_MAX = 100_000
 """A sweep plays at most this many runs (grid points times seeds); every config is built before the first run."""
-_TAIL = ("ok", "digest", "replay")
-_VERDICT_PREFIXES = ("invariant.", "violations.")
-_ZERO_WHEN_MISSING = "final_states."
-"""A final state no task of a run reached is a count of zero, not a missing value."""
-_TEXT_COLUMNS = frozenset({"scenario", "antipattern", "config_digest", "spec_digest", "digest", "replay"})
-_WHOLE_NUMBER = re.compile(r"-?\d+")
-WRITE_INTERVAL_S = 1.0
-"""The output file is rewritten at most this often (wall seconds) while runs complete, and once at the end."""
 COVERAGE_KEY = "coverage"
 """A run asked for coverage hands its counts back inside its row under this key; the sweep takes them out before the row is kept."""
-DASK_CONNECT_TIMEOUT_S = 5.0
-"""How long a sweep waits to connect to a Dask scheduler (`--scheduler`) before it gives up: a few seconds, not Dask's 30."""
-_DASK_MISSING = "the dask executor needs Dask: pip install 'shiftchange[dask]'"
-_PARQUET_MISSING = "writing .parquet needs pandas and pyarrow: pip install 'shiftchange[tables]'"
 
 
 @dataclass(frozen=True)
@@ -362,313 +334,6 @@ def _flatten(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-# ------------------------------------------------------------------ executors
-
-
-def execute(
-    runs: Sequence[Any], jobs: int, executor: str, scheduler: str | None, play: Callable[[Any], dict[str, Any]] | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each run's (index, row), in completion order; `play` (a module-level function of one run, default `play_run`) makes the row.
-
-    Anything with an `index` that pickles can be a run: the recoverability maps (`lab/phase.py`) run their jobs here too.
-    """
-    play = play or play_run
-    if executor == "dask":
-        yield from _on_dask(runs, jobs, scheduler, play)
-    elif jobs == 1 or len(runs) <= 1:
-        for run in runs:
-            yield run.index, play(run)
-    else:
-        yield from _on_processes(runs, jobs, play)
-
-
-def _on_processes(runs: Sequence[Any], jobs: int, play: Callable[[Any], dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each run's (index, row) from a pool of spawned processes, in completion order; Ctrl-C stops the pool, then raises here.
-
-    While the pool runs, SIGINT is held for this loop (`_Interrupts`) rather than raised wherever the main thread happens to
-    be: a KeyboardInterrupt raised inside the pool's own waiting (between a condition's release and re-acquire, in
-    `as_completed`) ended in `RuntimeError: release unlocked lock`, a traceback and status 1 instead of one line and 130.
-    Completed futures and a Ctrl-C meet in one queue, which the loop alone reads. The workers are spawned with SIGINT
-    blocked, and so are born blind to it: a terminal's Ctrl-C reaches the whole group, and a worker still importing its
-    modules, before the initializer has run, would otherwise print a traceback of its own.
-    """
-    context = multiprocessing.get_context("spawn")
-    arrivals: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    pool = None
-    finished = False
-    with _Interrupts(arrivals) as interrupts:
-        try:
-            with _sigint_blocked():
-                pool = ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context, initializer=_leave_interrupts_to_the_sweep)
-                futures = {pool.submit(play, run): run.index for run in runs}
-            for future in futures:
-                future.add_done_callback(arrivals.put)
-            for _ in range(len(futures)):
-                arrived = arrivals.get()
-                if arrived is _INTERRUPTED:
-                    break
-                yield futures[arrived], arrived.result()
-            else:
-                finished = True
-        finally:
-            if pool is not None:
-                if not finished:
-                    _stop_workers(pool)  # Ctrl-C or an error: nobody will read the runs in flight, so they are not waited for
-                pool.shutdown(cancel_futures=True)
-    if interrupts.caught:
-        raise KeyboardInterrupt
-
-
-_INTERRUPTED = object()
-"""What a held Ctrl-C puts in the pool loop's queue, beside the completed futures."""
-
-
-class _Interrupts:
-    """While entered (on the main thread, with Python's own SIGINT handler in place): Ctrl-C is recorded and queued, not raised.
-
-    `caught` says whether one came; the caller raises KeyboardInterrupt itself, where no lock is half taken. A handler
-    someone else installed (an IDE's, a notebook kernel's) or an ignored SIGINT is left alone, and so is any thread but
-    the main one, which cannot set handlers.
-    """
-
-    def __init__(self, arrivals: queue.SimpleQueue[Any]) -> None:
-        self.arrivals = arrivals
-        self.caught = False
-        self.previous: Any = None
-
-    def __enter__(self) -> _Interrupts:
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.previous = signal.signal(signal.SIGINT, self._held)
-        return self
-
-    def _held(self, _signum: int, _frame: Any) -> None:
-        self.caught = True
-        self.arrivals.put(_INTERRUPTED)  # SimpleQueue.put is reentrant: safe in a handler, even mid-get
-
-    def __exit__(self, *_exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
-@contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT blocked for this thread while inside, and for any process started meanwhile (the mask is inherited)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):  # (Windows has none)
-        yield
-        return
-    # The resource tracker, started by the pool's first lock unless already running, unblocks SIGINT after spawning itself.
-    resource_tracker.ensure_running()
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # one held meanwhile is delivered now, to _Interrupts
-
-
-def _leave_interrupts_to_the_sweep() -> None:
-    """A worker ignores Ctrl-C: the sweep keeps the rows it finished and stops its workers itself, with no worker's traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End every worker process now; before Python 3.14's `terminate_workers` the pool has no public way to."""
-    for process in list(pool._processes.values()):
-        process.terminate()
-
-
-def _on_dask(
-    runs: Sequence[Any], jobs: int, scheduler: str | None, play: Callable[[Any], dict[str, Any]]
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    distributed = _distributed()
-    cluster = None if scheduler else distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True)
-    if cluster is not None:
-        client = distributed.Client(cluster)
-    else:
-        try:
-            client = distributed.Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)
-        except Exception as error:  # whatever stops the greeting (a timeout, a server speaking another protocol): no scheduler there
-            raise InputError(f"cannot use the Dask scheduler at {scheduler}: {type(error).__name__}: {error}") from None
-    try:
-        futures = client.map(play, runs, pure=False)
-        indices = {future.key: run.index for future, run in zip(futures, runs, strict=True)}
-        for future, row in distributed.as_completed(futures, with_results=True):
-            yield indices[future.key], row
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-def _distributed() -> Any:
-    try:
-        return importlib.import_module("distributed")
-    except ImportError:
-        raise InputError(_DASK_MISSING) from None
-
-
-# ------------------------------------------------------------------ the table
-
-
-def columns(rows: Iterable[Mapping[str, Any]], swept: Sequence[str]) -> list[str]:
-    """The union of the rows' columns in a stable order: identity, swept paths, metrics, verdicts, digest, replay.
-
-    Metrics keep the order they first appear in (the run order and the metrics' own order), with the
-    members of one nested metric (`final_states.*`) sorted, so a state first reached late in a sweep
-    still sits beside its siblings.
-    """
-    fixed = {*IDENTITY, *swept, *_TAIL}
-    seen = [column for column in dict.fromkeys(column for row in rows for column in row) if column not in fixed]
-    verdicts = [column for column in seen if column.startswith(_VERDICT_PREFIXES)]
-    groups: dict[str, list[str]] = {}
-    for column in seen:
-        if not column.startswith(_VERDICT_PREFIXES):
-            groups.setdefault(column.split(".", 1)[0], []).append(column)
-    metrics = [column for group in groups.values() for column in sorted(group)]
-    return [*IDENTITY, *swept, *metrics, *verdicts, *_TAIL]
-
-
-def _complete(rows: list[Mapping[str, Any]], order: list[str]) -> list[dict[str, Any]]:
-    return [{column: row.get(column, 0 if column.startswith(_ZERO_WHEN_MISSING) else None) for column in order} for row in rows]
-
-
-def _cell(value: Any) -> str:
-    """A value as CSV text that `_parsed` reads back to the same value (floats print their shortest exact form)."""
-    return "" if value is None else str(value)
-
-
-def _parsed(column: str, text: str) -> Any:
-    if text == "":
-        return None
-    if column in _TEXT_COLUMNS or column.startswith("invariant."):
-        return text
-    if text in ("True", "False"):
-        return text == "True"
-    if _WHOLE_NUMBER.fullmatch(text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def _texts(row: Mapping[str, Any], swept: Sequence[str]) -> dict[str, str]:
-    """A row as the text a CSV holds: swept values as `--set` spells them, the rest as `_cell` does."""
-    return {column: format_value(value) if column in swept else _cell(value) for column, value in row.items()}
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]], order: list[str], swept: Sequence[str]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=order)
-        writer.writeheader()
-        writer.writerows(_texts(row, swept) for row in rows)
-
-
-def _read_csv(path: Path, swept: Sequence[str]) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def _write_parquet(path: Path, rows: list[dict[str, Any]], order: list[str], swept: Sequence[str]) -> None:
-    pandas = _parquet_modules()[0]
-    pandas.DataFrame(rows, columns=order).to_parquet(path, index=False)
-
-
-def _read_parquet(path: Path, swept: Sequence[str]) -> list[dict[str, str]]:
-    parquet = _parquet_modules()[1]
-    return [_texts(row, swept) for row in parquet.read_table(path).to_pylist()]
-
-
-def _parquet_modules() -> tuple[Any, Any]:
-    try:
-        return importlib.import_module("pandas"), importlib.import_module("pyarrow.parquet")
-    except ImportError:
-        raise InputError(_PARQUET_MISSING) from None
-
-
-_FORMATS = {".csv": (_read_csv, _write_csv), ".parquet": (_read_parquet, _write_parquet)}
-
-
-class _Output:
-    """The sweep's file: what it already holds (for resuming), and its atomic, throttled rewrites."""
-
-    def __init__(self, path: Path, swept: Sequence[str]) -> None:
-        if path.suffix not in _FORMATS:
-            raise InputError(f"--out must end in .csv or .parquet, not {path.name!r}")
-        if path.suffix == ".parquet":
-            _parquet_modules()
-        self.path = path
-        self.swept = list(swept)
-        self.read, self._write = _FORMATS[path.suffix]
-        self.written_at = -WRITE_INTERVAL_S
-        self.rows_written = 0
-        """How many rows the file holds: it is rewritten only when a run has added one."""
-        self._probe()
-
-    def _probe(self) -> None:
-        """Fail before any run if the file could never be written."""
-        try:
-            with tempfile.TemporaryFile(dir=self.path.parent):
-                pass
-        except OSError as error:
-            raise InputError(f"cannot write {self.path}: {error.strerror or error}") from None
-
-    def resume(self, runs: list[Run]) -> dict[int, dict[str, Any]]:
-        """The rows the file already holds, by run index; a row that is no run of this sweep is bad input."""
-        if not self.path.exists():
-            return {}
-        try:
-            texts = self.read(self.path, self.swept)
-        except (OSError, ValueError, csv.Error) as error:
-            raise InputError(f"cannot resume from {self.path}: {error}") from None
-        by_key = {run.key(): run for run in runs}
-        done = {}
-        for text in texts:
-            run = by_key.get(self._key(text))
-            if run is None:
-                raise InputError(
-                    f"{self.path} holds a row that is no run of this sweep ({self._describe(text)}; a different config_digest means"
-                    " other fixed settings, a different spec_digest another spec): choose another --out"
-                )
-            done[run.index] = self._typed(text, run)
-        self.rows_written = len(done)
-        return done
-
-    def _key(self, text: Mapping[str, str]) -> tuple[str, ...]:
-        missing = [column for column in (*IDENTITY, *self.swept) if column not in text]
-        if missing:
-            raise InputError(f"{self.path} is not a table of this sweep: it has no column {missing[0]!r}; choose another --out")
-        return tuple(text[column] for column in (*IDENTITY, *self.swept))
-
-    def _describe(self, text: Mapping[str, str]) -> str:
-        return ", ".join(f"{column} {text[column] or '-'}" for column in (*IDENTITY, *self.swept))
-
-    def _typed(self, text: Mapping[str, str], run: Run) -> dict[str, Any]:
-        """An old row as the values a fresh run would give: the swept values are the run's own, the rest parsed from text."""
-        row = {column: _parsed(column, value) for column, value in text.items()}
-        row.update(run.swept)
-        return row
-
-    def flush(self, done: Mapping[int, dict[str, Any]], force: bool = False) -> None:
-        """Rewrite the file with every row so far, in run order, if a row is new and a second has passed (or `force`)."""
-        if len(done) == self.rows_written or (not force and time.monotonic() - self.written_at < WRITE_INTERVAL_S):
-            return
-        rows = [done[index] for index in sorted(done)]
-        order = columns(rows, self.swept)
-        self._replace(lambda temporary: self._write(temporary, _complete(rows, order), order, self.swept))
-        self.written_at, self.rows_written = time.monotonic(), len(done)
-
-    def _replace(self, write: Callable[[Path], None]) -> None:
-        """Write beside the file, then rename over it: readers see the old table or the new, never a torn one."""
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
-        try:
-            write(temporary)
-            os.replace(temporary, self.path)
-        except OSError as error:
-            raise InputError(f"cannot write {self.path}: {error.strerror or error}") from None
-        finally:
-            temporary.unlink(missing_ok=True)
-
-
 # ------------------------------------------------------------------ the sweep
 
 
@@ -710,7 +375,7 @@ def sweep_rows(
         log(f"{counted(len(runs), 'run')}{held}; playing {len(pending):,}")
     bar = progress_bar(len(runs), len(done), progress)
     try:
-        for index, row in execute(pending, jobs, executor, scheduler):
+        for index, row in execute(pending, jobs, executor, scheduler, play_run):
             counts = row.pop(COVERAGE_KEY, None)
             if counting is not None:
                 counting.add(counts)
@@ -839,58 +504,3 @@ def sweep(
     except ImportError:
         return rows
     return pandas.DataFrame(rows)
-
-
-def check_jobs(jobs: int | None) -> int:
-    """How many runs at once: the given whole number from 1, or one per CPU for None (else InputError)."""
-    if jobs is None:
-        return os.cpu_count() or 1
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise InputError(f"jobs must be a whole number, at least 1, not {jobs!r}")
-    return jobs
-
-
-def check_executor(executor: str, scheduler: str | None) -> None:
-    """An executor of `EXECUTORS`, a scheduler only for Dask, and Dask installed and its scheduler answering (else InputError)."""
-    if executor not in EXECUTORS:
-        raise InputError(f"the executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
-    if scheduler is not None and executor != "dask":
-        raise InputError("a scheduler address needs the dask executor")
-    if executor == "dask":
-        _distributed()
-        if scheduler is not None:
-            _reachable(scheduler)
-
-
-def _reachable(scheduler: str) -> None:
-    """A scheduler address that parses, and a scheduler there that answers within `DASK_CONNECT_TIMEOUT_S`.
-
-    Checked before anything is planned or played: Dask's own client retries a refused connection for 30 s (its default
-    connect timeout), raises a parse error as a traceback, and waits without end for the greeting of a server that never
-    sends one (a dashboard's HTTP port, one off from the scheduler's). A Dask scheduler greets a connection first, so on
-    tcp the first bytes are waited for; on tls (whose client speaks first) only the connection is. Other schemes are left
-    to Dask.
-    """
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    try:
-        scheme, location = parse_address(scheduler)
-        host, port = parse_host_port(location)
-    except (ValueError, TypeError) as error:
-        raise InputError(f"a Dask scheduler address is [tcp://]HOST:PORT (e.g. tcp://10.0.0.5:8786), not {scheduler!r}: {error}") from None
-    if scheme not in ("tcp", "tls"):
-        return
-    waited = f"waited {DASK_CONNECT_TIMEOUT_S:g} s"
-    try:
-        with socket.create_connection((host or "127.0.0.1", port), timeout=DASK_CONNECT_TIMEOUT_S) as connection:
-            if scheme == "tcp" and not connection.recv(1):
-                raise InputError(f"no Dask scheduler at {scheduler}: the server there closed the connection without a word")
-    except TimeoutError:
-        raise InputError(f"no Dask scheduler answers at {scheduler} ({waited})") from None
-    except OSError as error:
-        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {error.strerror or error}") from None
-
-
-def progress_bar(total: int, done: int, shown: bool) -> tqdm:
-    """The runs' progress bar on stderr (tqdm), drawn only when `shown`."""
-    return tqdm(total=total, initial=done, unit="run", file=sys.stderr, disable=not shown, dynamic_ncols=True)

@@ -14,7 +14,7 @@ import pytest
 
 from shiftchange import __version__
 from shiftchange.cli.main import main
-from shiftchange.lab import sweep as sim_sweep
+from shiftchange.lab import executor as sim_executor
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -137,7 +137,7 @@ def test_a_server_that_never_greets_is_given_a_few_seconds(capsys, monkeypatch):
     Dask's client waits for the scheduler's greeting without a deadline; the sweep's own check waits
     `DASK_CONNECT_TIMEOUT_S` (here shortened, so the test takes half a second).
     """
-    monkeypatch.setattr(sim_sweep, "DASK_CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(sim_executor, "DASK_CONNECT_TIMEOUT_S", 0.5)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
