@@ -53,7 +53,7 @@ counted), so every cell has the same span to judge.
 
 Rows, like a sweep's, are a function of their job alone and come back in job
 order: the same map on one process, a pool or a Dask cluster is the same
-table. Jobs go through the sweep's executors. A map of a spec other than the
+table. Jobs go through the lab's executors (`lab/executor.py`). A map of a spec other than the
 packaged one (`spec`, `--spec`) carries the compiled `Table` in every job, as
 a sweep's runs do (`lab/sweep.py` says why), and both arms' replays name it.
 """
