@@ -32,6 +32,11 @@ def _tree(path: str) -> ast.AST:
     return ast.parse((ROOT / path).read_text(), filename=path)
 
 
+def _modules(folder: str) -> list[Path]:
+    """Every module of a layer's folder, its subpackages' included (stores/postgres/, runtime/chaos/, testing/stores/)."""
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
 def _imports(tree: ast.AST) -> set[str]:
     names = set()
     for node in ast.walk(tree):
@@ -119,7 +124,7 @@ def test_importing_the_core_loads_no_database_driver():
 
 
 def test_the_stores_import_the_core_and_not_the_reverse():
-    for path in sorted((ROOT / "stores").glob("*.py")):
+    for path in _modules("stores"):
         relative = str(path.relative_to(ROOT))
         imported = _imports(_tree(relative))
         assert not any(
@@ -128,7 +133,7 @@ def test_the_stores_import_the_core_and_not_the_reverse():
 
 
 def test_the_runtime_does_not_import_the_test_kit():
-    for path in sorted((ROOT / "runtime").glob("*.py")):
+    for path in _modules("runtime"):
         relative = str(path.relative_to(ROOT))
         imported = _imports(_tree(relative))
         assert not any(name.startswith("shiftchange.testing") for name in imported), f"{relative} imports shiftchange.testing"
@@ -145,20 +150,28 @@ FORBIDDEN_IMPORTS = {
     "explore": ("shiftchange.lab", "shiftchange.sim", "simpy"),
     "runtime": ("shiftchange.lab",),
     "testing": ("shiftchange.runtime",),
+    "checkers": ("shiftchange.lab", "shiftchange.sim", "shiftchange.explore", "shiftchange.runtime", "simpy"),
     "package": ("shiftchange.sim", "shiftchange.explore", "shiftchange.runtime", "shiftchange.lab", "simpy"),
 }
 """Who may not import whom: the drivers never import the lab above them, the explorer neither the simulator nor SimPy,
-the kit never the runtime it is meant to be pointed at, and the top-level modules (the anti-patterns) no driver."""
+the kit never the runtime it is meant to be pointed at, the checkers (and the one record of a run) no driver and no lab,
+and the top-level modules (the anti-patterns) no driver."""
 
 
 @pytest.mark.parametrize("folder", sorted(FORBIDDEN_IMPORTS))
 def test_a_layer_imports_nothing_it_must_not(folder):
     forbidden = FORBIDDEN_IMPORTS[folder]
     found = []
-    for path in sorted((ROOT / folder).glob("*.py")):
+    for path in _modules(folder):
         relative = str(path.relative_to(ROOT))
         found += [f"{relative} imports {name}" for name in sorted(_imports(_tree(relative))) if name.startswith(forbidden)]
     assert not found, "\n".join(found)
+
+
+def test_the_layer_scans_reach_into_subpackages():
+    """The scans above read every module of a layer, not only its top folder: the split packages are layers' modules too."""
+    scanned = {str(path.relative_to(ROOT)) for folder in ("stores", "runtime", "testing") for path in _modules(folder)}
+    assert {"stores/postgres/transaction.py", "runtime/chaos/run.py", "testing/stores/shared.py"} <= scanned
 
 
 def test_the_forbidden_imports_check_finds_a_planted_import():
