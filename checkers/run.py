@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .history import OK, VIOLATED, Verdict
+from .history import OK, UNKNOWN, VIOLATED, Verdict
 
 SCHEMA_VERSION = 3
 """The version of the JSON object of a run (`--json`, report.json): it changes whenever a field changes meaning.
@@ -38,6 +38,8 @@ SCHEMA_VERSION = 3
 3: one shape for every driver (`driver`, `search`, `subject`, `faults` as records); the simulator's was at 1 and
 chaos's at 2, each its own shape."""
 
+STATUSES = (OK, VIOLATED, UNKNOWN)
+"""The three answers a checker gives."""
 DRIVERS = ("sim", "explore", "chaos")
 """The drivers a run comes from: the SimPy world, the exhaustive search, real processes under faults."""
 
@@ -99,6 +101,8 @@ class Run:
         for name, verdict in self.verdicts.items():
             if not isinstance(verdict, Verdict) or verdict.name != name:
                 raise RunRecordError(f"the verdict under {name!r} is not that invariant's Verdict: {verdict!r:.80}")
+            if verdict.status not in STATUSES:
+                raise RunRecordError(f"the verdict on {name} is {verdict.status!r}, not one of {', '.join(STATUSES)}")
 
     @property
     def violated(self) -> list[str]:

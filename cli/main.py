@@ -277,7 +277,7 @@ def _sim_run(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     began = time.perf_counter()
     try:
-        outputs.check()
+        outputs.check(table)
         say_notes()
         with _cleared(progress):
             played = play_run(

@@ -145,6 +145,18 @@ SEARCH_FIELDS = (
 """What a search's record says of the search: how it went, how far, what it reduced, and whether it completed."""
 
 
+def search_flags(result: Exploration) -> str:
+    """The flags that give the search itself, beyond its configuration: strategy, bounds, processes, reduction."""
+    parts = [" --dfs"] if result.strategy != BFS else []
+    parts += [f" --depth {result.depth_bound}"] if result.depth_bound is not None else []
+    parts += [f" --states {result.states_bound}"] if result.states_bound is not None else []
+    parts += [f" --time-limit {result.time_bound_s:g}"] if result.time_bound_s is not None else []
+    parts += [f" --processes {result.processes}"] if result.processes > 1 else []
+    parts += [" --por"] if result.por else []
+    parts += [" --no-symmetry"] if not result.symmetry else []
+    return "".join(parts)
+
+
 def to_record(result: Exploration) -> Run:
     """A search as the one record every driver's run is (`checkers.run.Run`): what was searched and how far is its
     `search`; its counterexample, if any, its `subject`; it delivers no fault at a time (its faults are bounds in its
@@ -160,7 +172,7 @@ def to_record(result: Exploration) -> Run:
         spec=_spec_json(result),
         verdicts=verdicts(result),
         metrics={},
-        replay=f"shiftchange explore {steps_flags(config)}",
+        replay=f"shiftchange explore {steps_flags(config)}{search_flags(result)}",
         tasks=config.tasks,
         antipattern=config.antipattern,
         search=search,

@@ -56,9 +56,10 @@ class Outputs:
     coverage: str | None = None
     """The rows of the table the run fired (for `spec review --coverage`)."""
 
-    def check(self) -> None:
+    def check(self, table: Table | None = None) -> None:
         """Every output can be written: a file into a folder that exists and can be written, the page an .html file, the
-        artifacts folder under a writable one; else an `InputError` naming the first that cannot."""
+        artifacts folder under a writable one, and the coverage counted against `table`'s rows (a spec whose rows an event
+        cannot tell apart is refused); else an `InputError` naming the first that cannot."""
         from shiftchange.spec.coverage import CoverageError, check_writable
 
         if self.report is not None:
@@ -78,6 +79,7 @@ class Outputs:
                 check_writable(self.coverage)
             except CoverageError as error:
                 raise InputError(str(error)) from error
+            _coverage_sink(self.coverage, table)
 
 
 @dataclass(frozen=True)

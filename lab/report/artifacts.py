@@ -7,7 +7,7 @@
     series.png      the four panels of `plot.plot_series`
     history.jsonl   every history entry, one JSON object a line, in order, streamed as the run goes
     report.html     the page a person looks at (`html`): report.json's verdicts and metrics, the series
-                    with the faults shaded, the schedule, and the timelines of up to `TIMELINE_TASKS_MAX` tasks
+                    with the faults shaded, the faults played, and the timelines of up to `TIMELINE_TASKS_MAX` tasks
 
 report.html is rendered from the very dict written as report.json, so the two
 never disagree. The history is written as it happens (a sink on the history),

@@ -4,18 +4,18 @@ What it shows, top to bottom: what ran, the invariant table with each
 verdict's evidence, the metrics, the series with the faults shaded, the fault
 schedule, and one task's recovery timeline at a time, picked from a list.
 
-Why here, in the lab, and not in a `report/` package of its own: the page is
-the HTML sibling of `sim.report` (the text and JSON a run prints) and of
-`sim.artifacts` (the run's folder, which now holds `report.html` too), so it
-lives beside them. It serves chaos as well through one driver-neutral value,
-`RunPage`: `sim_page` builds it from a simulated run, `explore_page` from a
-search's record, `chaos_page` from a chaos report and the store it ran on. Nothing here imports the runtime, and
-the runtime never imports this; `cli.chaos` brings the two together. A new
-top-level package for one module would be a layer with one user.
+The page is the HTML renderer of `lab.report`, beside the text (`text`), the
+record (`record`) and the run's folder (`artifacts`, which holds
+`report.html` too). It serves every driver through one driver-neutral value,
+`RunPage` (`pages`): `sim_page` builds it from a simulated run, `explore_page`
+from a search's record, `chaos_page` from a chaos report and the store it ran
+on. Nothing here imports the runtime, and the runtime never imports this;
+`cli.chaos` brings the two together.
 
 Why it cannot disagree with the JSON report: every verdict and metric on the
 page is read from the very object the JSON report is (`artifacts.report` for
-a simulated run, `ChaosReport.to_json` for chaos: each a `checkers.run.Run`'s one JSON shape), the series are the
+a simulated run, `explore.report.as_json` for a search, `ChaosReport.to_json` for chaos: each a `checkers.run.Run`'s
+one JSON shape), the series are the
 recorder's rows (chaos: the judged history counted per window), and each
 task's timeline is `core.timeline.build_timeline`'s, the one `shiftchange
 timeline` prints, built from the same final read of the task the checkers
@@ -130,9 +130,18 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def headline(report: Mapping[str, Any]) -> str:
+    """The page's one word: FAIL when the run did not pass, PASS only when it passed and every invariant held, else
+    INCOMPLETE (a search that stopped at a bound passed nothing it found, and proved nothing either)."""
+    if not report["ok"]:
+        return "FAIL"
+    held = all(found["status"] == "ok" for found in report["invariants"].values())
+    return "PASS" if held else "INCOMPLETE"
+
+
 def render(page: RunPage) -> str:
     """The whole page as one HTML document: inline style and script, inline SVG, nothing fetched."""
-    verdict = "PASS" if page.report["ok"] else "FAIL"
+    verdict = headline(page.report)
     body = [
         f'<header><h1>{_e(page.title)}</h1><p class="verdict {verdict.lower()}" id="overall">{verdict}: {_e(_tally(page.report))}</p>',
         "</header>",
@@ -439,6 +448,7 @@ section { background: #fff; border: 1px solid #e4e4e4; border-radius: 6px; paddi
 .verdict { font-weight: 600; padding: 6px 10px; border-radius: 4px; display: inline-block; }
 .verdict.pass { background: #e6f4ea; color: var(--pass); }
 .verdict.fail { background: #fde8e8; color: var(--fail); }
+.verdict.incomplete { background: #fdf6e3; color: #7a5a00; }
 table { border-collapse: collapse; }
 th, td { text-align: left; vertical-align: top; padding: 3px 10px 3px 0; border-bottom: 1px solid #f0f0f0; }
 .wide { overflow-x: auto; }

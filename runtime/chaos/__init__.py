@@ -55,7 +55,7 @@ Metrics. With `metrics` (`--metrics`), the orchestrator and every worker
 are started with `--metrics-port 0` (each logs the URL it serves on), and
 when the drain ends, before any process is stopped, the harness scrapes each
 one's `/metrics` and keeps, per process, each sample summed over its labels
-(`scraped` in the report; docs/metrics.md says what each means). A process
+(`subject.scraped` in the report's JSON; docs/metrics.md says what each means). A process
 killed and restarted starts its counters afresh: a scrape counts its last
 incarnation only.
 
@@ -71,7 +71,7 @@ folder or a git revision, read as `shiftchange spec check` reads one:
 it was read, and the children are started with `--spec` naming that copy, so
 a folder edited or a branch moved mid-run cannot change what a restarted
 process runs. The report records the spec's label and digest, and the
-command that runs the same configuration again (`rerun`) carries `--spec`.
+command that runs the same configuration again (the record's `replay`) carries `--spec`.
 
 This module imports only the standard library at load time: `shiftchange`
 builds its whole parser before it runs any command, and must not compile the

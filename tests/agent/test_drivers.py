@@ -33,8 +33,9 @@ from shiftchange.sim.config import SimConfig
 from shiftchange.sim.world import agent_config as sim_agent
 
 TASK, ATTEMPT, PREVIOUS, TOKEN = "task-1", "task-1#2", "task-1#1", "token-2"
-CONFIG = RuntimeConfig(tool_calls=1, gateway_retries_max=3)
-"""The explorer bounds a call's asks at three retries; the other drivers are given the same."""
+CONFIG = RuntimeConfig(tool_calls=1, gateway_retries_max=2, core=replace(RuntimeConfig().core, heartbeat_interval_s=0.8))
+"""Settings away from the agent's defaults (three retries, a one-second heartbeat), so a converter that forgot one shows;
+the explorer bounds a call's asks at three retries."""
 SIM_CONFIG = replace(
     SimConfig(),
     core=CONFIG.core,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -73,6 +74,18 @@ def test_what_each_driver_says_lands_where_a_reader_looks():
     assert sim["replay"].startswith("shiftchange sim run --scenario mixed --seed 1 --tasks 20")
 
 
+def test_a_searchs_replay_searches_the_same_way_again(capsys):
+    """Goal: a search's `replay` carries its bounds and its reduction, so running it gives the same search, stopped alike."""
+    from shiftchange.cli.main import main
+
+    record = as_json(explore(ExploreConfig(crashes=1, pauses=1), states_max=20, por=True))
+    assert record["replay"].endswith(" --states 20 --por")
+    assert main([*shlex.split(record["replay"])[1:], "--json"]) == 3
+    again = json.loads(capsys.readouterr().out)
+    assert again["search"]["stopped_by"] == record["search"]["stopped_by"] == "states" and again["search"]["por"] is True
+    assert again["replay"] == record["replay"]
+
+
 def test_an_unknown_verdict_is_not_ok_in_the_record():
     """Goal: `ok` is true only for a verdict that held; unknown and violated are both false, told apart by `status`."""
     judged = invariants_json(
@@ -88,6 +101,7 @@ def test_an_unknown_verdict_is_not_ok_in_the_record():
         (lambda r: r.pop("subject"), "has no subject"),
         (lambda r: r.update(driver="jepsen"), "not 'jepsen'"),
         (lambda r: r["invariants"].update(single_owner={"status": "ok"}), "invariants are malformed"),
+        (lambda r: r["invariants"]["single_owner"].update(status="fine"), "is 'fine', not one of ok, violated, unknown"),
     ],
 )
 def test_a_record_of_another_shape_is_refused_with_why(change, message):

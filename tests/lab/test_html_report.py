@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.cli.main import main
-from shiftchange.lab.report.html import SIM_PANELS, TimelineSink, render, sim_page
+from shiftchange.lab.report.html import SIM_PANELS, TimelineSink, headline, render, sim_page
 from shiftchange.sim.scenarios import scenario_config
 from shiftchange.sim.world import play
 from tests.browser import inspect
@@ -245,3 +245,14 @@ def test_a_search_writes_the_same_page_from_its_record(tmp_path, capsys):
     assert page.tags.count("script") == 1 and text.count("</body>") == 1
     assert main(["explore", "--workers", "1", "--report", str(tmp_path / "no-such-folder" / "page.html")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_search_stopped_by_a_bound_is_incomplete_on_its_page_and_a_complete_one_passes(tmp_path, capsys):
+    """Goal: the page's one word is the command's: a search its state bound stopped found nothing and proved nothing
+    (INCOMPLETE, exit 3), a completed clean one passes, a run that failed fails."""
+    stopped, done = tmp_path / "stopped.html", tmp_path / "done.html"
+    assert main(["explore", "--crashes", "1", "--pauses", "1", "--states", "20", "--report", str(stopped)]) == 3
+    assert main(["explore", "--workers", "1", "--report", str(done)]) == 0
+    capsys.readouterr()
+    assert 'id="overall">INCOMPLETE: ' in stopped.read_text() and 'id="overall">PASS: ' in done.read_text()
+    assert headline({"ok": False, "invariants": {}}) == "FAIL"
