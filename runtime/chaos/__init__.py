@@ -55,7 +55,7 @@ Metrics. With `metrics` (`--metrics`), the orchestrator and every worker
 are started with `--metrics-port 0` (each logs the URL it serves on), and
 when the drain ends, before any process is stopped, the harness scrapes each
 one's `/metrics` and keeps, per process, each sample summed over its labels
-(`subject.scraped` in the report's JSON; docs/metrics.md says what each means). A process
+(`scraped`, in the subject of the report's JSON; docs/metrics.md says what each means). A process
 killed and restarted starts its counters afresh: a scrape counts its last
 incarnation only.
 
