@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shiftchange.core import InputError
-from shiftchange.lab import tune
+from shiftchange.lab import lease_model, tune
 from shiftchange.lab.stats import binomial_interval
 from shiftchange.lab.tune import (
     FLIGHT_S,
@@ -123,7 +123,7 @@ def test_bad_input_is_one_line_before_anything_runs(monkeypatch, change, says):
     def refuse(*_args, **_kwargs):
         raise AssertionError("a run was started for bad input")
 
-    monkeypatch.setattr(tune, "play", refuse)
+    monkeypatch.setattr(lease_model, "play", refuse)  # the hold times are measured there
     monkeypatch.setattr(tune, "sweep_rows", refuse)
     arguments = {"tool_call_s": 30.0, "renewal_loss": 0.1, "target_per_1000_leases": 1.0, **change}
     with pytest.raises(InputError) as raised:
