@@ -26,25 +26,12 @@ MARGIN_S = 5.0
 """TTL = kI + MARGIN_S: far above a round trip (two one-way delays of 20 ms mean), so no renewal lands on a window's edge."""
 FLIGHT_S = 1.0
 """Room for one message in flight in the detection bound: 50 mean one-way delays (an exponential tail of e^-50)."""
-RENEWALS = "renew_lease"
-"""The one contract call the renewal loss falls on."""
-TASKS_DEFAULT = 300
 HOLD_SEEDS = (0, 1)
 """The lossless runs whose holds the rule works from."""
-SEED_FIRST = 100
-"""With no seeds given the confirmation plays seeds from here up: never the hold runs' seeds."""
 PLAN_CHANCE = 0.9
 """Planned runs give the bound this chance of reaching the target if the closed form is right."""
-RUNS_MAX = 120
-"""With no seeds given, the rule's TTL is played on at most this many runs (the default scale: under two minutes on two cores)."""
-SHORTER_RUNS_MAX = 30
-"""And the TTL one heartbeat shorter, which only shows the rule is tight, on at most this many."""
-CRASH_RESTART_S = 30.0
-"""The placed crash's worker comes back after this long (the workers' own default restart)."""
 LEASES_PLANNED_MAX = 10_000_000
 """Planning looks no further than this many leases: a target that needs more is reported as needing more."""
-HOLDS_THIN = 10
-"""A closed form resting on fewer measured holds longer than the TTL than this is flagged: the runs, not it, are the evidence."""
 RULE = "the lease-tuning closed form, the smallest k with p^k A(kI + {margin:g} s) <= {target:g} per 1,000 leases: k = {k}"
 
 

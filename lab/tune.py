@@ -68,17 +68,10 @@ from shiftchange.sim.config import SimConfig
 from shiftchange.sim.scenarios import scenario_config
 
 from .lease_model import (
-    CRASH_RESTART_S,
     FLIGHT_S,
-    HOLDS_THIN,
     LEASES_PLANNED_MAX,
     MARGIN_S,
-    RENEWALS,
-    RUNS_MAX,
     SCENARIO,
-    SEED_FIRST,
-    SHORTER_RUNS_MAX,
-    TASKS_DEFAULT,
     Holds,
     LeaseRule,
     _number,
@@ -114,6 +107,21 @@ __all__ = [
     "tune_lease",
     "window_expiry_probability",
 ]
+
+
+RENEWALS = "renew_lease"
+"""The one contract call the renewal loss falls on."""
+TASKS_DEFAULT = 300
+SEED_FIRST = 100
+"""With no seeds given the confirmation plays seeds from here up: never the hold runs' seeds."""
+RUNS_MAX = 120
+"""With no seeds given, the rule's TTL is played on at most this many runs (the default scale: under two minutes on two cores)."""
+SHORTER_RUNS_MAX = 30
+"""And the TTL one heartbeat shorter, which only shows the rule is tight, on at most this many."""
+CRASH_RESTART_S = 30.0
+"""The placed crash's worker comes back after this long (the workers' own default restart)."""
+HOLDS_THIN = 10
+"""A closed form resting on fewer measured holds longer than the TTL than this is flagged: the runs, not it, are the evidence."""
 
 
 # ------------------------------------------------------------------ the answer
