@@ -104,11 +104,6 @@ class Run:
             if verdict.status not in STATUSES:
                 raise RunRecordError(f"the verdict on {name} is {verdict.status!r}, not one of {', '.join(STATUSES)}")
 
-    @property
-    def violated(self) -> list[str]:
-        """The invariants this run violated, in the order they were judged."""
-        return [name for name, verdict in self.verdicts.items() if verdict.status == VIOLATED]
-
     def to_json(self) -> dict[str, Any]:
         """The one JSON shape of a run (`KEYS`, in order)."""
         record = {
