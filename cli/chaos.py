@@ -35,7 +35,6 @@ from shiftchange.runtime.chaos import (
     ChaosError,
     ChaosFaults,
     _kind_of,
-    render_text,
     resolve_spec,
     run_chaos,
 )
@@ -246,7 +245,9 @@ def run_chaos_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2), flush=True)
     else:
-        print(render_text(report), end="", flush=True)
+        from shiftchange.lab.report import render
+
+        print(render(report.to_record()), end="", flush=True)
     if args.report is not None:
         # After the report is printed: a page that cannot be written (exit 2) must not cost the run's verdicts.
         _write_report(args.report, report, args.store)

@@ -215,7 +215,8 @@ def _read_spec(config: Any) -> None:
 
 def _search(args: argparse.Namespace, config: Any) -> int:
     from shiftchange.explore import BFS, DFS, explore
-    from shiftchange.explore.report import as_json, coverage_lines, summary_lines, verdict_lines
+    from shiftchange.explore.report import to_record
+    from shiftchange.lab.report import render
 
     bar = _bar(args) if sys.stderr.isatty() and not args.json else None
 
@@ -243,15 +244,14 @@ def _search(args: argparse.Namespace, config: Any) -> int:
     if result.stopped_by == "interrupted":
         print("shiftchange: interrupted; the summary of what was searched follows", file=sys.stderr)
     if args.json:
-        report = as_json(result)
+        report = to_record(result).to_json()
         if covered is not None:
             report["coverage"]["written_to"] = args.coverage
         print(json.dumps(report, indent=2))
     else:
-        lines = [*summary_lines(result), "", *verdict_lines(result), "", *coverage_lines(result)]
+        print(render(to_record(result)), end="")
         if covered is not None:
-            lines.append(covered)
-        print("\n".join(lines))
+            print(covered)
     if result.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     if not result.ok:
@@ -283,7 +283,7 @@ def _write_coverage(path: str | None, result: Any) -> str | None:
 def _write_report(path: str | None, result: Any) -> None:
     """Write the search's page (`--report`), from the very record `--json` prints."""
     from shiftchange.core import InputError
-    from shiftchange.explore.report import as_json
+    from shiftchange.explore.report import to_record
     from shiftchange.lab.report.html import explore_page, write_page
 
     from .common import BadInput
@@ -291,7 +291,7 @@ def _write_report(path: str | None, result: Any) -> None:
     if path is None:
         return
     try:
-        write_page(explore_page(as_json(result)), path)
+        write_page(explore_page(to_record(result).to_json()), path)
     except (OSError, InputError) as error:
         raise BadInput(f"cannot write the report to {path}: {error}") from error
     if result.stopped_by != "interrupted":

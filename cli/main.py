@@ -261,7 +261,7 @@ def _cleared(progress: _Progress | None) -> Iterator[None]:
 def _sim_run(args: argparse.Namespace) -> int:
     # Imported here, as in `_timeline`: the parser is built for every command, and none of them but this needs the simulator.
     from shiftchange.core import InputError
-    from shiftchange.lab.report import render_minimal, render_text
+    from shiftchange.lab.report import render, render_minimal
     from shiftchange.lab.run import Outputs, play_run, shrink_run
     from shiftchange.lab.settings import to_toml
     from shiftchange.sim.world import Interrupted
@@ -289,7 +289,7 @@ def _sim_run(args: argparse.Namespace) -> int:
         raise BadInput(str(error)) from error
     outcome, record = played.outcome, played.record
     if not args.json:
-        print(render_text(outcome, record.replay, played.elapsed_s, table), end="", flush=True)
+        print(render(record), end="", flush=True)
         if played.covered is not None:
             print(played.covered)
         if args.report is not None:
@@ -314,7 +314,7 @@ def _sim_run(args: argparse.Namespace) -> int:
 
 def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: float, table: Any = None) -> int:
     """Ctrl-C mid-run: one line on stderr, then the report of what was played, judged as far as it went."""
-    from shiftchange.lab.report import render_text, replay_command, to_json
+    from shiftchange.lab.report import render, to_record
 
     world, now = interrupted.world, interrupted.world.env.now
     faults = world.kept(interrupted.faults_kept)
@@ -330,11 +330,11 @@ def _sim_interrupted(args: argparse.Namespace, interrupted: Any, elapsed_s: floa
         return EXIT_INTERRUPTED
     print(f"shiftchange: interrupted at {where}; the partial report follows (invariants judged on the history so far)", file=sys.stderr)
     if args.json:
-        report = to_json(partial, elapsed_s, table)
+        report = to_record(partial, elapsed_s, table).to_json()
         report["interrupted"] = {"sim_time_s": now, "tasks_retired": world.metrics.tasks_retired, "faults_struck": struck}
         print(json.dumps(report, indent=2))
     else:
-        print(render_text(partial, replay_command(partial, table=table), elapsed_s, table), end="")
+        print(render(to_record(partial, elapsed_s, table)), end="")
     return EXIT_INTERRUPTED
 
 

@@ -1,10 +1,11 @@
-"""A search's report: the honest summary, the invariant table as `sim run` prints it, the coverage, and the JSON object."""
+"""A search as the one record of a run (`checkers.run.Run`): its verdicts, what was searched and how far, its
+counterexample and coverage. The text and the page are the lab's one renderer each, over this record."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Verdict, invariant_rows
+from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Verdict
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.checkers.run import Run
 
@@ -15,59 +16,10 @@ from .search import BFS, Exploration
 MACHINES = ("attempt", "task")
 
 
-def summary_lines(result: Exploration) -> list[str]:
-    """The honest summary: what was searched, how far, how fast, and whether it completed."""
-    how = "breadth-first" if result.strategy == BFS else f"depth-first to depth {result.depth_bound}"
-    reduction = "workers interchangeable" if result.symmetry else "no symmetry reduction"
-    processes = f" over {result.processes} processes" if result.processes > 1 else ""
-    processes += ", partial-order reduction" if result.por else ""
-    lines = [
-        f"explore {steps_flags(result.config)}",
-        _spec_line(result),
-        f"  {how}{processes}, {reduction}"
-        + (f", depth bound {result.depth_bound}" if result.depth_bound is not None and result.strategy == BFS else "")
-        + (f", state bound {result.states_bound:,}" if result.states_bound is not None else "")
-        + (f", time limit {result.time_bound_s:g} s" if result.time_bound_s is not None else ""),
-        f"  {result.states:,} distinct states, {result.explored:,} explored, {result.transitions:,} transitions,"
-        f" maximum depth {result.depth}, {result.quiescent:,} quiescent"
-        + (f", {result.pruned:,} steps skipped (their other order was taken)" if result.por else ""),
-        "  the work can finish: "
-        + ("yes, some run ends with every task done" if result.finishes else "no run found that ends with every task done"),
-        f"  {result.elapsed_s:.1f} s, {result.states_per_s:,.0f} distinct states per second"
-        + (f", {result.spilled:,} states waited on disk" if result.spilled else ""),
-        f"  states kept as {result.fingerprint_bits}-bit fingerprints: the chance two of them collided is at most"
-        f" {result.collision_probability:.1e}",
-    ]
-    return [*lines, _ending(result)]
-
-
-def _spec_line(result: Exploration) -> str:
-    """Which transition table the core ran: the spec's label and digest, and the anti-pattern's edit of it, if any."""
-    spec, played = result.spec, result.table
-    line = f"  spec: {spec.label} (digest {spec.digest})"
-    if played is not None and played is not spec:
-        line += f", run with the {result.config.antipattern} edit (digest {played.digest})"
-    return line
-
-
 def _spec_json(result: Exploration) -> dict[str, Any]:
     spec, played = result.spec, result.table
     table = played if played is not None else spec
     return {"label": spec.label, "digest": spec.digest, "ran": {"label": table.label, "digest": table.digest}}
-
-
-def _ending(result: Exploration) -> str:
-    if result.stopped_by is None:
-        return "  the search completed: every reachable state was visited"
-    if result.stopped_by == "violation":
-        return "  the search stopped at the first violation"
-    if result.stopped_by == "depth":
-        return f"  INCOMPLETE: the depth bound left {result.cut:,} states unexpanded"
-    if result.stopped_by == "states":
-        return f"  INCOMPLETE: the state bound of {result.states_bound:,} was reached"
-    if result.stopped_by == "time":
-        return f"  INCOMPLETE: the time limit of {result.time_bound_s:g} s was reached"
-    return "  INCOMPLETE: interrupted"
 
 
 def verdicts(result: Exploration) -> dict[str, Verdict]:
@@ -92,35 +44,6 @@ def _why_unknown(result: Exploration) -> str:
     return f"the search stopped at its {result.stopped_by} bound"
 
 
-def verdict_lines(result: Exploration) -> list[str]:
-    """The invariant table, as `sim run` prints it; then, for a violation, its timeline and replay command."""
-    judged = verdicts(result)
-    unknown = [v for v in judged.values() if v.status == UNKNOWN]
-    lines = invariant_rows({name: v if v.status != UNKNOWN else Verdict(name, UNKNOWN, 0, ()) for name, v in judged.items()})
-    if unknown:
-        lines.append(f"  ({len(unknown)} could not tell: {unknown[0].example[0]})")
-    example = result.counterexample
-    if example is None:
-        if result.complete:
-            return [*lines, "no invariant is violated in any reachable state"]
-        return [*lines, "no invariant is violated in any state visited (the search did not complete, so this is not a proof)"]
-    shortest = " (a shortest path)" if result.strategy == BFS else ""
-    lines += ["", f"{example.invariant} is violated after {len(example.steps)} steps{shortest}"]
-    lines += ["", "timeline:", *list(example.timeline)]
-    lines += ["", "replay:", f"  {replay_command(result.config, example.steps)}"]
-    return lines
-
-
-def coverage_lines(result: Exploration) -> list[str]:
-    coverage = result.coverage()
-    lines = []
-    for machine in MACHINES:
-        rows = len(coverage.identity[machine])
-        lines.append(f"{machine} rows fired: {coverage.rows_fired(machine)} of {rows}")
-        lines += [f"  never reached: {row}" for row in coverage.never_fired(machine)]
-    return lines
-
-
 SEARCH_FIELDS = (
     "strategy",
     "symmetry",
@@ -138,6 +61,7 @@ SEARCH_FIELDS = (
     "finishes",
     "complete",
     "stopped_by",
+    "cut",
     "spilled",
     "fingerprint_bits",
     "collision_probability",
@@ -180,11 +104,6 @@ def to_record(result: Exploration) -> Run:
         wall_s=result.elapsed_s,
         subject={"counterexample": _counterexample_json(result)},
     )
-
-
-def as_json(result: Exploration) -> dict[str, Any]:
-    """The `--json` report of a search: its record's one JSON shape (`checkers.run.Run.to_json`)."""
-    return to_record(result).to_json()
 
 
 def _counterexample_json(result: Exploration) -> dict[str, Any] | None:

@@ -2,7 +2,7 @@
 
 - `record`: a simulated run as the one record every driver's run is
   (`checkers.run.Run`: `--json` and report.json), and its replay command;
-- `text`: what a person reads in a terminal;
+- `text`: what a person reads in a terminal, for a run of any driver (`render`, over the record);
 - `html` (with `pages`, the values a page shows): one self-contained page for
   a simulated run, a search or a chaos run;
 - `plot`: the series and the sweeps' figures as images;
@@ -18,12 +18,12 @@ and a run with any unknown is not a pass. Every metric carries its unit.
 from __future__ import annotations
 
 from .record import faults_played, replay_command, spec_given, spec_record, spec_words, to_json, to_record
-from .text import render_minimal, render_text, rounded_times
+from .text import render, render_minimal, rounded_times
 
 __all__ = [
     "faults_played",
+    "render",
     "render_minimal",
-    "render_text",
     "replay_command",
     "rounded_times",
     "spec_given",

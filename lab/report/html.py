@@ -14,7 +14,7 @@ on. Nothing here imports the runtime, and the runtime never imports this;
 
 Why it cannot disagree with the JSON report: every verdict and metric on the
 page is read from the very object the JSON report is (`artifacts.report` for
-a simulated run, `explore.report.as_json` for a search, `ChaosReport.to_json` for chaos: each a `checkers.run.Run`'s
+a simulated run, `explore.report.to_record` for a search, `ChaosReport.to_json` for chaos: each a `checkers.run.Run`'s
 one JSON shape), the series are the
 recorder's rows (chaos: the judged history counted per window), and each
 task's timeline is `core.timeline.build_timeline`'s, the one `shiftchange

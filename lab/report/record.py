@@ -101,7 +101,8 @@ def to_record(outcome: Outcome, elapsed_s: float, table: Table | None = None, fi
 
     Its faults are those the run played, each with its index in the seed's schedule (what `--faults` keeps); its subject
     holds what identifies a simulated run beside its scenario, seed and tasks: the history's digest, the SimPy events and
-    history entries counted, the schedule's size, and the artifacts folder's files (`files`) when it has one.
+    history entries counted, the schedule's size, the settings its config changed from its scenario's (dotted paths),
+    and the artifacts folder's files (`files`) when it has one.
     `spec` is the table the run was given (`table`; the packaged one when None), by label and digest.
     """
     kept = None if outcome.faults_kept is None else set(outcome.faults_kept)
@@ -111,6 +112,7 @@ def to_record(outcome: Outcome, elapsed_s: float, table: Table | None = None, fi
         "events_processed": outcome.events_processed,
         "history_entries": outcome.history_entries,
         "schedule_faults": len(outcome.schedule),
+        "settings_changed": sorted(diff(_base_config(outcome), outcome.config)),
     }
     if files:
         subject["files"] = list(files)

@@ -120,7 +120,6 @@ from .plan import (
     resolve_spec,
 )
 from .processes import _Child, _kind_of
-from .report import _counted, render_text
 from .run import _Run
 
 if TYPE_CHECKING:
@@ -147,11 +146,9 @@ __all__ = [
     "RunSpec",
     "_Child",
     "_Run",
-    "_counted",
     "_kind_of",
     "ledger_entries",
     "plan_faults",
-    "render_text",
     "resolve_spec",
     "run_chaos",
 ]

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .plan import (
-    _ORCHESTRATOR,
     _STRIKES,
     CONN_KILL,
     DRAIN_DEFAULT_S,
@@ -256,25 +255,6 @@ def _round(value: float) -> float:
 def _number(value: float) -> str:
     """A number as a command line gives it back: 15 for 15.0, 0.8 for 0.8000000000000002."""
     return format(value, ".12g")
-
-
-def _scraped_row(scraped: Mapping[str, Any]) -> str:
-    """What the processes' own metrics said when the drain ended: the orchestrator's duties and the workers' calls."""
-    read = {name: found["samples"] for name, found in scraped.items() if "samples" in found}
-    workers = [samples for name, samples in read.items() if name != _ORCHESTRATOR]
-
-    def summed(sample: str) -> int:
-        return round(sum(samples.get(sample, 0.0) for samples in workers))
-
-    parts = [f"{len(read)} of {len(scraped)} processes read (each since its latest start)"]
-    if _ORCHESTRATOR in read:
-        own = read[_ORCHESTRATOR]
-        accepted, expired = own.get("shiftchange_contracts_accepted_total", 0.0), own.get("shiftchange_leases_expired_total", 0.0)
-        parts.append(f"orchestrator {accepted:,.0f} contracts accepted, {expired:,.0f} leases expired")
-    if workers:
-        accepted, refused = summed("shiftchange_contracts_accepted_total"), summed("shiftchange_contracts_refused_total")
-        parts.append(f"workers {accepted:,} accepted, {refused:,} refused, {summed('shiftchange_calls_held_back_total'):,} held back")
-    return "; ".join(parts)
 
 
 def _metrics_url(log_path: Path) -> str:

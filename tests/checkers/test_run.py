@@ -10,7 +10,7 @@ import pytest
 from shiftchange.checkers import VIOLATED, Verdict
 from shiftchange.checkers.run import KEYS, SCHEMA_VERSION, Run, RunRecordError, from_json, invariants_json
 from shiftchange.explore import ExploreConfig, explore
-from shiftchange.explore.report import as_json
+from shiftchange.explore.report import to_record
 from shiftchange.lab.report import to_json
 from shiftchange.runtime.chaos import ChaosFaults, ChaosReport, Delivered
 from shiftchange.sim.scenarios import scenario_config
@@ -22,7 +22,7 @@ def _sim() -> dict:
 
 
 def _explore() -> dict:
-    return as_json(explore(ExploreConfig(workers=1)))
+    return to_record(explore(ExploreConfig(workers=1))).to_json()
 
 
 def _chaos() -> dict:
@@ -78,7 +78,7 @@ def test_a_searchs_replay_searches_the_same_way_again(capsys):
     """Goal: a search's `replay` carries its bounds and its reduction, so running it gives the same search, stopped alike."""
     from shiftchange.cli.main import main
 
-    record = as_json(explore(ExploreConfig(crashes=1, pauses=1), states_max=20, por=True))
+    record = to_record(explore(ExploreConfig(crashes=1, pauses=1), states_max=20, por=True)).to_json()
     assert record["replay"].endswith(" --states 20 --por")
     assert main([*shlex.split(record["replay"])[1:], "--json"]) == 3
     again = json.loads(capsys.readouterr().out)

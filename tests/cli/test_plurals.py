@@ -55,7 +55,7 @@ def test_a_run_with_one_fault_says_one_fault_injected(capsys):
     assert status == 0 and "; 1 fault injected, " in first and not ONE_PLURAL.search(first), first
 
 
-def test_the_chaos_report_counts_skewed_workers_singular_for_one():
-    from shiftchange.runtime.chaos import _counted
+def test_the_reports_count_skewed_workers_singular_for_one():
+    from shiftchange.lab.summary import counted
 
-    assert (_counted(1, "worker"), _counted(0, "worker"), _counted(1200, "worker")) == ("1 worker", "0 workers", "1,200 workers")
+    assert (counted(1, "worker"), counted(0, "worker"), counted(1200, "worker")) == ("1 worker", "0 workers", "1,200 workers")

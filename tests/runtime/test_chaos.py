@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 
 from shiftchange.checkers.rules import INVARIANTS
+from shiftchange.checkers.run import from_json
 from shiftchange.cli.main import main
-from shiftchange.runtime.chaos import FAULT_KINDS, ChaosFaults, ledger_entries, plan_faults, render_text, run_chaos
+from shiftchange.lab.report import render
+from shiftchange.runtime.chaos import FAULT_KINDS, ChaosFaults, ledger_entries, plan_faults, run_chaos
 
 CHAOS = [sys.executable, "-m", "shiftchange", "chaos"]
 FAST_FAULTS = ["--kill-every", "5", "--pause-every", "7", "--orchestrator-kill-every", "9", "--drop-every", "2"]
@@ -234,7 +236,8 @@ def test_a_postgres_run_with_connection_kills_holds_every_invariant(postgres_url
     log = (tmp_path / "run" / "logs" / f"{skewed.target}.log").read_text()
     assert f"SHIFTCHANGE_CLOCK_SKEW_S={skewed.skew_s:+g}" in log, "restarted with the skew in its environment"
     assert "leases judged on ServerClock(" in log and f"not on this process's clock ({skewed.skew_s:+g} s)" in log
-    text = render_text(report)
+    text = render(report.to_record())
+    assert render(from_json(json.loads(json.dumps(document)))) == text, "the text reads the record alone, as report.json keeps it"
     assert f"all {len(INVARIANTS)} invariants hold" in text and "PASS: every invariant holds" in text and "sessions terminated" in text
     assert "clock skews" in text and "behind, by 300 s" in text
     assert any(line.startswith("chaos: drained") for line in lines), lines
@@ -448,7 +451,7 @@ def test_the_report_writes_unix_times_in_its_examples_as_iso_times(tmp_path):
     verdicts = {"fenced_writes": Verdict("fenced_writes", "violated", 1, example)}
     metrics = run._metrics([], [], verdicts, {}, Measures(), 0)
     report = ChaosReport("sqlite:///x.db", "chaos-", str(tmp_path), 2, 15.0, 0, 1.0, True, ChaosFaults(), {}, verdicts, metrics)
-    text = render_text(report)
+    text = render(report.to_record())
     assert "expired at 2026-12-05T19:35:03.791Z" in text and "expired at 2026-12-05T19:35:03.790Z" in text, text
     assert not re.search(r"\d{10,}\.\d+", text), text
     assert report.to_json()["invariants"]["fenced_writes"]["example"] == list(example)
