@@ -7,7 +7,10 @@ task's final records). `rules` holds one checker per invariant of
 `spec/invariants.toml`; each folds entries and gives a `Verdict` (ok,
 violated with the entries that show it, or unknown). `measures` is the one
 fold of the figures every driver reports beside the verdicts: time to
-detect, time to recover, duplicate effects.
+detect, time to recover, duplicate effects. `recovery` is where a world's
+recovery after a trigger is judged, with one meaning (goodput back at a level
+for a number of series windows in a row): the `goodput_recovers` verdict and
+the lab's phase maps both ask it.
 
 They belong to no world: nothing here imports SimPy, the simulator or the
 runtime, and the rules read only the core's record types, so they judge the

@@ -1,4 +1,4 @@
-"""goodput_recovers: after a trigger ends, a dependency's goodput comes back; a world that stays down is metastable.
+"""Recovery, judged in one place with one meaning: after a trigger ends, a dependency's goodput comes back to a level.
 
 A metastable failure (Bronson et al., "Metastable Failures in Distributed
 Systems", HotOS 2021; Huang et al., "Metastable Failures in the Wild", OSDI
@@ -11,41 +11,97 @@ working on the calls whose callers gave up, so every new call is slow enough
 to time out too.
 
 This is a property of the world, not of one history's records, so it is
-judged on the run's time series, not by a fold over the history: for each
-placed provider fault (the triggers, `--fault`), the provider's goodput
-(calls answered by their deadline, per second) over `baseline_s` before the
-trigger is the level to recover to. It has recovered at the end of the
-first series window, after the trigger ended, whose goodput is at least
-`goodput_fraction` of that level; the verdict is violated when that does not
-happen within `bound_s` while tasks were still arriving, and unknown when
-the run cannot tell (no goodput before the trigger, or arrivals stopped or
-the run ended before the bound). A violation names the sustaining effects
-the series shows over the bound: retries' share of the calls offered
-(retry amplification), the share of the provider's work in progress whose
-callers had given up (abandoned work), timeouts' share of calls, and how the
-queue grew (backlog).
+judged on a run's time series (rows of windows, `t_s` and `window_s`, with a
+`DEPENDENCY.answered` count of calls answered by their deadline), not by a
+fold over the history. What "recovered" means, everywhere it is asked:
 
-The check runs only when `SimConfig.recovery` is set (the retry-storm
-scenario sets it); its result joins the run's verdicts as `goodput_recovers`
-and its figures join the metrics (`recovery_s`, the longest recovery;
-`goodput_before_per_s`, `goodput_after_per_s`).
+- `recovered_after_s`: from the trigger's end to the end of the first
+  `settle_windows` series windows in a row whose goodput (answered calls per
+  second over those windows) reaches the level asked for. The
+  `goodput_recovers` verdict asks for one window; a phase map
+  (`lab.phase`) for several, so a limit cycle that touches the level once
+  does not read as recovered;
+- `evidence`: what sustained a bad state over a span after the trigger:
+  retries' share of the calls offered (retry amplification), the share of the
+  provider's work in progress whose callers had given up (abandoned work),
+  timeouts' share of calls, and the queue at the trigger's end and late.
+
+The `goodput_recovers` verdict (`judge`): for each placed provider fault
+(the triggers, `--fault`), the provider's goodput over `baseline_s` before
+the trigger is the level to recover to; it is violated when the goodput is
+not back at `goodput_fraction` of it within `bound_s` while tasks were still
+arriving, and unknown when the run cannot tell (no goodput before the
+trigger, or arrivals stopped or the run ended before the bound). A violation
+names the sustaining effects the evidence shows over the bound.
+
+The simulator runs the verdict only when `SimConfig.recovery` is set (the
+retry-storm scenario sets it); its result joins the run's verdicts as
+`goodput_recovers` and its figures join the metrics (`recovery_s`, the
+longest recovery; `goodput_before_per_s`, `goodput_after_per_s`). The time a
+*task* takes to be claimed again after a fault hit its holder is another
+measure, `crash_recover_s` (`measures`): a task's recovery, not the world's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from shiftchange.checkers.history import OK, UNKNOWN, VIOLATED, Fault, Verdict
-
-from .config import RecoveryConfig
+from .history import OK, UNKNOWN, VIOLATED, Fault, Verdict
 
 NAME = "goodput_recovers"
 TRIGGERS = ("outage", "slowdown", "capacity_drop", "lost_responses", "revoked_credentials")
 """The placed faults of a provider that count as triggers."""
 EFFECT_SHARE_MIN = 0.2
 """A sustaining effect is named when it accounts for at least this share of what it is measured against."""
+VERDICT_SETTLE_WINDOWS = 1
+"""`goodput_recovers` counts a dependency back at the end of the first window at the level."""
+
+
+class Bounds(Protocol):
+    """What the verdict is stated against (the simulator's `RecoveryConfig`): the level's span, the fraction, the bound."""
+
+    baseline_s: float
+    goodput_fraction: float
+    bound_s: float
+
+
+def rate(rows: Sequence[dict[str, Any]], column: str) -> float | None:
+    """`column` per second over these windows (None over no time)."""
+    span_s = sum(row["window_s"] for row in rows)
+    return None if span_s <= 0 else sum(row[column] for row in rows) / span_s
+
+
+def share(rows: Sequence[dict[str, Any]], part: str, whole: str) -> float | None:
+    """`part` as a share of `whole` over these windows, to a millionth (None when `whole` is zero)."""
+    total = sum(row[whole] for row in rows)
+    return None if total <= 0 else round(sum(row[part] for row in rows) / total, 6)
+
+
+def recovered_after_s(rows: Sequence[dict[str, Any]], answered: str, end_s: float, level_per_s: float, settle_windows: int) -> float | None:
+    """From the trigger's end (`end_s`) to the end of the first `settle_windows` windows in a row whose goodput reaches
+    `level_per_s`; None if it never does in these rows. The one meaning of "recovered" (see the module docstring)."""
+    after = [row for row in rows if row["t_s"] >= end_s and row["window_s"] > 0]
+    for first in range(len(after) - settle_windows + 1):
+        span = after[first : first + settle_windows]
+        if (rate(span, answered) or 0.0) >= level_per_s:
+            return round(span[-1]["t_s"] + span[-1]["window_s"] - end_s, 6)
+    return None
+
+
+def evidence(rows: Sequence[dict[str, Any]], dependency: str, end_s: float, until_s: float) -> dict[str, Any]:
+    """What sustained a bad state (or did not), over the whole windows from the trigger's end to `until_s`: the shares of
+    retries, abandoned work and timeouts, and the queue at the trigger's end and at the span's last window."""
+    after = [row for row in rows if row["t_s"] >= end_s and row["t_s"] + row["window_s"] <= max(until_s, end_s)]
+    before = next((row for row in reversed(rows) if row["t_s"] < end_s), None)
+    return {
+        "retry_share": share(after, f"{dependency}.retried", f"{dependency}.offered"),
+        "abandoned_share": share(after, f"{dependency}.abandoned", f"{dependency}.working"),
+        "timeout_share": share(after, f"{dependency}.timed_out", f"{dependency}.offered"),
+        "queue_depth_at_trigger_end": before["queue_depth"] if before else 0,
+        "queue_depth_late": after[-1]["queue_depth"] if after else None,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +130,7 @@ class TriggerRecovery:
         return text + (f"; sustaining: {'; '.join(self.sustaining)}" if self.sustaining else "")
 
 
-def judge(rows: Sequence[dict[str, Any]], faults: Sequence[Fault], config: RecoveryConfig) -> tuple[Verdict, list[TriggerRecovery]]:
+def judge(rows: Sequence[dict[str, Any]], faults: Sequence[Fault], config: Bounds) -> tuple[Verdict, list[TriggerRecovery]]:
     """The goodput_recovers verdict of a run from its series rows and the faults it played."""
     triggers = [fault for fault in faults if fault.placed and fault.kind in TRIGGERS]
     if not rows or not triggers:
@@ -104,62 +160,44 @@ def metrics(judged: Sequence[TriggerRecovery]) -> dict[str, Any]:
     }
 
 
-def _rate(rows: Sequence[dict[str, Any]], column: str) -> float | None:
-    span_s = sum(row["window_s"] for row in rows)
-    return None if span_s <= 0 else sum(row[column] for row in rows) / span_s
-
-
-def _one(rows: Sequence[dict[str, Any]], fault: Fault, config: RecoveryConfig, arrivals_end_s: float) -> TriggerRecovery:
+def _one(rows: Sequence[dict[str, Any]], fault: Fault, config: Bounds, arrivals_end_s: float) -> TriggerRecovery:
     dependency = fault.target
     answered = f"{dependency}.answered"
     before_rows = [row for row in rows if row["t_s"] >= fault.at - config.baseline_s and row["t_s"] + row["window_s"] <= fault.at]
     after_rows = [row for row in rows if row["t_s"] >= fault.until and row["t_s"] < fault.until + config.bound_s]
-    before = _rate(before_rows, answered)
-    after = _rate(after_rows, answered)
+    before = rate(before_rows, answered)
+    after = rate(after_rows, answered)
     name = f"{fault.kind} {fault.target} at={fault.at:g} for={fault.until - fault.at:g}"
-    recovered_after_s = None
+    back_s = None
     if before is not None and before > 0:
-        for row in rows:
-            if row["t_s"] >= fault.until and row["window_s"] > 0 and row[answered] / row["window_s"] >= config.goodput_fraction * before:
-                recovered_after_s = round(row["t_s"] + row["window_s"] - fault.until, 6)
-                break
+        back_s = recovered_after_s(rows, answered, fault.until, config.goodput_fraction * before, VERDICT_SETTLE_WINDOWS)
     covered = rows[-1]["t_s"] + rows[-1]["window_s"] >= fault.until + config.bound_s and arrivals_end_s >= fault.until + config.bound_s
     if before is None or before <= 0:
         status = UNKNOWN
-    elif recovered_after_s is not None and recovered_after_s <= config.bound_s:
+    elif back_s is not None and back_s <= config.bound_s:
         status = OK
     else:
         status = VIOLATED if covered else UNKNOWN
-    sustaining = _sustaining(after_rows, dependency, rows, fault) if status != OK else ()
-    return TriggerRecovery(name, dependency, fault.until, _round(before), _round(after), recovered_after_s, status, sustaining)
+    sustaining = _sustaining(evidence(rows, dependency, fault.until, fault.until + config.bound_s)) if status != OK else ()
+    return TriggerRecovery(name, dependency, fault.until, _round(before), _round(after), back_s, status, sustaining)
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _sustaining(after: Sequence[dict[str, Any]], dependency: str, rows: Sequence[dict[str, Any]], fault: Fault) -> tuple[str, ...]:
-    """The sustaining effects visible after the trigger, strongest evidence first."""
-    if not after:
-        return ()
-    offered = sum(row[f"{dependency}.offered"] for row in after)
+def _sustaining(found: dict[str, Any]) -> tuple[str, ...]:
+    """The sustaining effects `evidence` found over the bound, in words, strongest evidence first."""
     effects = []
-    if offered:
-        retried = sum(row[f"{dependency}.retried"] for row in after) / offered
-        if retried >= EFFECT_SHARE_MIN:
-            effects.append(f"retries were {retried:.0%} of the calls offered (retry amplification)")
-    working = sum(row[f"{dependency}.working"] for row in after)
-    if working:
-        abandoned = sum(row[f"{dependency}.abandoned"] for row in after) / working
-        if abandoned >= EFFECT_SHARE_MIN:
-            effects.append(f"{abandoned:.0%} of the provider's work in progress was for callers that had given up (abandoned work)")
-    if offered:
-        timed_out = sum(row[f"{dependency}.timed_out"] for row in after) / offered
-        if timed_out >= EFFECT_SHARE_MIN:
-            effects.append(f"{timed_out:.0%} of the calls timed out")
-    at_end = next((row for row in reversed(rows) if row["t_s"] < fault.until), None)
-    depth_then = at_end["queue_depth"] if at_end is not None else 0
-    depth_after = after[-1]["queue_depth"]
-    if depth_after > max(10, 2 * depth_then):
-        effects.append(f"the queue grew from {depth_then} to {depth_after} (backlog)")
+    if (found["retry_share"] or 0.0) >= EFFECT_SHARE_MIN:
+        effects.append(f"retries were {found['retry_share']:.0%} of the calls offered (retry amplification)")
+    if (found["abandoned_share"] or 0.0) >= EFFECT_SHARE_MIN:
+        effects.append(
+            f"{found['abandoned_share']:.0%} of the provider's work in progress was for callers that had given up (abandoned work)"
+        )
+    if (found["timeout_share"] or 0.0) >= EFFECT_SHARE_MIN:
+        effects.append(f"{found['timeout_share']:.0%} of the calls timed out")
+    depth_then, depth_late = found["queue_depth_at_trigger_end"], found["queue_depth_late"]
+    if depth_late is not None and depth_late > max(10, 2 * depth_then):
+        effects.append(f"the queue grew from {depth_then} to {depth_late} (backlog)")
     return tuple(effects)

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from shiftchange.checkers.recovery import evidence, rate, recovered_after_s
 from shiftchange.core import InputError
 from shiftchange.core.config import require_positive, require_whole
 from shiftchange.core.table import Table
@@ -367,16 +368,6 @@ def _arm(name: str, outcome: Outcome, table: Table | None = None) -> dict[str, A
     }
 
 
-def _span_rate(rows: Sequence[dict[str, Any]], column: str) -> float | None:
-    span_s = sum(row["window_s"] for row in rows)
-    return None if span_s <= 0 else sum(row[column] for row in rows) / span_s
-
-
-def _share(rows: Sequence[dict[str, Any]], part: str, whole: str) -> float | None:
-    total = sum(row[whole] for row in rows)
-    return None if total <= 0 else round(sum(row[part] for row in rows) / total, 6)
-
-
 def judge(control: Outcome, triggered: Outcome, trigger: FaultSpec, judging: Judging) -> dict[str, Any]:
     """One seed's verdict on a cell, with its figures and evidence."""
     dependency = trigger.target
@@ -387,9 +378,9 @@ def judge(control: Outcome, triggered: Outcome, trigger: FaultSpec, judging: Jud
     before = [row for row in control.series if row["t_s"] >= start_s - judging.baseline_s and row["t_s"] + row["window_s"] <= start_s]
     control_late = _late(control.series, late_from_s, arrivals_end_s)
     triggered_late = _late(triggered.series, late_from_s, arrivals_end_s)
-    baseline = _span_rate(before, answered)
-    control_level = _span_rate(control_late, answered)
-    triggered_level = _span_rate(triggered_late, answered)
+    baseline = rate(before, answered)
+    control_level = rate(control_late, answered)
+    triggered_level = rate(triggered_late, answered)
     peak = peak_goodput_per_s(getattr(control.config, dependency, None))
     figures: dict[str, Any] = {
         "status": UNJUDGED,
@@ -414,12 +405,13 @@ def judge(control: Outcome, triggered: Outcome, trigger: FaultSpec, judging: Jud
     else:
         ratio = (triggered_level or 0.0) / control_level
         figures["late_ratio"] = round(ratio, 6)
-        figures["recovery_s"] = _recovery_s(triggered.series, answered, end_s, judging.goodput_fraction * control_level, judging)
+        level_per_s = judging.goodput_fraction * control_level
+        figures["recovery_s"] = recovered_after_s(triggered.series, answered, end_s, level_per_s, judging.settle_windows)
         if ratio >= judging.goodput_fraction:
             figures["status"] = RECOVERS
         else:
             figures.update(status=METASTABLE, why=f"late goodput {ratio:.0%} of the control's, which held up without the trigger")
-    figures.update(_evidence(triggered.series, dependency, end_s, arrivals_end_s))
+    figures.update(evidence(triggered.series, dependency, end_s, arrivals_end_s))
     return figures
 
 
@@ -447,30 +439,6 @@ def _demand(outcome: Any, rows: Sequence[dict[str, Any]]) -> float:
 
 def _late(series: Sequence[dict[str, Any]], from_s: float, to_s: float) -> list[dict[str, Any]]:
     return [row for row in series if row["t_s"] >= from_s and row["t_s"] + row["window_s"] <= to_s]
-
-
-def _recovery_s(series: Sequence[dict[str, Any]], answered: str, end_s: float, level_per_s: float, judging: Judging) -> float | None:
-    """From the trigger's end to the end of the first `settle_windows` windows in a row whose mean goodput reaches the level."""
-    after = [row for row in series if row["t_s"] >= end_s and row["window_s"] > 0]
-    span = judging.settle_windows
-    for first in range(len(after) - span + 1):
-        rows = after[first : first + span]
-        if (_span_rate(rows, answered) or 0.0) >= level_per_s:
-            return round(rows[-1]["t_s"] + rows[-1]["window_s"] - end_s, 6)
-    return None
-
-
-def _evidence(series: Sequence[dict[str, Any]], dependency: str, end_s: float, arrivals_end_s: float) -> dict[str, Any]:
-    """What sustained a bad state (or did not): shares over the span from the trigger's end to the last arrival."""
-    after = [row for row in series if row["t_s"] >= end_s and row["t_s"] + row["window_s"] <= max(arrivals_end_s, end_s)]
-    before = next((row for row in reversed(series) if row["t_s"] < end_s), None)
-    return {
-        "retry_share": _share(after, f"{dependency}.retried", f"{dependency}.offered"),
-        "abandoned_share": _share(after, f"{dependency}.abandoned", f"{dependency}.working"),
-        "timeout_share": _share(after, f"{dependency}.timed_out", f"{dependency}.offered"),
-        "queue_depth_at_trigger_end": before["queue_depth"] if before else 0,
-        "queue_depth_late": after[-1]["queue_depth"] if after else None,
-    }
 
 
 def _round(value: float | None) -> float | None:

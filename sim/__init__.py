@@ -4,8 +4,9 @@ Public surface: `play` runs one world from (config, seed) and judges it into
 an `Outcome` (`World` does the same and keeps its roles for a study to read);
 `SimConfig` and its parts tune it; `FaultSpec` places a fault at a chosen
 time; `SCENARIOS` and `scenario_config` name the worlds worth running;
-`recovery` judges whether goodput comes back after a placed provider fault
-(`goodput_recovers`, set on by `SimConfig.recovery`); `ANTIPATTERNS` are the
+`recovery` (`shiftchange.checkers.recovery`, where recovery is judged for
+every driver and the lab) judges whether goodput comes back after a placed
+provider fault (`goodput_recovers`, set on by `SimConfig.recovery`); `ANTIPATTERNS` are the
 chapter's failure modes as switches (`shiftchange.antipatterns`, shared with
 every driver); `all_checkers` and `INVARIANTS` are the checkers (from
 `shiftchange.checkers`). Nothing here studies runs: the lab above it
@@ -19,10 +20,10 @@ breaks, what must hold.
 """
 
 from shiftchange.antipatterns import ANTIPATTERNS, AntiPattern, antipattern
+from shiftchange.checkers import recovery
 from shiftchange.checkers.history import CheckContext, Fault, History, Landed, Retired, Verdict, describe
 from shiftchange.checkers.rules import INVARIANTS, all_checkers
 
-from . import recovery
 from .config import (
     ControlConfig,
     FaultSpec,

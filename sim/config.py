@@ -557,7 +557,7 @@ class SeriesConfig:
 
 @dataclass(frozen=True, slots=True)
 class RecoveryConfig:
-    """The goodput_recovers check (sim/recovery.py): after each placed provider fault, that provider's goodput comes back."""
+    """The goodput_recovers check (checkers/recovery.py): after each placed provider fault, that provider's goodput comes back."""
 
     baseline_s: float = 600.0
     """The span before the trigger whose goodput is the level to recover to."""

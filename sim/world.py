@@ -22,12 +22,12 @@ import simpy
 
 from shiftchange.agent import AgentConfig, ChapterWorkflow, WorkerSeams
 from shiftchange.agent import agent_config as convert
+from shiftchange.checkers import recovery
 from shiftchange.checkers.history import UNKNOWN, CheckContext, Fault, History, Verdict
 from shiftchange.checkers.rules import all_checkers
 from shiftchange.core import InputError, MemoryStore, Orchestrator, Seams
 from shiftchange.core.table import Table, table_for
 
-from . import recovery
 from .config import PROVIDERS, SimConfig
 from .control import ControlContext, ControlPlane
 from .metrics import Metrics

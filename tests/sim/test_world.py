@@ -17,9 +17,9 @@ import sys
 import pytest
 
 from shiftchange.antipatterns import ANTIPATTERNS
+from shiftchange.checkers import recovery
 from shiftchange.checkers.rules import INVARIANTS
 from shiftchange.lab.shrink import shrink
-from shiftchange.sim import recovery
 from shiftchange.sim.scenarios import SCENARIOS, scenario_config
 from shiftchange.sim.world import play
 
