@@ -13,7 +13,7 @@ from shiftchange.core.errors import InputError, StoreError, StoreUnavailable
 
 from .connect import _connect, _where
 from .driver import _first_line, psycopg, require_psycopg, sql
-from .statements import _SCHEMA_NAME
+from .statements import _SCHEMA_NAME, SQL
 
 # ---- migrations: the numbered SQL files, read once.
 
@@ -34,18 +34,16 @@ def _load_migrations() -> tuple[tuple[int, str, str], ...]:
 MIGRATIONS: tuple[tuple[int, str, str], ...] = _load_migrations()
 """(version, name, SQL text) of every file in migrations/postgresql/, in order."""
 
+CREATE_SCHEMA_MIGRATIONS, RECORD_MIGRATION, SCHEMA_RELATIONS = (
+    SQL["CREATE_SCHEMA_MIGRATIONS"],
+    SQL["RECORD_MIGRATION"],
+    SQL["SCHEMA_RELATIONS"],
+)
+ADVISORY_LOCK, STORE_SCHEMAS, SCHEMA_EXISTS = SQL["ADVISORY_LOCK"], SQL["STORE_SCHEMAS"], SQL["SCHEMA_EXISTS"]
+"""The schema's own statements (statements.sql)."""
+
 SCHEMA_VERSION = len(MIGRATIONS)
 """The newest schema version this code knows."""
-
-CREATE_SCHEMA_MIGRATIONS = (
-    "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-)
-RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)"
-SCHEMA_RELATIONS = (
-    "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    " WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
-)
-ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(%s)"
 
 
 def check_schema_name(schema: Any) -> str:
@@ -77,13 +75,6 @@ def _applied(connection: Any, schema: str, where: str) -> dict[int, str] | None:
     return dict(connection.execute(query).fetchall())
 
 
-STORE_SCHEMAS = (
-    "SELECT n.nspname FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid"
-    " WHERE c.relkind IN ('r', 'p') AND c.relname IN ('schema_migrations', 'tasks', 'attempts', 'events')"
-    " GROUP BY n.nspname HAVING count(DISTINCT c.relname) = 4 ORDER BY 1"
-)
-"""The schemas of a database that hold a shiftchange store (its migrations' table and its three main ones)."""
-SCHEMA_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s)"
 STORES_LISTED = 8
 """How many of a database's store schemas a message names (the rest are counted)."""
 

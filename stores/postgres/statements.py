@@ -1,11 +1,19 @@
-"""Every statement a PostgreSQL store's transaction runs, and how one record type maps to one table. Column names come
-only from the record fields; every value is a parameter."""
+"""Every statement a PostgreSQL store runs, and how one record type maps to one table. Column names come only from the
+record fields; every value is a parameter.
+
+The fixed statements are in statements.sql, beside this module, by name, each with why it is written so; they are read
+once at import (`read_statements`) with each table's column list filled in from its record type. What is built here is
+what depends on the call: one record's INSERT or many records' (`_Table.insert`, `insert_many`), the UPDATE of the
+columns a transaction changed with its version and terminal-state guard (`_Table.update`), and the INSERT of a
+transaction's events (one text per number of rows)."""
 
 from __future__ import annotations
 
 import operator
 import re
+import string
 import typing
+from importlib import resources
 from typing import Any
 
 from shiftchange.core.records import (
@@ -126,79 +134,62 @@ LEADERS = _Table("leaders", Leader, "name")
 TABLES = (TASKS, ATTEMPTS, INTENTS, EVENTS, LEADERS)
 
 
-# ---- Every statement a transaction runs. Column names come only from the record fields; every value is a parameter. ----
+# ---- Every fixed statement, read from statements.sql: the store's SQL in one file a porter reads whole.
 
-BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
-COMMIT = "COMMIT"
-ROLLBACK = "ROLLBACK"
-
-SELECT_TASK = TASKS.select("WHERE task_id = %s")
-LOCK_TASK = SELECT_TASK + " " + ROW_LOCK
-LOCK_TASK_ROW = "SELECT 1 FROM tasks WHERE task_id = %s " + ROW_LOCK
-SELECT_TASKS_IN_STATES = TASKS.select("WHERE state = ANY(%s) ORDER BY task_id")
-LOCK_TASKS = TASKS.select("WHERE task_id = ANY(%s) ORDER BY task_id " + ROW_LOCK)
-INSERT_TASK = TASKS.insert()
-
-SELECT_ATTEMPT = ATTEMPTS.select("WHERE attempt_id = %s")
-LOCK_ATTEMPT = SELECT_ATTEMPT + " " + ROW_LOCK
-SELECT_ATTEMPTS_OF_TASK = ATTEMPTS.select("WHERE task_id = %s ORDER BY number")
-LOCK_ATTEMPTS_OF_TASK = SELECT_ATTEMPTS_OF_TASK + " " + ROW_LOCK
-SELECT_ATTEMPTS_IN_STATES = ATTEMPTS.select("WHERE state = ANY(%s) ORDER BY attempt_id")
-_CLAIM_ORDER = " ORDER BY created_at, attempt_id LIMIT %s " + ROW_LOCK + " SKIP LOCKED"
-# A worker serves one workspace: the filter is in the query (one primary-key probe of tasks per candidate, in claim
-# order), so Attempts of other workspaces are neither returned nor locked, and never starve this worker's queue.
-_IN_WORKSPACE = " AND EXISTS (SELECT 1 FROM tasks WHERE tasks.task_id = attempts.task_id AND tasks.workspace = %s)"
-LOCK_CLAIMABLE = ATTEMPTS.select("WHERE state = ANY(%s)" + _CLAIM_ORDER)
-LOCK_CLAIMABLE_IN = ATTEMPTS.select("WHERE state = ANY(%s)" + _IN_WORKSPACE + _CLAIM_ORDER)
-# One state, as a claim asks: `state = %s` lets the planner read attempts_claim_order in order and stop after `limit`
-# rows (0.06 ms with 3,000 admitted), where `= ANY` sorts every admitted Attempt first (1.5 ms).
-LOCK_CLAIMABLE_ONE = ATTEMPTS.select("WHERE state = %s" + _CLAIM_ORDER)
-LOCK_CLAIMABLE_ONE_IN = ATTEMPTS.select("WHERE state = %s" + _IN_WORKSPACE + _CLAIM_ORDER)
-COUNT_ATTEMPTS_OF_TASK = "SELECT count(*) FROM attempts WHERE task_id = %s"
+_PLACEHOLDERS = {
+    "lock": ROW_LOCK,
+    **{table.name: ", ".join(table.columns) for table in TABLES},
+    "attempts_as_picked": ", ".join(f"picked.{column}" for column in ATTEMPTS.columns),
+    "tasks_as_task": ", ".join(f"task.{column}" for column in TASKS.columns),
+}
+"""What a statement in statements.sql may name in braces: the row lock, and each table's columns from its record's fields."""
 
 
-def _pick_with_task(in_workspace: bool) -> str:
-    """The claim queue's pick of one Attempt with its task, both locked, in the order a claim takes them (the Attempt first).
+def read_statements(text: str) -> dict[str, str]:
+    """The statements of a statements.sql text by name: each from its `-- name: NAME` line to the next, comment lines
+    left out, its lines joined by one space, its placeholders filled (`_PLACEHOLDERS`). A name given twice, a statement
+    with no text, or a placeholder nobody defines is a `ValueError` naming it (the file is read at import: it fails at once)."""
+    found: dict[str, list[str]] = {}
+    lines: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("-- name: "):
+            name = line.removeprefix("-- name: ").strip()
+            if name in found:
+                raise ValueError(f"statements.sql names {name} twice")
+            lines = found[name] = []
+        elif line.strip() and not line.lstrip().startswith("--") and lines is not None:
+            lines.append(line.strip())
+    statements = {}
+    for name, body in found.items():
+        if not body:
+            raise ValueError(f"statements.sql gives {name} no statement")
+        unknown = {field for _, field, _, _ in string.Formatter().parse(" ".join(body)) if field is not None} - set(_PLACEHOLDERS)
+        if unknown:
+            raise ValueError(f"statements.sql's {name} names {', '.join(sorted(unknown))}, which nothing fills")
+        statements[name] = " ".join(body).format(**_PLACEHOLDERS)
+    return statements
 
-    Each row is the Attempt's columns, then its task's. The task's id is kept
-    as a transaction-local setting, so that the next statement of the same
-    message (`PICKED_SIBLINGS`, with a snapshot of its own, taken once these
-    locks are held) reads and locks the task's Attempts: what `attempts_of`
-    would read one round trip later.
-    """
-    where = "state = %s" + (_IN_WORKSPACE if in_workspace else "")
-    picked = f"SELECT * FROM attempts WHERE {where} ORDER BY created_at, attempt_id LIMIT 1 {ROW_LOCK} SKIP LOCKED"
-    columns = ", ".join([f"picked.{column}" for column in ATTEMPTS.columns] + [f"task.{column}" for column in TASKS.columns])
-    return (
-        f"WITH picked AS ({picked}) SELECT {columns}, set_config('{PICKED_SETTING}', task.task_id, true)"
-        f" FROM picked JOIN tasks AS task ON task.task_id = picked.task_id {ROW_LOCK} OF task"
-    )
 
+SQL = read_statements(resources.files(__package__).joinpath("statements.sql").read_text(encoding="utf-8"))
+"""Every fixed statement by name (statements.sql); the names below are the ones the store's modules use."""
 
-PICKED_SETTING = "shiftchange.picked_task"
-FORGET_PICKED = f"SELECT set_config('{PICKED_SETTING}', '', true)"
-PICK_WITH_TASK = _pick_with_task(False)
-PICK_WITH_TASK_IN = _pick_with_task(True)
-PICKED_SIBLINGS = ATTEMPTS.select(f"WHERE task_id = current_setting('{PICKED_SETTING}') ORDER BY number {ROW_LOCK}")
-# insert_attempt's checks, sent with its INSERT: the task exists (and is locked), and the Attempt is its next number.
-# Every guarded statement takes the write's index as its last parameter.
-LOCK_TASK_GUARD = "WITH task AS (SELECT 1 FROM tasks WHERE task_id = %s " + ROW_LOCK + ") SELECT shiftchange_guard(count(*), %s) FROM task"
-COUNT_GUARD = (
-    "WITH siblings AS (SELECT count(*) AS number FROM attempts WHERE task_id = %s)"
-    " SELECT shiftchange_guard((number = %s)::int, %s) FROM siblings"
-)
-SELECT_WORKSPACE = "SELECT workspace FROM tasks WHERE task_id = %s"
-INSERT_ATTEMPT = ATTEMPTS.insert()
-
-SELECT_INTENT = INTENTS.select("WHERE key = %s")
-LOCK_INTENT = SELECT_INTENT + " " + ROW_LOCK
-SELECT_INTENTS_OF_ATTEMPT = INTENTS.select("WHERE attempt_id = %s ORDER BY key")
-LOCK_INTENTS_OF_ATTEMPT = SELECT_INTENTS_OF_ATTEMPT + " " + ROW_LOCK
-PARENTS_GUARD = (
-    "SELECT shiftchange_guard((EXISTS (SELECT 1 FROM tasks WHERE task_id = %s)"
-    " AND EXISTS (SELECT 1 FROM attempts WHERE attempt_id = %s))::int, %s)"
-)
-INSERT_INTENT = INTENTS.insert()
+BEGIN, SETTINGS, COMMIT, ROLLBACK, NOW = SQL["BEGIN"], SQL["SETTINGS"], SQL["COMMIT"], SQL["ROLLBACK"], SQL["NOW"]
+SELECT_TASK, LOCK_TASK, LOCK_TASK_ROW = SQL["SELECT_TASK"], SQL["LOCK_TASK"], SQL["LOCK_TASK_ROW"]
+SELECT_TASKS_IN_STATES, LOCK_TASKS, SELECT_WORKSPACE = SQL["SELECT_TASKS_IN_STATES"], SQL["LOCK_TASKS"], SQL["SELECT_WORKSPACE"]
+SELECT_ATTEMPT, LOCK_ATTEMPT = SQL["SELECT_ATTEMPT"], SQL["LOCK_ATTEMPT"]
+SELECT_ATTEMPTS_OF_TASK, LOCK_ATTEMPTS_OF_TASK = SQL["SELECT_ATTEMPTS_OF_TASK"], SQL["LOCK_ATTEMPTS_OF_TASK"]
+SELECT_ATTEMPTS_IN_STATES, COUNT_ATTEMPTS_OF_TASK = SQL["SELECT_ATTEMPTS_IN_STATES"], SQL["COUNT_ATTEMPTS_OF_TASK"]
+LOCK_CLAIMABLE, LOCK_CLAIMABLE_IN = SQL["LOCK_CLAIMABLE"], SQL["LOCK_CLAIMABLE_IN"]
+LOCK_CLAIMABLE_ONE, LOCK_CLAIMABLE_ONE_IN = SQL["LOCK_CLAIMABLE_ONE"], SQL["LOCK_CLAIMABLE_ONE_IN"]
+PICK_WITH_TASK, PICK_WITH_TASK_IN = SQL["PICK_WITH_TASK"], SQL["PICK_WITH_TASK_IN"]
+PICKED_SIBLINGS, FORGET_PICKED = SQL["PICKED_SIBLINGS"], SQL["FORGET_PICKED"]
+LOCK_TASK_GUARD, COUNT_GUARD, PARENTS_GUARD = SQL["LOCK_TASK_GUARD"], SQL["COUNT_GUARD"], SQL["PARENTS_GUARD"]
+SELECT_INTENT, LOCK_INTENT = SQL["SELECT_INTENT"], SQL["LOCK_INTENT"]
+SELECT_INTENTS_OF_ATTEMPT, LOCK_INTENTS_OF_ATTEMPT = SQL["SELECT_INTENTS_OF_ATTEMPT"], SQL["LOCK_INTENTS_OF_ATTEMPT"]
+LOCK_COUNTER, NUMBER_EVENTS, ANY_UNNUMBERED = SQL["LOCK_COUNTER"], SQL["NUMBER_EVENTS"], SQL["ANY_UNNUMBERED"]
+SELECT_EVENTS, SELECT_EVENTS_OF_TASK, NOTIFY = SQL["SELECT_EVENTS"], SQL["SELECT_EVENTS_OF_TASK"], SQL["NOTIFY"]
+LOCK_LEADER, PUT_LEADER = SQL["LOCK_LEADER"], SQL["PUT_LEADER"]
+INSERT_TASK, INSERT_ATTEMPT, INSERT_INTENT = TASKS.insert(), ATTEMPTS.insert(), INTENTS.insert()
 
 _EVENT_FIELDS = tuple(column for column in EVENTS.columns if column != "seq")
 assert not EVENTS._encoders, "append_event binds an Event's fields as they are: none may need encoding"
@@ -220,38 +211,5 @@ INSERT_EVENT_ROWS = tuple(
     f"INSERT INTO events ({', '.join(_EVENT_FIELDS)}) VALUES " + ", ".join([_EVENT_ROW] * count) for count in range(BULK_ROWS_MIN + 1)
 )
 """Index n: the INSERT of n events, each a row of parameters, in the order appended (pos from its default, row by row)."""
-NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
-"""The server's time, read after the statement before it finished (its lock waits included)."""
-# The sequencer (see the module docstring): one at a time, holding event_counter's row for the batch only. The lock
-# is its own statement so that the numbering statement's snapshot is taken after it: it then sees every event the
-# previous batch numbered as numbered.
-LOCK_COUNTER = "SELECT last_seq FROM event_counter FOR UPDATE"
-NUMBER_EVENTS = (
-    "WITH unnumbered AS (SELECT pos, min(pos) OVER (PARTITION BY xid) AS first FROM events WHERE seq IS NULL),"
-    " ranked AS (SELECT pos, row_number() OVER (ORDER BY first, pos) AS rank FROM unnumbered),"
-    " numbered AS (UPDATE events SET seq = (SELECT last_seq FROM event_counter) + ranked.rank FROM ranked"
-    " WHERE events.pos = ranked.pos AND events.seq IS NULL RETURNING 1)"
-    " UPDATE event_counter SET last_seq = last_seq + (SELECT count(*) FROM numbered) RETURNING last_seq"
-)
-ANY_UNNUMBERED = "SELECT EXISTS (SELECT 1 FROM events WHERE seq IS NULL)"
 GUARD_SQLSTATE = "SCG01"
 """What shiftchange_guard raises when a guarded write matched no row (migrations/postgresql/0004)."""
-LOCK_LEADER = LEADERS.select("WHERE name = %s " + ROW_LOCK)
-# As the SQLite store writes it: the caller read the row (locked, if it exists) in this transaction and decided. Two
-# transactions that both found no row both write; the second waits for the first's commit and overwrites it, and the
-# loser's next fenced read of the lease sees it lost.
-PUT_LEADER = (
-    "INSERT INTO leaders (name, holder, generation, expires_at) VALUES (%s, %s, %s, %s) ON CONFLICT (name)"
-    " DO UPDATE SET holder = excluded.holder, generation = excluded.generation, expires_at = excluded.expires_at"
-)
-SELECT_EVENTS = EVENTS.select("WHERE seq > %s ORDER BY seq")
-SELECT_EVENTS_OF_TASK = EVENTS.select("WHERE task_id = %s AND seq > %s ORDER BY seq")
-
-
-SETTINGS = (
-    "SELECT set_config('search_path', %s, true), set_config('lock_timeout', %s, true),"
-    " set_config('idle_in_transaction_session_timeout', %s, true)"
-)
-"""What every transaction sets first, for itself alone: the store's schema and its two lock bounds. Nothing is set on a
-session, so no transaction depends on what an earlier one left on its connection (a transaction-mode pooler such as
-PgBouncer hands each transaction to whichever server connection is free)."""

@@ -22,6 +22,7 @@ from .statements import (
     GUARD_SQLSTATE,
     INSERT_EVENT_ROWS,
     INSERT_EVENTS,
+    NOTIFY,
     NOW,
     TABLES,
 )
@@ -281,7 +282,7 @@ class _PostgresTransaction(_RecordAccess, Transaction):
             ) from failure
         statements = self._event_statements()
         for workspace in sorted(self._admitted):
-            statements.append(self._statement("SELECT pg_notify(%s, %s)", (self._store.wakeup_channel, workspace)))
+            statements.append(self._statement(NOTIFY, (self._store.wakeup_channel, workspace)))
         if not (self._began or self._pending or statements):
             return
         statements.append((COMMIT, ()))
