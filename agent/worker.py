@@ -66,10 +66,11 @@ The agent has no clock and no randomness of its own: each answer comes with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from shiftchange.core import Backoff, ProviderRefused, ProviderTimeout
+from shiftchange.core import Backoff, InputError, ProviderRefused, ProviderTimeout
+from shiftchange.core.config import require_positive, require_whole
 from shiftchange.core.results import FENCE_CODES, LATE_CODES
 
 from .commands import Call, Command, Look, Looked, Perform, Stop, Wait, Work
@@ -123,45 +124,64 @@ CORRECT = WorkerSeams()
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """How a worker calls: deadlines, the per-call retry limit and its pauses, the heartbeat (the `Backoff` is handed in)."""
+    """How a worker calls: its deadlines, its per-call retry limit and pauses, how a held-back call waits.
 
-    heartbeat_interval_s: float = 1.0
+    Every driver's config holds one, as it holds the core's `CoreConfig` (`SimConfig.agent`, `RuntimeConfig.agent`;
+    the explorer's flags build one in `ExploreConfig.agent`), so one setting has one name in every driver. What the
+    worker's timing shares with the core (the heartbeat, the lease) is the core's and is read from there
+    (`agent_config`). The `Backoff` is handed to the `Agent` apart: it is the core's reliability setting.
+    """
+
     call_deadline_s: float = 60.0
     """The deadline a worker asks for on each provider call."""
     gateway_retries_max: int = 3
-    """How often a worker asks the gateway again for one call before it reports the Attempt failed."""
+    """How often a worker asks the gateway again for one call (a lost response, a rate denial, a provider call that timed
+    out) before it reports a failure: the per-call retry limit inside an Attempt."""
     gateway_retry_s: float = 2.0
-    """Pause before asking again after a lost answer or a rate denial."""
+    """Pause before asking again after a lost answer or a rate denial. A timed-out provider call is retried after a
+    pause drawn from the core's backoff instead, counted from the call's first retry."""
     held_back_wait_max_s: float | None = None
-    """The longest a call held back waits before asking again (None: as long as the circuit says)."""
+    """The longest a call held back by a dependency's controls waits before asking again; None: one lease (the core's
+    `lease_ttl_s`, filled in by `agent_config`), so a held-back Attempt asks the gateway at least once a lease."""
     held_back_jitter: bool = True
     """A call held back waits the circuit's retry_after_s plus a backoff draw, so the calls an open circuit held back
     return spread over the backoff's window; False waits max(backoff, retry_after_s), which sends them all back in the
     instant the circuit closes (the synchronised return behind a breaker's limit cycle)."""
 
+    def __post_init__(self) -> None:
+        require_whole(self, ("gateway_retries_max",))
+        require_positive(self, ("call_deadline_s", "gateway_retry_s"))
+        if self.held_back_wait_max_s is not None:
+            require_positive(self, ("held_back_wait_max_s",))
+        if not isinstance(self.held_back_jitter, bool):
+            raise InputError(f"AgentConfig.held_back_jitter must be true or false, not {self.held_back_jitter!r}")
 
-def agent_config(
-    core: Any,
-    *,
-    call_deadline_s: float,
-    gateway_retries_max: int,
-    gateway_retry_s: float,
-    held_back_jitter: bool = True,
-) -> AgentConfig:
-    """The one converter from a driver's settings to the agent's: every driver (the simulator, the explorer, the runtime) calls it.
+    def check_against(self, core: Any, owner: str) -> None:
+        """What an agent's settings must agree with in the core's (`owner` names the config holding both, for the message)."""
+        if self.call_deadline_s > core.call_deadline_max_s:
+            raise InputError(
+                f"{owner}.agent.call_deadline_s ({self.call_deadline_s!r}) must be at most {owner}.core.call_deadline_max_s"
+                f" ({core.call_deadline_max_s!r}), or the gateway refuses every call a worker asks for"
+            )
+        if self.held_back_wait_max_s is not None and self.held_back_wait_max_s > core.lease_ttl_s:
+            raise InputError(
+                f"{owner}.agent.held_back_wait_max_s ({self.held_back_wait_max_s!r}) must be at most {owner}.core.lease_ttl_s"
+                f" ({core.lease_ttl_s!r}): a held-back Attempt asks the gateway at least once a lease"
+            )
 
-    `core` is the driver's `CoreConfig`: the heartbeat follows its interval, and a call held back by a dependency's
-    controls waits at most one lease (`lease_ttl_s`) before it asks again, however long the circuit says, so a held-back
-    Attempt asks the gateway at least once a lease, wherever it runs. The rest are the worker's own settings.
+
+def agent_config(core: Any, config: AgentConfig) -> AgentConfig:
+    """The one converter from a driver's config to what its agents run with: every driver (the simulator, the explorer,
+    the runtime) calls it with its `CoreConfig` and the `AgentConfig` it holds.
+
+    A call held back by a dependency's controls waits at most `held_back_wait_max_s`, one lease (`core.lease_ttl_s`)
+    when the config leaves it None, however long the circuit says, so a held-back Attempt asks the gateway at least
+    once a lease, wherever it runs. The heartbeat is the core's (`core.heartbeat_interval_s`): the drivers pace it.
     """
-    return AgentConfig(
-        heartbeat_interval_s=core.heartbeat_interval_s,
-        call_deadline_s=call_deadline_s,
-        gateway_retries_max=gateway_retries_max,
-        gateway_retry_s=gateway_retry_s,
-        held_back_wait_max_s=core.lease_ttl_s,
-        held_back_jitter=held_back_jitter,
-    )
+    config.check_against(core, "the driver's config")
+    if config.held_back_wait_max_s is not None:
+        return config
+    return replace(config, held_back_wait_max_s=core.lease_ttl_s)
 
 
 class Agent:

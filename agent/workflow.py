@@ -22,6 +22,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from shiftchange.core.config import require_nonnegative, require_whole
+
 EFFECT, WORK, CHECKPOINT = "effect", "work", "checkpoint"
 MODEL, CODE_HOST = "model_provider", "code_host"
 
@@ -60,10 +62,18 @@ class ChapterWorkflow:
     commit, push, describe and create the pull request; checkpoints "tools-done" and "pushed"."""
 
     tool_calls: int = 2
+    """Slow tool calls per Attempt (each a model call, then local work while the lease is renewed from inside it)."""
     model_calls: int | None = None
     """Model calls before the commit; None is one to plan plus one per tool call (a runaway task makes many more)."""
     model_call_cost_usd: float = 0.01
+    """What each model call asks the gateway to authorize (the budget's spend)."""
     model_call_tokens: int = 1000
+
+    def __post_init__(self) -> None:
+        require_whole(self, ("tool_calls", "model_call_tokens"))
+        if self.model_calls is not None:
+            require_whole(self, ("model_calls",))
+        require_nonnegative(self, ("model_call_cost_usd",))
 
     def steps(self, task_id: str, attempt_id: str, head: str) -> tuple[Step, ...]:
         model_calls = 1 + self.tool_calls if self.model_calls is None else self.model_calls

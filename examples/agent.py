@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from shiftchange.agent import Agent, AgentConfig, Cadence, Call, ChapterWorkflow, Look, Looked, Perform, Stop, Work, retry_for
+from shiftchange.agent import Agent, AgentConfig, Cadence, Call, ChapterWorkflow, Look, Looked, Perform, Stop, Work, agent_config, retry_for
 from shiftchange.core import (
     Backoff,
     BackoffConfig,
@@ -70,13 +70,13 @@ def main() -> int:
     core.dispatch("t1", Plan("await the cache write"))
     core.run_admission()
 
-    agent = Agent("worker-1", AgentConfig(heartbeat_interval_s=3.0), Backoff(BackoffConfig(), random.Random(1)), ChapterWorkflow(1))
+    agent = Agent("worker-1", agent_config(config, AgentConfig()), Backoff(BackoffConfig(), random.Random(1)), ChapterWorkflow(1))
     command, cadence = agent.claim("repo"), None
     while not isinstance(command, Stop):
         print(f"t={clock.now():5.1f}  {describe(command)}")
         answer = execute(command, core, core.provider, clock)
         if cadence is None and agent.holding:
-            cadence = Cadence(clock.now(), agent.config.heartbeat_interval_s)  # the cadence runs from the claim
+            cadence = Cadence(clock.now(), config.heartbeat_interval_s)  # the core's heartbeat, from the claim
         command = agent.on(answer, clock.now())
         while cadence is not None and agent.holding and cadence.next_at() <= clock.now():
             cadence.beat(clock.now())

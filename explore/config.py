@@ -174,13 +174,12 @@ class ExploreConfig:
         return Budget(attempts_max=self.retries + 1, interruptions_max=max(3, self.cancels + 1))
 
     def agent(self) -> AgentConfig:
-        """The worker's timings, through the agent's one converter."""
-        return agent_config(
-            self.core(),
-            call_deadline_s=self.call_deadline_s,
-            gateway_retries_max=self.gateway_retries_max,
-            gateway_retry_s=self.gateway_retry_s,
+        """The worker's timings as an `AgentConfig` (the explorer's flags are its settings, flat), through the agent's one
+        converter."""
+        held = AgentConfig(
+            call_deadline_s=self.call_deadline_s, gateway_retries_max=self.gateway_retries_max, gateway_retry_s=self.gateway_retry_s
         )
+        return agent_config(self.core(), held)
 
     def workflow(self) -> OperationsWorkflow:
         return OperationsWorkflow(self.operations, DEPENDENCY)

@@ -124,7 +124,7 @@ DISCIPLINES: dict[str, dict[str, Any]] = {
     "synchronised-breaker": {
         "reliability.concurrency": None,
         "reliability.breaker.ramp_s": 0.0,
-        "workers.held_back_jitter": False,
+        "agent.held_back_jitter": False,
     },
     "no-concurrency-limit": {"reliability.concurrency": None},
 }
@@ -482,7 +482,7 @@ class Family:
         return {
             "workload.arrival_rate_per_s": self.arrival_rates_per_s,
             "trigger.for_s": self.trigger_durations_s,
-            "workers.call_deadline_s": self.call_deadlines_s,
+            "agent.call_deadline_s": self.call_deadlines_s,
             "model_provider.works_past_deadline": self.works_past_deadline,
         }
 

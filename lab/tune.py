@@ -7,7 +7,7 @@ a crash), which lease TTL and heartbeat interval?
 
 **The tool calls.** The simulator plays one distribution of tool-call
 duration: each call's local work is exponential around `workload.tool_call_s`
-(`sim/workload.py`, `Workbench.tool_time_s`), `workload.tool_calls` of them
+(`sim/workload.py`, `Workbench.tool_time_s`), `workflow.tool_calls` of them
 per Attempt. So the question takes that mean and that count. What the rule
 needs from them is how long a lease is held (the tool calls plus the rest of
 the Attempt: model calls, commit, push, pull request), and that is measured:
@@ -263,7 +263,7 @@ def tune_lease(
         renewals_per_window=rule.renewals_per_window,
         closed_form_per_1000_leases=rule.closed_form_per_1000_leases,
         tool_call_s=float(tool_call_s),
-        tool_calls=config.workload.tool_calls,
+        tool_calls=config.workflow.tool_calls,
         arrival_rate_per_s=config.workload.arrival_rate_per_s,
         renewal_loss_probability=float(renewal_loss),
         target_per_1000_leases=float(target_per_1000_leases),
@@ -289,11 +289,11 @@ def _config(tool_call_s: float, tool_calls: int | None, tasks: int, heartbeat_s:
     """The scenario with the question's tool calls (arrivals slowed in proportion to longer ones) and renewal-only loss."""
     base = scenario_config(SCENARIO, 0, tasks)
     workload = base.workload
-    calls = workload.tool_calls if tool_calls is None else tool_calls
-    slower = (workload.tool_calls * workload.tool_call_s) / (calls * tool_call_s)
+    calls = base.workflow.tool_calls if tool_calls is None else tool_calls
+    slower = (base.workflow.tool_calls * workload.tool_call_s) / (calls * tool_call_s)
     changes: dict[str, Any] = {
         "workload.tool_call_s": float(tool_call_s),
-        "workload.tool_calls": calls,
+        "workflow.tool_calls": calls,
         "workload.arrival_rate_per_s": workload.arrival_rate_per_s * min(1.0, slower),
         "network.lossy_calls": RENEWALS,
     }

@@ -105,7 +105,7 @@ BASELINE = scenario_config("baseline", 0)
 HEARTBEAT_S = BASELINE.core.heartbeat_interval_s
 """The baseline's heartbeat interval; the crash, trade-off and rule sections use it."""
 REAP_INTERVAL_S = BASELINE.control.reap_interval_s
-TOOL_CALLS = BASELINE.workload.tool_calls
+TOOL_CALLS = BASELINE.workflow.tool_calls
 SHORT_TOOL_CALL_S = BASELINE.workload.tool_call_s
 LONG_TOOL_CALL_S = 300.0
 LONG_TOOLS = {"workload.tool_call_s": LONG_TOOL_CALL_S, "workload.arrival_rate_per_s": 0.05}

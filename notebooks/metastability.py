@@ -128,7 +128,7 @@ counts = {status: sum(cell["status"] == status for cell in defaults.cells) for s
 print(counts)
 times = [cell["recovery_s_max"] for cell in defaults.cells if cell["recovery_s_max"] is not None]
 print(f"slowest recovery {max(times):g} s after the trigger ended")
-sample = defaults.where({"workers.call_deadline_s": family.call_deadlines_s[0], "model_provider.works_past_deadline": True})
+sample = defaults.where({"agent.call_deadline_s": family.call_deadlines_s[0], "model_provider.works_past_deadline": True})
 display(sample.figure())
 
 # %% [markdown]

@@ -9,7 +9,8 @@ inside one lease.
 
 `RuntimeConfig` carries the core's `CoreConfig` (the lease, the heartbeat,
 the deadlines) so that a worker, an orchestrator and the checkers that
-judge them all read one lease TTL.
+judge them all read one lease TTL, and the agent's `AgentConfig` and
+workflow as the simulator's config holds them.
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from shiftchange.agent.worker import AgentConfig
+from shiftchange.agent.workflow import ChapterWorkflow
 from shiftchange.core import Budget, CoreConfig, InputError
-from shiftchange.core.config import require_positive
+from shiftchange.core.config import require_instance, require_positive
 
 __all__ = ["RuntimeConfig", "load_config"]
+
+
+_PARTS = ("core", "workspace", "budget", "agent", "workflow")
+"""The fields that are not one number: the parts (each a config of its own) and the workspace's name."""
 
 
 def _core() -> CoreConfig:
@@ -38,19 +45,16 @@ class RuntimeConfig:
     """The one repository every task of a run works in (a worker claims only tasks of its own workspace)."""
     idle_poll_s: float = 0.2
     """How long a worker with nothing to claim waits before asking again."""
-    tool_calls: int = 2
-    """Slow tool calls per Attempt, as in the simulator's workflow (each a model call, then local work)."""
+    agent: AgentConfig = field(default_factory=lambda: AgentConfig(call_deadline_s=3.0, gateway_retries_max=4, gateway_retry_s=0.5))
+    """How each worker calls (the agent's settings, as every driver's config holds them): a provider call's deadline (the
+    provider lands nothing past it), asks of the gateway per call before the Attempt fails (provider domain), the pause
+    between them."""
+    workflow: ChapterWorkflow = field(default_factory=ChapterWorkflow)
+    """What each Attempt does, as in the simulator: model calls (each asking the gateway to authorize its cost), slow tool
+    calls, then the commit and the pull request."""
     tool_call_s: float = 1.5
     """Local work per tool call: the worker sleeps this long while its heartbeat renews from another thread."""
     commit_s: float = 0.2
-    model_call_cost_usd: float = 0.01
-    """What each model call of the workflow asks the gateway to authorize (the budget's spend)."""
-    model_call_tokens: int = 1000
-    call_deadline_s: float = 3.0
-    """The deadline a worker asks for each provider call; the provider lands nothing past it."""
-    gateway_retries_max: int = 4
-    """Asks of the gateway per call before the worker reports the Attempt failed (provider domain)."""
-    gateway_retry_s: float = 0.5
     reap_interval_s: float = 0.5
     number_events_every_s: float = 1.0
     """How often the orchestrator numbers the history committed since (PostgreSQL numbers it after commit; readers do too)."""
@@ -68,8 +72,11 @@ class RuntimeConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.core, CoreConfig):
             raise InputError(f"RuntimeConfig.core must be a CoreConfig, not {self.core!r:.60}")
-        numbers = tuple(item.name for item in fields(self) if item.name not in ("core", "workspace", "budget"))
+        require_instance(self, "agent", AgentConfig)
+        require_instance(self, "workflow", ChapterWorkflow)
+        numbers = tuple(item.name for item in fields(self) if item.name not in _PARTS)
         require_positive(self, numbers)
+        self.agent.check_against(self.core, "RuntimeConfig")
         if not isinstance(self.workspace, str) or not self.workspace:
             raise InputError(f"RuntimeConfig.workspace must be a non-empty string, not {self.workspace!r}")
         if self.leader_lease_s <= self.admission_interval_s:
@@ -92,8 +99,11 @@ class RuntimeConfig:
         try:
             if "core" in values:
                 values["core"] = CoreConfig(**values["core"])
-            if "budget" in values:
-                values["budget"] = Budget(**values["budget"])
+            for name, part in (("budget", Budget), ("agent", AgentConfig), ("workflow", ChapterWorkflow)):
+                if name in values:
+                    if not isinstance(values[name], dict):
+                        raise InputError(f"RuntimeConfig.{name} is a JSON object of its settings, not {values[name]!r:.60}")
+                    values[name] = part(**values[name])
             return cls(**values)
         except TypeError as error:
             raise InputError(f"bad runtime configuration: {error}") from None

@@ -75,7 +75,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from shiftchange.agent import Agent, AgentConfig, Cadence, Call, ChapterWorkflow, Command, Look, Looked, Perform, Stop, Wait, Work
+from shiftchange.agent import Agent, AgentConfig, Cadence, Call, Command, Look, Looked, Perform, Stop, Wait, Work
 from shiftchange.agent import agent_config as convert
 from shiftchange.core import (
     Backoff,
@@ -115,12 +115,7 @@ def worker_store_url(url: str, worker_id: str) -> str:
 
 def agent_config(config: RuntimeConfig) -> AgentConfig:
     """The agent's settings from the runtime's, through the agent's one converter (`shiftchange.agent.agent_config`)."""
-    return convert(
-        config.core,
-        call_deadline_s=config.call_deadline_s,
-        gateway_retries_max=config.gateway_retries_max,
-        gateway_retry_s=config.gateway_retry_s,
-    )
+    return convert(config.core, config.agent)
 
 
 def ask(contract: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -313,9 +308,7 @@ class Worker:
         return cls(orchestrator(store), provider, config, worker_id, clock=waiting(clock), open_orchestrator=orchestrator, metrics=metrics)
 
     def _new_agent(self) -> Agent:
-        config = self.config
-        workflow = ChapterWorkflow(config.tool_calls, None, config.model_call_cost_usd, config.model_call_tokens)
-        return Agent(self.worker_id, agent_config(config), self.backoff, workflow)
+        return Agent(self.worker_id, agent_config(self.config), self.backoff, self.config.workflow)
 
     def heartbeat_orchestrator(self) -> Any:
         return self.orchestrator if self._open_orchestrator is None else self._open_orchestrator()
@@ -377,7 +370,7 @@ class Worker:
 
     def _follow(self, renewal: Call) -> None:
         """The heartbeat starts the moment the claim is heard, before the Attempt is started."""
-        self.beat = Beat(renewal, Cadence(self.clock.now(), self.agent.config.heartbeat_interval_s), self.wake)
+        self.beat = Beat(renewal, Cadence(self.clock.now(), self.config.core.heartbeat_interval_s), self.wake)
         self.heartbeat.follow(self.beat)
 
     def _release(self) -> None:

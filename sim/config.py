@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from typing import Any, get_type_hints
 
+from shiftchange.agent.worker import AgentConfig
+from shiftchange.agent.workflow import ChapterWorkflow
 from shiftchange.core import AdmissionConfig, Budget, CoreConfig, InputError, ReliabilityConfig
 from shiftchange.core.config import require_instance, require_nonnegative, require_positive, require_probability, require_whole, shown
 from shiftchange.core.orchestrator import check_budget
@@ -100,8 +102,6 @@ class WorkloadConfig:
     """Bulkhead partitions (repositories); tasks are spread over them evenly."""
     plan_s: float = 6.0
     """Mean duration of the planning model call."""
-    tool_calls: int = 2
-    """Slow tool calls per Attempt (each a model call, then local work while the lease is renewed from inside it)."""
     tool_call_s: float = 30.0
     """Mean local work per tool call (exponentially distributed)."""
     commit_s: float = 2.0
@@ -114,8 +114,7 @@ class WorkloadConfig:
     runaway_probability: float = 0.0
     """Chance that a task is a hostile input: its agent keeps calling the model (budgets must stop it)."""
     runaway_calls: int = 400
-    model_call_cost_usd: float = 0.04
-    model_call_tokens: int = 3000
+    """A runaway task's model calls before its commit (its workflow's `model_calls`)."""
     cancel_probability: float = 0.02
     """Chance that an operator cancels a task some time after it arrives."""
     cancel_after_s: float = 60.0
@@ -130,7 +129,7 @@ class WorkloadConfig:
     def __post_init__(self) -> None:
         if self.arrival not in ARRIVALS:
             raise InputError(f"WorkloadConfig.arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
-        require_whole(self, ("tasks", "burst_size", "workspaces", "tool_calls", "runaway_calls", "model_call_tokens", "priorities"))
+        require_whole(self, ("tasks", "burst_size", "workspaces", "runaway_calls", "priorities"))
         require_positive(
             self, ("arrival_rate_per_s", "burst_interval_s", "plan_s", "tool_call_s", "commit_s", "ci_s", "deadline_s", "drain_s")
         )
@@ -247,31 +246,20 @@ class ProviderConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    """The execution plane: how many workers, and how they call."""
+    """The execution plane: how many workers, and how they come and go (how they call is `SimConfig.agent`)."""
 
     workers: int = 48
     restart_s: float = 30.0
     """A crashed worker comes back after this long, with empty memory."""
-    call_deadline_s: float = 60.0
-    """The deadline a worker asks for on each provider call."""
-    gateway_retries_max: int = 3
-    """How often a worker asks the gateway again for one call (a lost response, a rate denial, a provider call that timed
-    out) before it reports a failure: the per-call retry limit inside an Attempt."""
-    gateway_retry_s: float = 2.0
-    """Pause before asking again after a lost answer or a rate denial. A timed-out provider call is retried after a
-    pause drawn from the core's backoff (`reliability.backoff`) instead, counted from the call's first retry."""
     open_loop: bool = False
     """Open-loop demand: no admitted Attempt waits for a free worker. When an Attempt is offered and no worker is idle, a
     new one starts for it and stays; `workers` is then the pool the run starts with (and the nemesis's drawn targets)."""
-    held_back_jitter: bool = True
-    """A call the dependency's controls hold back waits the circuit's retry_after_s plus a backoff draw (False: the max of
-    the two, so every call an open circuit held back returns in the instant it closes)."""
 
     def __post_init__(self) -> None:
-        require_whole(self, ("workers", "gateway_retries_max"))
-        require_positive(self, ("restart_s", "call_deadline_s", "gateway_retry_s"))
+        require_whole(self, ("workers",))
+        require_positive(self, ("restart_s",))
         require_at_least_one(self, ("workers",))
-        require_flags(self, ("open_loop", "held_back_jitter"))
+        require_flags(self, ("open_loop",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,6 +569,10 @@ class SimConfig:
     code_host: ProviderConfig = field(default_factory=ProviderConfig)
     model_provider: ProviderConfig = field(default_factory=lambda: ProviderConfig(latency_s=4.0, overload_in_flight=40, rate_per_s=20.0))
     workers: WorkerConfig = field(default_factory=WorkerConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """How each worker calls (the agent's settings, as every driver's config holds them)."""
+    workflow: ChapterWorkflow = field(default_factory=lambda: ChapterWorkflow(model_call_cost_usd=0.04, model_call_tokens=3000))
+    """What each Attempt does: model calls, tool calls, then the commit and the pull request (the agent's workflow)."""
     control: ControlConfig = field(default_factory=ControlConfig)
     nemesis: NemesisConfig = field(default_factory=NemesisConfig)
     core: CoreConfig = field(default_factory=lambda: CoreConfig(lease_ttl_s=60.0, heartbeat_interval_s=15.0, cancel_ack_timeout_s=45.0))
@@ -605,11 +597,7 @@ class SimConfig:
                 f"SimConfig.reliability.rate_limits has no entry for {missing[0]!r}: every provider the simulator calls"
                 f" ({', '.join(PROVIDERS)}) needs its token bucket"
             )
-        if self.workers.call_deadline_s > self.core.call_deadline_max_s:
-            raise InputError(
-                f"SimConfig.workers.call_deadline_s ({self.workers.call_deadline_s!r}) must be at most SimConfig.core.call_deadline_max_s"
-                f" ({self.core.call_deadline_max_s!r}), or the gateway refuses every call a worker asks for"
-            )
+        self.agent.check_against(self.core, "SimConfig")
         for spec in self.nemesis.placed:
             self._check_workers_named(spec)
         self._check_recovery()

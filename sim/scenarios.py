@@ -66,7 +66,8 @@ STORM = _with(
         budget=replace(BASE.workload.budget, attempts_max=8, repeated_signatures_max=3),
     ),
     model_provider=replace(BASE.model_provider, overload_in_flight=12, contention=1.0, works_past_deadline=True),
-    workers=replace(BASE.workers, open_loop=True, call_deadline_s=30.0),
+    workers=replace(BASE.workers, open_loop=True),
+    agent=replace(BASE.agent, call_deadline_s=30.0),
     nemesis=NemesisConfig(placed=(STORM_TRIGGER,)),
     recovery=RecoveryConfig(baseline_s=300.0, bound_s=480.0),
 )

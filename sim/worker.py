@@ -112,6 +112,8 @@ class WorkerContext:
     seams: WorkerSeams
     """How the agent misbehaves under an anti-pattern (the defaults: it does not)."""
     agent: AgentConfig
+    heartbeat_interval_s: float
+    """The core's heartbeat interval: how often the agent renews the lease it holds."""
     backoff: BackoffConfig
     """The core's backoff, which also paces the agent's retries of a timed-out provider call."""
     rng: Any
@@ -265,7 +267,7 @@ class _Heartbeat:
     def __init__(self, worker: Worker, agent: Agent) -> None:
         self.worker = worker
         self.agent = agent
-        self.cadence = Cadence(worker.env.now, agent.config.heartbeat_interval_s)
+        self.cadence = Cadence(worker.env.now, worker.context.heartbeat_interval_s)
         self.stopped = False
         self._wake(self.cadence.next_at())
 

@@ -112,7 +112,7 @@ class World:
         self.metrics = Metrics(config.core.lease_ttl_s, self.recorder)
         self.transport = Transport(env, config.network, self.stream("network"))
         workload = config.workload
-        self._workflow = ChapterWorkflow(workload.tool_calls, None, workload.model_call_cost_usd, workload.model_call_tokens)
+        self._workflow = config.workflow
         self._runaway = replace(self._workflow, model_calls=workload.runaway_calls)
         observer = self.recorder
         code_host = SimProvider(
@@ -171,6 +171,7 @@ class World:
             self.metrics,
             antipattern.worker_seams if antipattern is not None else WorkerSeams(),
             agent_config(config),
+            config.core.heartbeat_interval_s,
             config.reliability.backoff,
             self.stream("workers"),
             self.aimed,
@@ -361,15 +362,8 @@ class _OpenLoopOffers(simpy.Store):
 
 
 def agent_config(config: SimConfig) -> AgentConfig:
-    """The agent's settings from the simulator's (its workers' deadlines and per-call retries), through the agent's one converter."""
-    workers = config.workers
-    return convert(
-        config.core,
-        call_deadline_s=workers.call_deadline_s,
-        gateway_retries_max=workers.gateway_retries_max,
-        gateway_retry_s=workers.gateway_retry_s,
-        held_back_jitter=workers.held_back_jitter,
-    )
+    """What the simulator's agents run with: the config's `agent`, through the agent's one converter."""
+    return convert(config.core, config.agent)
 
 
 class _SimClock:

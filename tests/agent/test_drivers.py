@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import simpy
 
-from shiftchange.agent import Agent, Call, ChapterWorkflow, Look, Looked, Perform, Stop, Wait
+from shiftchange.agent import Agent, AgentConfig, Call, ChapterWorkflow, Look, Looked, Perform, Stop, Wait
 from shiftchange.core import Accepted, Backoff, BackoffConfig, Effect, Grant, ProviderRefused, ProviderTimeout, Refused, Renewal
 from shiftchange.explore.config import ExploreConfig
 from shiftchange.runtime.clock import SteppingClock
@@ -33,35 +33,30 @@ from shiftchange.sim.config import SimConfig
 from shiftchange.sim.world import agent_config as sim_agent
 
 TASK, ATTEMPT, PREVIOUS, TOKEN = "task-1", "task-1#2", "task-1#1", "token-2"
-CONFIG = RuntimeConfig(tool_calls=1, gateway_retries_max=2, core=replace(RuntimeConfig().core, heartbeat_interval_s=0.8))
+CONFIG = RuntimeConfig(
+    agent=AgentConfig(call_deadline_s=3.0, gateway_retries_max=2, gateway_retry_s=0.5),
+    workflow=ChapterWorkflow(tool_calls=1),
+    core=replace(RuntimeConfig().core, heartbeat_interval_s=0.8),
+)
 """Settings away from the agent's defaults (three retries, a one-second heartbeat), so a converter that forgot one shows;
 the explorer bounds a call's asks at three retries."""
-SIM_CONFIG = replace(
-    SimConfig(),
-    core=CONFIG.core,
-    workers=replace(
-        SimConfig().workers,
-        call_deadline_s=CONFIG.call_deadline_s,
-        gateway_retries_max=CONFIG.gateway_retries_max,
-        gateway_retry_s=CONFIG.gateway_retry_s,
-    ),
-)
+SIM_CONFIG = replace(SimConfig(), core=CONFIG.core, agent=CONFIG.agent, workflow=CONFIG.workflow)
 EXPLORE_CONFIG = ExploreConfig(
     lease_ttl_s=CONFIG.core.lease_ttl_s,
     heartbeat_interval_s=CONFIG.core.heartbeat_interval_s,
-    call_deadline_s=CONFIG.call_deadline_s,
-    gateway_retries_max=CONFIG.gateway_retries_max,
-    gateway_retry_s=CONFIG.gateway_retry_s,
+    call_deadline_s=CONFIG.agent.call_deadline_s,
+    gateway_retries_max=CONFIG.agent.gateway_retries_max,
+    gateway_retry_s=CONFIG.agent.gateway_retry_s,
 )
-"""The runtime's settings, restated in the simulator's and the explorer's configurations."""
+"""The runtime's settings: the simulator's config holds the same `AgentConfig` and workflow; the explorer's flags restate them."""
 CONVERTED = {
     "simulator": lambda: sim_agent(SIM_CONFIG),
     "explorer": EXPLORE_CONFIG.agent,
     "runtime": lambda: runtime_agent(CONFIG),
 }
 """Each driver's own converter, from its own configuration."""
-WORKFLOW = ChapterWorkflow(CONFIG.tool_calls, None, CONFIG.model_call_cost_usd, CONFIG.model_call_tokens)
-"""The runtime builds its workflow from its config; the other drivers are handed the same one."""
+WORKFLOW = CONFIG.workflow
+"""The workflow the runtime's config holds; the other drivers are handed the same one."""
 BACKOFF = BackoffConfig(strategy="exponential", base_s=1.0, cap_s=8.0)
 CLAIM = SimpleNamespace(
     accepted=True,
@@ -204,6 +199,7 @@ def simulator(script: Script) -> None:
         leases=observer,
         seams=agent("simulator").seams,
         agent=sim_agent(SIM_CONFIG),
+        heartbeat_interval_s=SIM_CONFIG.core.heartbeat_interval_s,
         backoff=BACKOFF,
         rng=random.Random(1),
     )
@@ -270,7 +266,7 @@ DRIVERS = {"simulator": simulator, "explorer": explorer, "runtime": runtime}
 
 
 def test_every_driver_converts_the_same_settings_to_the_same_agent():
-    """One converter: the same deadlines, retries, heartbeat and lease give every driver the same agent, a call held back
+    """One converter: the same deadlines, retries and lease give every driver the same agent, a call held back
     by a dependency's controls waiting at most one lease everywhere (once only the runtime capped it)."""
     converted = {driver: convert() for driver, convert in CONVERTED.items()}
     assert len(set(converted.values())) == 1, converted

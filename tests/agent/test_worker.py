@@ -29,7 +29,7 @@ from shiftchange.agent import (
 )
 from shiftchange.core import Accepted, Backoff, BackoffConfig, Effect, Grant, ProviderRefused, ProviderTimeout, Refused, Renewal
 
-CONFIG = AgentConfig(heartbeat_interval_s=1.0, call_deadline_s=30.0, gateway_retries_max=2, gateway_retry_s=2.0)
+CONFIG = AgentConfig(call_deadline_s=30.0, gateway_retries_max=2, gateway_retry_s=2.0)
 BACKOFF = BackoffConfig(strategy="exponential", base_s=1.0, cap_s=8.0)
 """Exponential backoff draws nothing, so a test can name each wait: 1, 2, 4, 8 s."""
 FENCE = ("task-1#2", 2, "token")

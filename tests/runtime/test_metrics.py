@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from shiftchange.agent import AgentConfig
 from shiftchange.cli.main import main
 from shiftchange.core import CoreConfig, LedgerProvider, MemoryStore, Orchestrator, ProviderTimeout, ReliabilityConfig
 from shiftchange.core.config import BreakerConfig
@@ -272,7 +273,8 @@ def test_a_worker_and_an_orchestrator_serve_real_counts_after_a_pause_past_the_l
     lease expired, its time to detect and to recover, and the loop's decisions."""
     core = CoreConfig(lease_ttl_s=1.0, heartbeat_interval_s=0.25, cancel_ack_timeout_s=2.0, timeout_budget_s=60.0, call_deadline_max_s=5.0)
     config = RuntimeConfig(
-        core=core, tool_call_s=0.3, commit_s=0.05, idle_poll_s=0.1, call_deadline_s=2.0, gateway_retry_s=0.2, reap_interval_s=0.1,
+        core=core, tool_call_s=0.3, commit_s=0.05, idle_poll_s=0.1, reap_interval_s=0.1,
+        agent=AgentConfig(call_deadline_s=2.0, gateway_retries_max=4, gateway_retry_s=0.2),
         loop_interval_s=0.1, admission_interval_s=0.1, leader_lease_s=0.5, ci_s=0.1, review_s=0.05,
     )  # fmt: skip
     (tmp_path / "config.json").write_text(config.to_json())

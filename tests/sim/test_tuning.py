@@ -135,7 +135,7 @@ def test_a_placed_crash_strikes_at_its_time():
 @pytest.mark.parametrize(
     "overrides, words",
     [
-        ({"workers.call_deadline_s": 1000}, "workers.call_deadline_s (1000.0) must be at most core.call_deadline_max_s (600.0)"),
+        ({"agent.call_deadline_s": 1000}, "agent.call_deadline_s (1000.0) must be at most core.call_deadline_max_s (600.0)"),
         ({"series.window_s": 0.01}, "series.window_s must be at least 1"),
         ({"workload.arrival_rate_per_s": 1e-9}, "workload.tasks (1,000) would take"),
         ({"nemesis.placed": "pause worker-048 at=1 for=2"}, "worker-000 to worker-047"),
