@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from shiftchange.agent import AgentConfig, OperationsWorkflow, agent_config
 from shiftchange.agent.workflow import CODE_HOST
-from shiftchange.core import BackoffConfig, Budget, CoreConfig, RateLimitConfig, ReliabilityConfig
+from shiftchange.core import BackoffConfig, Budget, CoreConfig, InputError, RateLimitConfig, ReliabilityConfig
 from shiftchange.core.table import Table, table_for
 
 TASK_PREFIX, WORKER_PREFIX = "task-", "worker-"
@@ -55,7 +55,7 @@ TIMING_MAX_S = 3600
 OPERATIONS_MAX, OPERATION_NAME_MAX = 3, 40
 
 
-class ExploreError(Exception):
+class ExploreError(InputError):
     """A configuration or a replayed path the explorer cannot use: one line saying why."""
 
 

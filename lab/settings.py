@@ -1,4 +1,8 @@
-"""Every simulator setting by a dotted name: read one, set some, compare two configs, and write or read them as TOML.
+"""Every setting of a driver's config by a dotted name: read one, set some, compare two configs, and write or read them as TOML.
+
+The same paths serve every driver's config alike, each read from its own class's annotations: the simulator's
+`SimConfig` (the default where a function needs one), the runtime's `RuntimeConfig` (`agent.call_deadline_s`,
+`core.lease_ttl_s`), the explorer's flat `ExploreConfig` (`crashes`, `lease_ttl_s`).
 
 Why paths, not the dataclass tree: a `SimConfig` is a tree of frozen
 dataclasses, but a person tuning a run wants one setting, not a tree to
@@ -42,7 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from os import PathLike
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import tomli_w
 
@@ -75,6 +79,9 @@ _PLACED_TABLE = "fault"
 _NOT_GIVEN = object()
 
 
+ConfigT = TypeVar("ConfigT")
+
+
 class SettingError(InputError):
     """A setting that names nothing, or a value its setting cannot take: one line naming the path and the value."""
 
@@ -82,12 +89,12 @@ class SettingError(InputError):
 # ------------------------------------------------------------------ reading and comparing
 
 
-def paths(config: SimConfig) -> dict[str, Any]:
+def paths(config: Any) -> dict[str, Any]:
     """Every leaf of the config by its dotted path, in field order."""
     return dict(_leaves(config, ""))
 
 
-def get(config: SimConfig, path: str) -> Any:
+def get(config: Any, path: str) -> Any:
     """The value at a dotted path (a leaf, or the part of the config a shorter path names)."""
     value: Any = config
     segments = _segments(path)
@@ -96,14 +103,14 @@ def get(config: SimConfig, path: str) -> Any:
             value = getattr(value, name)
         elif isinstance(value, dict) and name in value:
             value = value[name]
-        elif value is None and _hint_at(segments) is not None:
+        elif value is None and _hint_at(segments, type(config)) is not None:
             raise SettingError(f"{path} has no value: {'.'.join(segments[:depth])} is {NONE_TEXT}")
         else:
             raise _unknown(path, config)
     return value
 
 
-def diff(base: SimConfig, config: SimConfig) -> dict[str, Any]:
+def diff(base: Any, config: Any) -> dict[str, Any]:
     """The leaves of `config` whose values differ from `base`'s (or that `base` does not have), in field order."""
     before = paths(base)
     return {path: value for path, value in paths(config).items() if path not in before or before[path] != value}
@@ -132,41 +139,43 @@ def parse_assignment(text: str) -> tuple[str, str]:
     return path, value.strip()
 
 
-def apply(config: SimConfig, overrides: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> SimConfig:
-    """`config` with each (path, value) applied in order; a later one wins. The result is validated once, as a whole."""
+def apply(config: ConfigT, overrides: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> ConfigT:
+    """`config` (any driver's) with each (path, value) applied in order; a later one wins. The result is validated once,
+    as a whole, by its own class."""
     pairs = overrides.items() if isinstance(overrides, Mapping) else overrides
     tree = _tree(config)
     for path, value in pairs:
         _assign(tree, _segments(path), value, config)
-    return _build(tree, SimConfig, "")
+    return _build(tree, type(config), "")
 
 
-def from_dict(data: Mapping[str, Any]) -> SimConfig:
-    """The config that plain data describes (`SimConfig.as_dict()`, a report's `config`); what it leaves out takes the defaults."""
+def from_dict(data: Mapping[str, Any], kind: type = SimConfig) -> Any:
+    """The config of class `kind` (a `SimConfig` by default) that plain data describes (`SimConfig.as_dict()`, a report's
+    `config`); what it leaves out takes the defaults."""
     if not isinstance(data, Mapping):
         raise SettingError(f"a config as plain data is a mapping of its parts, not {shown(data)}")
-    return apply(SimConfig(), [("", data)])
+    return apply(kind(), [("", data)])
 
 
-def _assign(tree: dict[str, Any], segments: tuple[str, ...], value: Any, config: SimConfig) -> None:
+def _assign(tree: dict[str, Any], segments: tuple[str, ...], value: Any, config: Any) -> None:
     """Write one setting into the plain-data tree; a mapping given for a group sets its parts one by one."""
     path = ".".join(segments)
-    hint = _hint_at(segments)
+    hint = _hint_at(segments, type(config))
     if hint is None:
         raise _unknown(path, config, value)
     if _is_group(hint) and isinstance(value, Mapping):
-        _node(tree, segments)
+        _node(tree, segments, type(config))
         for name, part in value.items():
             _assign(tree, (*segments, str(name)), part, config)
     elif segments:
-        _node(tree, segments[:-1])[segments[-1]] = _leaf_value(value, hint, path)
+        _node(tree, segments[:-1], type(config))[segments[-1]] = _leaf_value(value, hint, path)
     else:
         raise SettingError(f"a whole config is given as a mapping of its parts, not {shown(value)}")
 
 
-def _node(tree: dict[str, Any], segments: tuple[str, ...]) -> dict[str, Any]:
+def _node(tree: dict[str, Any], segments: tuple[str, ...], root: type) -> dict[str, Any]:
     """The group at `segments`, created from its type's defaults where it is None (an unset optional part, a new dict key)."""
-    node, hint = tree, SimConfig
+    node, hint = tree, root
     for name in segments:
         hint = _child_hint(hint, name)
         if node.get(name) is None:
@@ -334,7 +343,7 @@ def _has_text_form(cls: Any) -> bool:
 # ------------------------------------------------------------------ TOML
 
 
-def to_toml(config: SimConfig, *, comments: bool = False) -> str:
+def to_toml(config: Any, *, comments: bool = False) -> str:
     """The whole config as TOML, every leaf named: `from_toml` (or `--config`) reads it back to an equal config.
 
     With `comments`, each setting that says what it means (the docstring under
@@ -342,7 +351,8 @@ def to_toml(config: SimConfig, *, comments: bool = False) -> str:
     which a reader of the file sees and `from_toml` ignores.
     """
     document = _toml(config)
-    document[_PLACED_TABLE] = document["nemesis"].pop("placed")
+    if isinstance(config, SimConfig):  # the simulator's placed faults: an array of tables at the top, one per fault
+        document[_PLACED_TABLE] = document["nemesis"].pop("placed")
     text = tomli_w.dumps(document)
     return _commented(text, meanings(config)) if comments else text
 
@@ -405,28 +415,30 @@ def _commented(text: str, meaning: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def from_toml(text: str, base: SimConfig | None = None) -> SimConfig:
-    """`base` (default: the defaults) with every setting a TOML text names."""
-    return apply(SimConfig() if base is None else base, _overrides(text, "the TOML text"))
+def from_toml(text: str, base: Any = None) -> Any:
+    """`base` (default: the simulator's defaults) with every setting a TOML text names."""
+    base = SimConfig() if base is None else base
+    return apply(base, _overrides(text, "the TOML text", type(base)))
 
 
-def load(path: str | PathLike[str], base: SimConfig | None = None) -> SimConfig:
-    """`base` (default: the defaults) with every setting a TOML file names; any error names the file."""
-    overrides = read_overrides(path)
+def load(path: str | PathLike[str], base: Any = None) -> Any:
+    """`base` (default: the simulator's defaults) with every setting a TOML file names; any error names the file."""
+    base = SimConfig() if base is None else base
+    overrides = read_overrides(path, type(base))
     try:
-        return apply(SimConfig() if base is None else base, overrides)
+        return apply(base, overrides)
     except SettingError as error:
         raise SettingError(f"{path}: {error}") from None
 
 
-def read_overrides(path: str | PathLike[str]) -> dict[str, Any]:
+def read_overrides(path: str | PathLike[str], kind: type = SimConfig) -> dict[str, Any]:
     """A TOML file, possibly partial, as path -> typed value; a key that names no setting is an error naming file and path."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise SettingError(f"cannot read config file {path}: {reason}") from None
-    return _overrides(text, str(path))
+    return _overrides(text, str(path), kind)
 
 
 def _toml(value: Any) -> Any:
@@ -446,37 +458,37 @@ def _toml_record(value: Any) -> Any:
     return {item.name: _toml(getattr(value, item.name)) for item in dataclasses.fields(value) if getattr(value, item.name) is not None}
 
 
-def _overrides(text: str, source: str) -> dict[str, Any]:
+def _overrides(text: str, source: str, root: type) -> dict[str, Any]:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SettingError(f"{source} is not valid TOML: {error}") from None
     try:
-        return _flatten(document)
+        return _flatten(document, root)
     except SettingError as error:
         raise SettingError(f"{source}: {error}") from None
 
 
-def _flatten(document: dict[str, Any]) -> dict[str, Any]:
-    placed = document.pop(_PLACED_TABLE, _NOT_GIVEN)
+def _flatten(document: dict[str, Any], root: type) -> dict[str, Any]:
+    placed = document.pop(_PLACED_TABLE, _NOT_GIVEN) if root is SimConfig else _NOT_GIVEN
     flat: dict[str, Any] = {}
-    _flatten_into(flat, document, ())
+    _flatten_into(flat, document, (), root)
     if placed is not _NOT_GIVEN:
         if PLACED_PATH in flat:
             raise SettingError(f"the placed faults are given twice, as [[{_PLACED_TABLE}]] tables and as {PLACED_PATH}; give it once")
-        flat[PLACED_PATH] = _leaf_value(placed, _hint_at(tuple(PLACED_PATH.split("."))), PLACED_PATH)
+        flat[PLACED_PATH] = _leaf_value(placed, _hint_at(tuple(PLACED_PATH.split(".")), root), PLACED_PATH)
     return flat
 
 
-def _flatten_into(flat: dict[str, Any], table: Mapping[str, Any], segments: tuple[str, ...]) -> None:
+def _flatten_into(flat: dict[str, Any], table: Mapping[str, Any], segments: tuple[str, ...], root: type) -> None:
     for name, value in table.items():
         here = (*segments, name)
         path = ".".join(here)
-        hint = _hint_at(here)
+        hint = _hint_at(here, root)
         if hint is None:
-            raise _unknown(path, SimConfig(), value)
+            raise _unknown(path, root(), value)
         if _is_group(hint) and isinstance(value, Mapping):
-            _flatten_into(flat, value, here)
+            _flatten_into(flat, value, here, root)
         else:
             flat[path] = _leaf_value(value, hint, path)
 
@@ -515,9 +527,9 @@ def _child_hint(hint: Any, name: str) -> Any:
     return _hints(cls).get(name) if cls is not None else None
 
 
-def _hint_at(segments: tuple[str, ...]) -> Any:
-    """The annotated type at a path, or None when the path names no setting."""
-    hint: Any = SimConfig
+def _hint_at(segments: tuple[str, ...], root: type) -> Any:
+    """The annotated type at a path from `root` (a driver's config class), or None when the path names no setting."""
+    hint: Any = root
     for name in segments:
         hint = _child_hint(hint, name) if _is_group(hint) else None
         if hint is None:
@@ -553,19 +565,19 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _unknown(path: str, config: SimConfig, value: Any = _NOT_GIVEN) -> SettingError:
+def _unknown(path: str, config: Any, value: Any = _NOT_GIVEN) -> SettingError:
     given = "" if value is _NOT_GIVEN else f" (given {shown(value)})"
     close = difflib.get_close_matches(path, _known_paths(config), n=3)
-    advice = f"did you mean {' or '.join(close)}?" if close else f"a path starts with one of {', '.join(_hints(SimConfig))}"
+    advice = f"did you mean {' or '.join(close)}?" if close else f"a path starts with one of {', '.join(_hints(type(config)))}"
     return SettingError(f"unknown setting {path!r}{given}; {advice}")
 
 
-def _known_paths(config: SimConfig) -> list[str]:
+def _known_paths(config: Any) -> list[str]:
     """Every leaf of this config, and those of its unset optional parts (which setting one of them creates)."""
     leaves = paths(config)
     known = dict.fromkeys(leaves)
     for path, value in leaves.items():
-        cls = _dataclass(_hint_at(tuple(path.split("."))))
+        cls = _dataclass(_hint_at(tuple(path.split(".")), type(config)))
         if value is None and cls is not None:
             known.update(dict.fromkeys(_join(path, name) for name in _hints(cls)))
     return list(known)

@@ -332,3 +332,22 @@ def test_aimed_pauses_are_drawn_beside_the_random_faults_and_move_none_of_them()
     assert drawn and all(f.kind == "pause" and f.target == "busy" and f.until - f.at == config.nemesis.pause_s for f in drawn)
     no_pauses = replace(config.nemesis, faults=tuple(kind for kind in config.nemesis.faults if kind != "pause"))
     assert not [f for f in schedule(no_pauses) if f.kind == "pause"]
+
+
+def test_the_same_paths_set_every_drivers_config():
+    """Goal: one settings module over every driver's config alike: the runtime's nested tree and the explorer's flat flags,
+    each validated by its own class, an unknown path answered with that config's own paths."""
+    from shiftchange.explore.config import ExploreConfig
+    from shiftchange.lab import settings
+    from shiftchange.runtime.config import RuntimeConfig
+
+    runtime = settings.apply(RuntimeConfig(), {"agent.call_deadline_s": "2.5", "core.lease_ttl_s": 9})
+    assert (runtime.agent.call_deadline_s, runtime.core.lease_ttl_s) == (2.5, 9.0)
+    assert settings.diff(RuntimeConfig(), runtime) == {"core.lease_ttl_s": 9.0, "agent.call_deadline_s": 2.5}
+    assert settings.from_toml(settings.to_toml(runtime), RuntimeConfig()) == runtime
+    explored = settings.apply(ExploreConfig(), {"crashes": 1, "operations": "push,create-pr"})
+    assert (explored.crashes, explored.operations) == (1, ("push", "create-pr"))
+    with pytest.raises(settings.SettingError, match=r"unknown setting 'agent\.deadline_s'.*did you mean agent\.call_deadline_s"):
+        settings.apply(RuntimeConfig(), {"agent.deadline_s": 1})
+    with pytest.raises(settings.SettingError, match=r"^heartbeat_interval_s .* must be shorter than lease_ttl_s"):
+        settings.apply(ExploreConfig(), {"heartbeat_interval_s": 5})
