@@ -156,16 +156,18 @@ class AgentConfig:
         if not isinstance(self.held_back_jitter, bool):
             raise InputError(f"AgentConfig.held_back_jitter must be true or false, not {self.held_back_jitter!r}")
 
-    def check_against(self, core: Any, owner: str) -> None:
-        """What an agent's settings must agree with in the core's (`owner` names the config holding both, for the message)."""
+    def check_against(self, core: Any, owner: str = "") -> None:
+        """What an agent's settings must agree with in the core's (`owner` names the config holding both, for the message:
+        `SimConfig.agent.call_deadline_s`; none: `agent.call_deadline_s`, the setting's path)."""
+        owner = f"{owner}." if owner else ""
         if self.call_deadline_s > core.call_deadline_max_s:
             raise InputError(
-                f"{owner}.agent.call_deadline_s ({self.call_deadline_s!r}) must be at most {owner}.core.call_deadline_max_s"
+                f"{owner}agent.call_deadline_s ({self.call_deadline_s!r}) must be at most {owner}core.call_deadline_max_s"
                 f" ({core.call_deadline_max_s!r}), or the gateway refuses every call a worker asks for"
             )
         if self.held_back_wait_max_s is not None and self.held_back_wait_max_s > core.lease_ttl_s:
             raise InputError(
-                f"{owner}.agent.held_back_wait_max_s ({self.held_back_wait_max_s!r}) must be at most {owner}.core.lease_ttl_s"
+                f"{owner}agent.held_back_wait_max_s ({self.held_back_wait_max_s!r}) must be at most {owner}core.lease_ttl_s"
                 f" ({core.lease_ttl_s!r}): a held-back Attempt asks the gateway at least once a lease"
             )
 
@@ -178,7 +180,7 @@ def agent_config(core: Any, config: AgentConfig) -> AgentConfig:
     when the config leaves it None, however long the circuit says, so a held-back Attempt asks the gateway at least
     once a lease, wherever it runs. The heartbeat is the core's (`core.heartbeat_interval_s`): the drivers pace it.
     """
-    config.check_against(core, "the driver's config")
+    config.check_against(core)
     if config.held_back_wait_max_s is not None:
         return config
     return replace(config, held_back_wait_max_s=core.lease_ttl_s)

@@ -178,7 +178,8 @@ def _one(rows: Sequence[dict[str, Any]], fault: Fault, config: Bounds, arrivals_
         status = OK
     else:
         status = VIOLATED if covered else UNKNOWN
-    sustaining = _sustaining(evidence(rows, dependency, fault.until, fault.until + config.bound_s)) if status != OK else ()
+    span_end_s = after_rows[-1]["t_s"] + after_rows[-1]["window_s"] if after_rows else fault.until
+    sustaining = _sustaining(evidence(rows, dependency, fault.until, span_end_s)) if status != OK else ()
     return TriggerRecovery(name, dependency, fault.until, _round(before), _round(after), back_s, status, sustaining)
 
 

@@ -32,8 +32,12 @@ from typing import Any
 
 from .history import OK, UNKNOWN, VIOLATED, Verdict
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of the JSON object of a run (`--json`, report.json): it changes whenever a field changes meaning.
+
+4: the simulator's and the runtime's `config` hold the agent's settings under `agent` and its workflow under
+`workflow` (they were `workers.call_deadline_s`, `workload.tool_calls`, ...); a search's `search` says how many states
+a depth bound left unexpanded (`cut`); a simulated run's `subject` names the settings it changed (`settings_changed`).
 
 3: one shape for every driver (`driver`, `search`, `subject`, `faults` as records); the simulator's was at 1 and
 chaos's at 2, each its own shape."""

@@ -16,7 +16,8 @@ workflow as the simulator's config holds them.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,15 @@ __all__ = ["RuntimeConfig", "load_config"]
 
 
 _PARTS = ("core", "workspace", "budget", "agent", "workflow")
+_MOVED = {
+    "call_deadline_s": "agent",
+    "gateway_retries_max": "agent",
+    "gateway_retry_s": "agent",
+    "tool_calls": "workflow",
+    "model_call_cost_usd": "workflow",
+    "model_call_tokens": "workflow",
+}
+"""Settings that were flat in a runtime configuration before the agent's and workflow's settings became parts of it."""
 """The fields that are not one number: the parts (each a config of its own) and the workspace's name."""
 
 
@@ -94,16 +104,25 @@ class RuntimeConfig:
         known = {item.name for item in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise InputError(f"unknown runtime setting(s) {', '.join(unknown)}; the settings are {', '.join(sorted(known))}")
+            moved = [f"{name} (now {_MOVED[name]}.{name})" for name in unknown if name in _MOVED]
+            hint = f"; moved: {', '.join(moved)}" if moved else ""
+            raise InputError(f"unknown runtime setting(s) {', '.join(unknown)}{hint}; the settings are {', '.join(sorted(known))}")
         values = dict(data)
+        defaults = cls()
+        for name in _PARTS:
+            if name in values and name != "workspace":
+                given = values[name]
+                if not isinstance(given, dict):
+                    raise InputError(f"RuntimeConfig.{name} is a JSON object of its settings, not {given!r:.60}")
+                try:  # what a part leaves out keeps the runtime's own default, not the part's class default
+                    values[name] = replace(getattr(defaults, name), **given)
+                except TypeError as error:
+                    raise InputError(f"bad runtime configuration: RuntimeConfig.{name}: {error}") from None
+                except InputError as error:
+                    raise InputError(
+                        re.sub(rf"\b{type(getattr(defaults, name)).__name__}\.", f"RuntimeConfig.{name}.", str(error))
+                    ) from None
         try:
-            if "core" in values:
-                values["core"] = CoreConfig(**values["core"])
-            for name, part in (("budget", Budget), ("agent", AgentConfig), ("workflow", ChapterWorkflow)):
-                if name in values:
-                    if not isinstance(values[name], dict):
-                        raise InputError(f"RuntimeConfig.{name} is a JSON object of its settings, not {values[name]!r:.60}")
-                    values[name] = part(**values[name])
             return cls(**values)
         except TypeError as error:
             raise InputError(f"bad runtime configuration: {error}") from None

@@ -69,3 +69,15 @@ def test_the_runtime_reads_its_agent_and_workflow_back_from_its_json_and_refuses
         RuntimeConfig.from_dict({"agent": 3.0})
     with pytest.raises(InputError, match="bad runtime configuration"):
         RuntimeConfig.from_dict({"agent": {"heartbeat_interval_s": 1.0}})
+
+
+def test_a_runtime_json_part_keeps_the_runtimes_own_defaults_for_what_it_leaves_out_and_errors_name_its_path():
+    """Goal: `{"agent": {"gateway_retries_max": 2}}` changes that one setting; the rest stay the runtime's (not the class
+    defaults, which the core's 30 s deadline bound would refuse); a bad value names RuntimeConfig.agent.<field>."""
+    config = RuntimeConfig.from_dict({"agent": {"gateway_retries_max": 2}, "core": {"lease_ttl_s": 5.0}})
+    assert config.agent == replace(RuntimeConfig().agent, gateway_retries_max=2)
+    assert config.core == replace(RuntimeConfig().core, lease_ttl_s=5.0)
+    with pytest.raises(InputError, match=r"^RuntimeConfig\.agent\.call_deadline_s must be a positive"):
+        RuntimeConfig.from_dict({"agent": {"call_deadline_s": 0}})
+    with pytest.raises(InputError, match=r"call_deadline_s \(now agent\.call_deadline_s\)"):
+        RuntimeConfig.from_dict({"call_deadline_s": 3.0})

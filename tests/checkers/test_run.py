@@ -97,7 +97,7 @@ def test_an_unknown_verdict_is_not_ok_in_the_record():
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda r: r.update(schema_version=1), "schema version 3, not 1"),
+        (lambda r: r.update(schema_version=1), "schema version 4, not 1"),
         (lambda r: r.pop("subject"), "has no subject"),
         (lambda r: r.update(driver="jepsen"), "not 'jepsen'"),
         (lambda r: r["invariants"].update(single_owner={"status": "ok"}), "invariants are malformed"),

@@ -317,7 +317,7 @@ def test_a_placed_fault_from_the_command_line_is_listed_with_its_index_and_repla
     assert "   0  t=   100.00 to    160.00  placed  outage model_provider mode=hang" in out
     status, out, _ = sim(capsys, "run", "--scenario", "baseline", "--tasks", "30", "--fault", placed, "--json")
     report = json.loads(out)
-    assert report["schema_version"] == 3
+    assert report["schema_version"] == 4
     assert status == 0 and len(report["faults"]) == 1 and "--fault" in report["replay"] and placed in shlex.split(report["replay"])
     status, again, _ = sim(capsys, *shlex.split(report["replay"])[2:], "--json")
     assert json.loads(again)["subject"]["digest"] == report["subject"]["digest"]
@@ -339,7 +339,7 @@ def test_series_plot_and_artifacts_are_written_where_asked(capsys, tmp_path):
     header = (tmp_path / "s.csv").read_text().splitlines()[0].split(",")
     assert header[:2] == ["t_s", "window_s"] and "renewals_unanswered" in header and "model_provider.latency_s_p99" in header
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads((tmp_path / "run" / "report.json").read_text())["schema_version"] == 3
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["schema_version"] == 4
 
 
 @pytest.mark.parametrize(

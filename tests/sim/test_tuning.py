@@ -340,7 +340,7 @@ def test_run_artifacts_hold_the_report_config_series_plot_and_whole_history(tmp_
     folder = tmp_path / "run"
     assert sorted(path.name for path in folder.iterdir()) == sorted(FILES)
     report = json.loads((folder / "report.json").read_text())
-    assert report["schema_version"] == 3 and report["driver"] == "sim" and report["subject"]["digest"] == outcome.digest
+    assert report["schema_version"] == 4 and report["driver"] == "sim" and report["subject"]["digest"] == outcome.digest
     assert report["subject"]["files"] == list(FILES)
     placed = [fault for fault in report["faults"] if fault["placed"]]
     assert placed == [
