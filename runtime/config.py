@@ -29,7 +29,9 @@ from shiftchange.core.config import require_instance, require_positive
 __all__ = ["RuntimeConfig", "load_config"]
 
 
-_PARTS = ("core", "workspace", "budget", "agent", "workflow")
+_RECORDS = ("core", "budget", "agent", "workflow")
+"""The parts that are configs of their own, each a JSON object in the file."""
+_PARTS = (*_RECORDS, "workspace")
 _MOVED = {
     "call_deadline_s": "agent",
     "gateway_retries_max": "agent",
@@ -109,8 +111,8 @@ class RuntimeConfig:
             raise InputError(f"unknown runtime setting(s) {', '.join(unknown)}{hint}; the settings are {', '.join(sorted(known))}")
         values = dict(data)
         defaults = cls()
-        for name in _PARTS:
-            if name in values and name != "workspace":
+        for name in _RECORDS:
+            if name in values:
                 given = values[name]
                 if not isinstance(given, dict):
                     raise InputError(f"RuntimeConfig.{name} is a JSON object of its settings, not {given!r:.60}")

@@ -41,10 +41,8 @@ def render(run: Run) -> str:
     heading, rows = _FIGURES[run.driver](run)
     if rows:
         lines += ["", heading, *_aligned(rows)]
-    for section in _SECTIONS.get(run.driver, lambda _run: [])(run):
+    for section in _SECTIONS[run.driver](run):
         lines += ["", *section]
-    if not run.ok and run.driver == "sim":
-        lines += ["", f"replay: {run.replay}"]
     ending = _ENDINGS.get(run.driver)
     if ending is not None:
         lines += ["", ending(run)]
@@ -101,6 +99,12 @@ def _spec_words(run: Run) -> str:
 
 
 # ------------------------------------------------------------------ a simulated run
+
+
+def _sim_sections(run: Run) -> list[list[str]]:
+    """A run that did not pass ends with the command that plays it again (a chaos run names its rerun among its facts;
+    a search, its counterexample's replay)."""
+    return [] if run.ok else [[f"replay: {run.replay}"]]
 
 
 def _sim_title(run: Run) -> list[str]:
@@ -379,7 +383,7 @@ _TITLES: dict[str, Callable[[Run], list[str]]] = {"sim": _sim_title, "explore": 
 """What ran, per driver: the title line and the facts under it, each read from the record."""
 _FIGURES: dict[str, Callable[[Run], tuple[str, Rows]]] = {"sim": _sim_figures, "explore": _explore_figures, "chaos": _chaos_figures}
 """The figures section, per driver: its heading and its labelled rows, each read from the record's metrics or search."""
-_SECTIONS: dict[str, Callable[[Run], list[list[str]]]] = {"explore": _explore_sections, "chaos": _chaos_sections}
-"""The sections only some runs have, in order after the figures."""
+_SECTIONS: dict[str, Callable[[Run], list[list[str]]]] = {"sim": _sim_sections, "explore": _explore_sections, "chaos": _chaos_sections}
+"""The sections a driver's run may add after the figures, in order (none when there is nothing to say)."""
 _ENDINGS: dict[str, Callable[[Run], str]] = {"explore": _explore_ending, "chaos": _chaos_ending}
 """The closing line, for the drivers that print one."""
