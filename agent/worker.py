@@ -101,6 +101,9 @@ IDLE, CLAIM, LOOK, START, START_AGAIN, GRANT, PERFORM, RECEIPT, REPORT, WAIT, WO
 FINISH_FIRST = frozenset({RECEIPT, ACK, FAIL})
 """Calls an interrupt lets finish: a landed effect's receipt, a failure report, an acknowledgement."""
 LEASE_LOST, CANCELLED = "lease lost", "cancelled"
+STATE_ROW_DEADLINE = 9
+"""Where `Agent.state_row` holds its one time: the deadline of the call it performs (a driver that writes times
+relatively, the explorer's abstract clock, rewrites it)."""
 CHAPTER = ChapterWorkflow()
 
 
@@ -261,12 +264,14 @@ class Agent:
         return None if self.fence is None else self.fence[0]
 
     def state_row(self) -> tuple:
-        """The agent's state as plain values, without the lease token (a fence is its Attempt and generation)."""
+        """The agent's state as plain values, without the lease token (a fence is its Attempt and generation); its one
+        time, the deadline of the call it performs, at `STATE_ROW_DEADLINE`."""
         fence = None if self.fence is None else self.fence[:2]
         deadline_at = self.deadline_at if self.phase == PERFORM else None
         return (
             self.phase, fence, self.task_id, self.head, self.index, self.asks, self.timeouts, self.held_back, self.key,
-            deadline_at, self.via_gateway, self._failure, self._retrying, self._interrupt, self._stopping,
+            deadline_at,  # STATE_ROW_DEADLINE
+            self.via_gateway, self._failure, self._retrying, self._interrupt, self._stopping,
         )  # fmt: skip
 
     # ------------------------------------------------------------ commands

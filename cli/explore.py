@@ -89,7 +89,7 @@ _TIMINGS = (
     ("backoff-cap", "backoff_cap_s", _seconds, "S", "the longest backoff (default 4)"),
     ("gateway-retry", "gateway_retry_s", _seconds, "S", "a worker's pause before asking the gateway again after a lost answer (default 2)"),
 )
-_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "por", "dfs", "no_symmetry", "coverage", "report")
+_SEARCH_ONLY = ("depth", "states", "time_limit", "processes", "por", "dfs", "no_symmetry", "coverage", "report", "time")
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -127,6 +127,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     explore.add_argument("--dfs", action="store_true", help="depth-first (with --depth): less memory, no shortest counterexample")
     explore.add_argument("--no-symmetry", action="store_true", help="count a state and its image under renamed workers apart")
     explore.add_argument(
+        "--time",
+        choices=("abstract", "concrete"),
+        default=None,
+        help="abstract (default): states that differ only in when things happened are one (sound for the invariants; timings"
+        " in 1/1024 s); concrete: every time a number on the clock. Paths, and replays, are on the concrete clock either way",
+    )
+    explore.add_argument(
         "--por",
         action="store_true",
         help="partial-order reduction: skip the second order of independent steps (sleep sets; the same states and verdicts)",
@@ -147,6 +154,7 @@ def _config(args: argparse.Namespace) -> Any:
     given["idempotent_provider"] = None if args.no_idempotency is None else False
     given |= {name: getattr(args, flag.replace("-", "_")) for flag, name, _kind, _m, _t in _TIMINGS}
     given["spec"] = args.spec
+    given["time"] = getattr(args, "time", None)
     given = {name: value for name, value in given.items() if value is not None}
     if args.antipattern is not None:
         return exposing_config(args.antipattern, **given)

@@ -12,12 +12,14 @@ packaged spec), before any anti-pattern's edit of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shiftchange.agent import AgentConfig, OperationsWorkflow, agent_config
 from shiftchange.agent.workflow import CODE_HOST
 from shiftchange.core import BackoffConfig, Budget, CoreConfig, InputError, RateLimitConfig, ReliabilityConfig
 from shiftchange.core.table import Table, table_for
+
+from .abstract_time import dyadic
 
 TASK_PREFIX, WORKER_PREFIX = "task-", "worker-"
 WORKSPACE = "workspace"
@@ -52,6 +54,8 @@ _TIMINGS = (
     "gateway_retry_s",
 )
 TIMING_MAX_S = 3600
+ABSTRACT, CONCRETE = "abstract", "concrete"
+TIME_MODES = (ABSTRACT, CONCRETE)
 OPERATIONS_MAX, OPERATION_NAME_MAX = 3, 40
 
 
@@ -114,6 +118,9 @@ class ExploreConfig:
     antipattern: str | None = None
     spec: str | None = None
     """The spec the core runs: a folder or a git revision naming one (`spec.source.read_spec`); None for the packaged spec."""
+    time: str = ABSTRACT
+    """What a state is known by (`abstract_time.py`): "abstract", its times relative to the clock and those past as
+    earlier; "concrete", every time as a number on the clock. The steps, and so the paths, are the same in both."""
 
     def __post_init__(self) -> None:
         if self.spec is not None and (not isinstance(self.spec, str) or not self.spec.strip()):
@@ -133,6 +140,29 @@ class ExploreConfig:
             )
         if self.backoff_cap_s < self.backoff_base_s:
             raise ExploreError(f"backoff_cap_s ({self.backoff_cap_s:g}) must be at least backoff_base_s ({self.backoff_base_s:g})")
+        self._check_time()
+
+    def _check_time(self) -> None:
+        if self.time not in TIME_MODES:
+            raise ExploreError(f"time must be {' or '.join(TIME_MODES)}, not {self.time!r:.60}")
+        if self.time == ABSTRACT:
+            for name in _TIMINGS:
+                if not dyadic(getattr(self, name)):
+                    raise ExploreError(
+                        f"{name} ({getattr(self, name)!r}) is not a whole multiple of 1/1024 s, which the abstract clock needs"
+                        " to add times exactly: round it, or search with --time concrete"
+                    )
+
+    def concrete(self) -> ExploreConfig:
+        """This configuration on the concrete clock: what a replay plays every path on."""
+        return replace(self, time=CONCRETE)
+
+    def horizon_s(self) -> float:
+        """The clock's bound on an abstract search: before it no Attempt's time budget and no task's elapsed budget can bind,
+        however long ago anything began (`abstract_time.py`, point 2)."""
+        core, budget = self.core(), self.budget()
+        attempts = budget.attempts_max + self.operator_calls  # each operator release may allow one Attempt more
+        return min(core.timeout_budget_s - core.call_deadline_max_s, budget.elapsed_max_s / attempts)
 
     def _check_operations(self) -> None:
         operations = self.operations

@@ -10,7 +10,8 @@ report prints: about 1e-9 for a million states and twenty million steps.
 
 The text is the world's `digest_parts` (records, ledger, calls and
 duplicates in flight, the actors, the agenda, the faults left, the clock;
-never the history). With symmetry reduction the digest is the least text
+never the history), its times as the configuration's clock writes them
+(`abstract_time.py`). With symmetry reduction the digest is the least text
 over the renamings of the workers that list their rows in order once every
 worker's name is masked in them, each collection and the workers' rows
 sorted after the renaming, so a state and its mirror image count once.
@@ -55,9 +56,10 @@ def collision_probability(states: int, transitions: int) -> float:
     return min(1.0, (transitions + 1) * states / 2.0**FINGERPRINT_BITS)
 
 
-def digest(world: World, symmetry: bool) -> bytes:
-    """The state's identity: the least text over the renamings of the workers that order their masked rows (with symmetry), hashed."""
-    ordered, bags, rows = world.digest_parts()
+def digest(world: World, symmetry: bool, abstract: bool | None = None) -> bytes:
+    """The state's identity: the least text over the renamings of the workers that order their masked rows (with symmetry), hashed;
+    `abstract`: its times as the abstract clock writes them (default: as the configuration's `time` says)."""
+    ordered, bags, rows = world.digest_parts(abstract)
     names = tuple(worker_name(i) for i in range(len(rows)))
     orders = _renamings(rows, names) if symmetry and len(rows) > 1 else [names]
     best = None

@@ -41,8 +41,9 @@ TIMING_FLAGS = (
 """The timings (seconds) and the worker's gateway retries, spelt out in a command only where they differ from the defaults."""
 
 
-def steps_flags(config: ExploreConfig) -> str:
-    """The command-line flags that give `config`: every count spelt out, timings where they are not the defaults."""
+def steps_flags(config: ExploreConfig, time: bool = True) -> str:
+    """The command-line flags that give `config`: every count spelt out, timings where they are not the defaults, and
+    the search's clock when it is not the default (`time`; a replay plays on the concrete clock whatever it is)."""
     parts = [f"{flag} {getattr(config, name)}" for name, flag in COUNT_FLAGS]
     parts.append(f"--operations {','.join(config.operations)}")
     defaults = ExploreConfig()
@@ -53,11 +54,13 @@ def steps_flags(config: ExploreConfig) -> str:
         parts.append(f"--antipattern {config.antipattern}")
     if config.spec is not None:
         parts.append(f"--spec {shlex.quote(config.spec)}")
+    if time and config.time != defaults.time:
+        parts.append(f"--time {config.time}")
     return " ".join(parts)
 
 
 def replay_command(config: ExploreConfig, steps: tuple[str, ...]) -> str:
-    return f"shiftchange explore {steps_flags(config)} --replay '{','.join(steps)}'"
+    return f"shiftchange explore {steps_flags(config, time=False)} --replay '{','.join(steps)}'"
 
 
 def parse_steps(text: str) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ a call sent after its deadline is void.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,9 +54,10 @@ class InFlight:
     incarnation: int
     perform: Perform
 
-    def row(self, awaited: bool) -> tuple:
+    def row(self, awaited: bool, at: Callable[[float], Any]) -> tuple:
+        """The call as plain values, its deadline written by `at` (as a number on the clock, or relative to it)."""
         perform = self.perform
-        return (self.worker_id, perform.key, perform.operation, perform.identity, perform.deadline_at, perform.via_gateway, awaited)
+        return (self.worker_id, perform.key, perform.operation, perform.identity, at(perform.deadline_at), perform.via_gateway, awaited)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,10 @@ def ended(world: World, snapshots: Snapshots) -> bool:
 
 
 def replay(config: ExploreConfig, steps: tuple[str, ...] | list[str]) -> Replayed:
-    """Play `steps` in a fresh world of `config`, judging each one as the search did; a step that does not fit is an ExploreError."""
+    """Play `steps` in a fresh world of `config` on the concrete clock, judging each one as the search did (a state is
+    judged as ended by its concrete text: every step it may take leads back to it, times and all); a step that does not
+    fit is an ExploreError."""
+    config = config.concrete()
     world = World(config, pattern_of(config))
     snapshots = Snapshots(world)
     timeline = ["setup     the tasks are created, accepted and dispatched", *_entries(world)]

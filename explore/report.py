@@ -88,7 +88,7 @@ def to_record(result: Exploration) -> Run:
     plays its path)."""
     config = result.config
     search = {name: getattr(result, name) for name in SEARCH_FIELDS}
-    search |= {"elapsed_s": round(result.elapsed_s, 3), "states_per_s": round(result.states_per_s, 1)}
+    search |= {"time": config.time, "elapsed_s": round(result.elapsed_s, 3), "states_per_s": round(result.states_per_s, 1)}
     return Run(
         driver="explore",
         ok=result.ok,
@@ -116,6 +116,7 @@ def _counterexample_json(result: Exploration) -> dict[str, Any] | None:
         "steps": list(example.steps),
         "timeline": list(example.timeline),
         "replay": replay_command(result.config, example.steps),
+        "replays_on_concrete_clock": example.replays,
     }
 
 

@@ -81,6 +81,17 @@ class Counterexample:
     timeline: tuple[str, ...]
     status: str = VIOLATED
     """Violated, or unknown when the checker crashed on this path (a failure all the same: nothing was judged)."""
+    replays: bool = True
+    """Whether its steps, played again on the concrete clock (`replay.py`), violate the same invariant. The abstract
+    clock's search takes only concrete steps, so they do unless a state was judged as ended because every step led back
+    to its abstract text while its concrete one moved on; such a counterexample is labelled so, not hidden."""
+
+
+def counterexample(config: ExploreConfig, steps: tuple[str, ...], finding: Finding) -> Counterexample:
+    """The finding at the end of `steps`, with their timeline played again on the concrete clock, and whether it showed there."""
+    played = replay(config, steps)  # the very steps that built the violating world: its history is theirs
+    shown = played.violation is not None and played.violation.invariant == finding.invariant
+    return Counterexample(finding.invariant, finding.example, steps, played.timeline, finding.status, shown)
 
 
 @dataclass
@@ -293,8 +304,7 @@ class _BreadthFirst:
         result.finishes = counts.finished > 0
         if counts.findings:
             _rank, steps, finding = min(counts.findings, key=lambda found: found[0])
-            played = replay(result.config, steps)  # the very steps that built the violating world: its history is theirs
-            result.counterexample = Counterexample(finding.invariant, finding.example, steps, played.timeline, finding.status)
+            result.counterexample = counterexample(result.config, steps, finding)
             result.depth = max(result.depth, len(steps))
             result.stopped_by = "violation"
         elif stopped_by is None and result.cut:
@@ -390,9 +400,7 @@ class _DepthFirst:
             if result.cut:
                 result.stopped_by = "depth"
         except _Found as found:
-            played = replay(result.config, found.steps)
-            finding = found.finding
-            result.counterexample = Counterexample(finding.invariant, finding.example, found.steps, played.timeline, finding.status)
+            result.counterexample = counterexample(result.config, found.steps, found.finding)
             result.stopped_by = "violation"
         except Bounded:
             result.stopped_by = "states"

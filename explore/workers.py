@@ -38,10 +38,12 @@ the clock to `wait_until` when nothing is offered, and `settle` after each.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shiftchange.agent import Agent, Call, Command, Look, Looked, Perform, Stop, Wait, Work
+from shiftchange.agent.worker import STATE_ROW_DEADLINE
 from shiftchange.core import ProviderTimeout
 
 from .config import WORKSPACE
@@ -219,12 +221,16 @@ class Worker:
 
     # ----------------------------------------------------------- digest
 
-    def row(self) -> tuple:
-        """This worker's state as plain values; left out: `paused_at`, the incarnation, the call's number, and when a worker
-        that holds nothing last renewed (its next claim starts the heartbeat afresh)."""
+    def row(self, at: Callable[[float | None], Any], now: float) -> tuple:
+        """This worker's state as plain values, every time written by `at` (as a number on the clock, or relative to it),
+        and whether it renewed at this instant (its renewal is a step only if not); left out: `paused_at`, the
+        incarnation, the call's number, and when a worker that holds nothing last renewed (its next claim starts the
+        heartbeat afresh)."""
+        agent = self.agent.state_row()
+        agent = (*agent[:STATE_ROW_DEADLINE], at(agent[STATE_ROW_DEADLINE]), *agent[STATE_ROW_DEADLINE + 1 :])
         return (
-            self.worker_id, self.agent.state_row(), command_row(self.command), self.paused, self.call is not None,
-            answer_row(self.answer), self.wait_until, self.renewed_at if self.holding else None, self.stalled_until,
+            self.worker_id, agent, command_row(self.command), self.paused, self.call is not None, answer_row(self.answer),
+            at(self.wait_until), (at(self.renewed_at), self.renewed_at >= now) if self.holding else None, at(self.stalled_until),
         )  # fmt: skip
 
 

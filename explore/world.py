@@ -39,7 +39,8 @@ from shiftchange.core import Backoff, Event, ManualClock, MemoryStore, Orchestra
 from shiftchange.core.provider import LedgerProvider
 
 from . import clock, nemesis
-from .config import DEPENDENCY, WORKSPACE, ExploreConfig, StepError, task_name, worker_name
+from .abstract_time import creation_ranks, record_row, relative
+from .config import ABSTRACT, DEPENDENCY, WORKSPACE, ExploreConfig, ExploreError, StepError, task_name, worker_name
 from .control import ControlPlane, intake, survey
 from .network import Network
 from .workers import DUPLICABLE, Worker
@@ -154,7 +155,7 @@ class World:
 
     # -------------------------------------------------------------- digest
 
-    def digest_parts(self) -> tuple[str, list[list[str]], list[str]]:
+    def digest_parts(self, abstract: bool | None = None) -> tuple[str, list[list[str]], list[str]]:
         """The state as text: the ordered part, the unordered collections (as rows), and one row per worker.
 
         The search renames the workers in all three, then sorts each
@@ -164,28 +165,45 @@ class World:
         decides nothing once the write is in), lease tokens (a fence is its
         Attempt and generation), and the numbers naming calls and duplicates
         (which call a worker awaits is kept as a flag on the call).
+
+        `abstract` (default: the configuration's `time`): every time written
+        as the abstract clock writes it, relative to now (`abstract_time.py`);
+        else as a number on the clock, with the clock's value first.
         """
-        orchestrator, provider = self.orchestrator, self.provider
+        if abstract is None:
+            abstract = self.config.time == ABSTRACT
+        orchestrator, provider, now = self.orchestrator, self.provider, self.clock.now()
         with self.store.transaction() as tx:
             tasks = [tx.task(task_name(i)) for i in range(self.config.tasks)]
             attempts = [a for t in tasks for a in tx.attempts_of(t.task_id)]
-            intents = [repr(_record_row(i)) for a in attempts for i in tx.intents_of(a.attempt_id)]
+            intents = [i for a in attempts for i in tx.intents_of(a.attempt_id)]
+        if abstract:
+            ranks = creation_ranks([*tasks, *attempts])
+
+            def row(record: Any) -> tuple:
+                return record_row(record, now, ranks)
+
+            def at(value: float | None) -> Any:
+                return relative(value, now)
+        else:
+            row, at = _record_row, _same
+        control = self.control.row()
         ordered = (
-            self.clock.now(),
-            tuple(_record_row(t) for t in tasks),
-            tuple(_record_row(a) for a in attempts),
+            None if abstract else now,
+            tuple(row(t) for t in tasks),
+            tuple(row(a) for a in attempts),
             tuple((a.attempt_id, orchestrator.admission_status(a.attempt_id)) for a in attempts),
             tuple(
                 (e.provider_id, e.key, e.operation, e.identity, provider.verdict(e.provider_id), e.provider_id in provider.deleted)
                 for e in provider.ledger
             ),
-            self.control.row(),
+            (control[0], [(a, at(due)) for a, due in control[1]], control[2], [(t, at(due)) for t, due in control[3]], control[4]),
             self.budgets.row(),
         )
         network = self.network
-        calls = [repr(call.row(network.awaited(self, call) is not None)) for call in network.calls]
+        calls = [repr(call.row(network.awaited(self, call) is not None, at)) for call in network.calls]
         duplicates = [repr(d.row()) for d in network.duplicates]
-        return repr(ordered), [intents, calls, duplicates], [repr(w.row()) for w in self.workers]
+        return repr(ordered), [[repr(row(i)) for i in intents], calls, duplicates], [repr(w.row(at, now)) for w in self.workers]
 
     # ------------------------------------------------------------- actions
 
@@ -222,7 +240,7 @@ class World:
         actor, _, rest = label.partition(":")
         action, _, argument = rest.partition(":")
         if actor == "clock":
-            clock.advance(self, float(argument))
+            self._advance(float(argument))
         elif actor == "provider" and action == "delete":
             self.network.delete(self, argument)
         elif actor == "provider":
@@ -239,6 +257,15 @@ class World:
         for worker in self.workers:
             worker.settle(self, now)
 
+    def _advance(self, target: float) -> None:
+        """The clock's step; an abstract search stops with an error before a time budget could bind (`abstract_time.py`)."""
+        if self.config.time == ABSTRACT and target >= self.config.horizon_s():
+            raise ExploreError(
+                f"a path reached t={target:g} s, from which an Attempt's time budget or a task's elapsed budget could bind, and"
+                " the abstract clock does not keep how long ago anything began: search with --time concrete"
+            )
+        clock.advance(self, target)
+
     def _worker_step(self, worker: Worker, action: str, argument: str) -> None:
         step, _, duplicate = action.partition("+")
         if step in (nemesis.CRASH, nemesis.PAUSE, nemesis.WAKE, nemesis.STALL):
@@ -249,6 +276,10 @@ class World:
 
 _ROWS: dict[type, tuple[operator.attrgetter, int | None]] = {}
 """Each record type's getter of every field but `version`, and where `token_digest` is among them (None: it is not)."""
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _record_row(record: Any) -> tuple:

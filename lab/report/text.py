@@ -179,10 +179,17 @@ def _recover(metrics: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------ a search
 
 
+_CLOCKS = {
+    "abstract": "abstract clock (states that differ only in when things happened are one)",
+    "concrete": "concrete clock",
+}
+
+
 def _explore_title(run: Run) -> list[str]:
     search, spec = run.search or {}, run.spec
     how = "breadth-first" if search["strategy"] == "bfs" else f"depth-first to depth {search['depth_bound']}"
     reduction = "workers interchangeable" if search["symmetry"] else "no symmetry reduction"
+    reduction += ", " + _CLOCKS[search.get("time", "concrete")]
     processes = f" over {search['processes']} processes" if search["processes"] > 1 else ""
     processes += ", partial-order reduction" if search["por"] else ""
     ran = spec.get("ran", spec)
@@ -239,6 +246,13 @@ def _explore_sections(run: Run) -> list[list[str]]:
         shortest = " (a shortest path)" if (run.search or {}).get("strategy") == "bfs" else ""
         sections.append([f"{example['invariant']} is violated after {len(example['steps'])} steps{shortest}"])
         sections.append(["timeline:", *example["timeline"]])
+        if not example.get("replays_on_concrete_clock", True):
+            sections.append(
+                [
+                    "this path does not show the violation when played on the concrete clock (a state was judged as"
+                    " ended on its abstract text): it may not happen with real timings"
+                ]
+            )
         sections.append(["replay:", f"  {example['replay']}"])
     coverage = []
     for machine, found in (run.coverage or {}).items():
