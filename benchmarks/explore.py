@@ -1,35 +1,43 @@
-"""Exhaustive exploration at useful sizes: distinct states per second per process, the reduction factors of symmetry and
-of partial-order reduction apart, the speed-up with processes, and peak memory, against the targets of issue 25.
+"""Exhaustive exploration at useful sizes: distinct states on the abstract clock against the concrete one, states per
+second per process, each reduction's factor, the speed-up with processes, peak memory, and the anti-patterns found at two
+tasks, against the targets of issue 38.
 
-    python benchmarks/explore.py [--repeat N] [--target-limit S] [--three-worker-limit S]
+    python benchmarks/explore.py [--baseline REV] [--repeat N] [--target-limit S] [--large-limit S] [--antipattern-limit S]
 
 Each search runs in a fresh child process (so its peak memory is its own:
 the child's and, over several processes, its forked workers').
 
 - **The benchmark configuration** (`--workers 2 --tasks 1 --crashes 1
-  --pauses 1 --lost-responses 1`), searched `--repeat` times (default 2)
-  in one process and in two: its distinct states per second per process,
-  and the speed-up of two processes (the median times' ratio).
-- **The speed-up**, on `--workers 2 --tasks 2 --crashes 1` (66,542
-  states), searched to completion once in one process and once in two:
-  the ratio of their times is the speed-up judged against its target (the
-  benchmark configuration's ratio is printed beside it: its few seconds are
-  mostly forking and level barriers).
-- **Reduction factors**, on it: symmetry (states without over states with
-  workers interchangeable) and partial-order reduction (sleep sets: steps
-  taken without over with; the states are the same by construction, so
-  their factor is 1).
-- **The target configuration** (`--tasks 2` with the same faults), over two
-  processes with partial-order reduction, stopped at `--target-limit`
-  seconds (default 60): it passes if it completes within them.
-- **Three workers, two tasks, a crash and a pause**, over two processes with
-  partial-order reduction, stopped at `--three-worker-limit` seconds
-  (default 600): it passes if it completes.
+  --pauses 1 --lost-responses 1`), searched `--repeat` times (default 2) in
+  one process on each clock, and with `--baseline REV` (the previous
+  release) on that revision's code, alternately: distinct states, states
+  per second, and the current code's per-state speed over the baseline's
+  (the concrete clock's search is the same search as the baseline's).
+- **Reduction factors**, on it: the abstract clock (concrete states over
+  abstract ones), symmetry (states without over states with workers
+  interchangeable) and partial-order reduction (sleep sets: steps taken
+  without over with; the states are the same by construction).
+- **The speed-up**, on `--workers 2 --tasks 2 --pauses 1` (about 22,000
+  abstract states, a minute in one process), searched to completion once
+  in one process and once in two.
+- **The three configurations of the targets**, each on two processes with
+  partial-order reduction, on the abstract clock and then on the concrete
+  one, each stopped at its limit: `--target-limit` (default 60 s) for two
+  workers, two tasks, a crash, a pause and a lost answer; `--large-limit`
+  (default 600 s) for three workers and two tasks, and for two workers and
+  three tasks, with a crash and a pause. A concrete search that did not
+  complete prints the states it reached in the same time: at least that
+  many states, against the abstract search's.
+- **Every in-scope anti-pattern at two tasks**, on the abstract clock, one
+  process, each stopped at `--antipattern-limit` (default 300 s): the
+  invariant, the shortest path's length, and whether that path violates the
+  same invariant when played again on the concrete clock.
 
-Targets: at least 3,000 distinct states per second per process; the target
-configuration complete in at most 60 s on two processes and under 1 GiB;
-the three-worker configuration complete; a speed-up of at least 1.6x on two
-processes; every completed search clean. Exit status 0 when every target
+Targets: the first configuration complete in at most 60 s on two processes
+and under 1 GiB; three workers complete in at most 600 s; three tasks
+complete (the time is printed); a speed-up of at least 1.6x; every
+completed search clean; every anti-pattern found at two tasks by a path
+that replays on the concrete clock. Exit status 0 when every target
 passes, 1 otherwise.
 """
 
@@ -41,25 +49,29 @@ import resource
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
-from common import positive, verdict
+from common import baseline_tree, child_env, describe_current, positive, resolve_revision, verdict
 
 FAULTS = {"crashes": 1, "pauses": 1, "lost_responses": 1}
 BENCHMARK = {"workers": 2, "tasks": 1, **FAULTS}
 TARGET = {"workers": 2, "tasks": 2, **FAULTS}
 THREE_WORKERS = {"workers": 3, "tasks": 2, "crashes": 1, "pauses": 1}
-SCALING = {"workers": 2, "tasks": 2, "crashes": 1}
-"""Where the speed-up is judged: a search of about 66,000 states, long enough (a minute or two) that forking the
-processes and the barrier at the end of each of its levels are a small part of it, as they are in any search worth
-spreading; the benchmark configuration's few seconds are mostly those fixed costs."""
-STATES_PER_S_MIN, SPEED_UP_MIN, TARGET_S_MAX, MEMORY_MAX_MIB = 3000, 1.6, 60.0, 1024
+THREE_TASKS = {"workers": 2, "tasks": 3, "crashes": 1, "pauses": 1}
+SCALING = {"workers": 2, "tasks": 2, "pauses": 1}
+"""Where the speed-up is judged: a search of about a minute in one process, long enough that forking the processes and
+the barrier at the end of each of its levels are a small part of it, as they are in any search worth spreading."""
+SPEED_UP_MIN, TARGET_S_MAX, LARGE_S_MAX, MEMORY_MAX_MIB = 1.6, 60.0, 600.0, 1024
+ABSTRACT, CONCRETE = {"time": "abstract"}, {"time": "concrete"}
 
 
 def _child(spec: dict) -> None:
     """In the child process: one search, printed as one JSON line with this process's and its workers' peak memory."""
+    import shiftchange.core
     from shiftchange.explore import ExploreConfig, explore
 
     result = explore(ExploreConfig(**spec["config"]), **spec["options"])
+    example = result.counterexample
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     processes = spec["options"].get("processes", 1)
@@ -77,14 +89,19 @@ def _child(spec: dict) -> None:
                 "stopped_by": result.stopped_by,
                 "collision_probability": result.collision_probability,
                 "memory_mib": own + (workers * processes if processes > 1 else 0),
+                "invariant": None if example is None else example.invariant,
+                "steps": None if example is None else len(example.steps),
+                "replays": None if example is None else getattr(example, "replays", True),
+                "origin": shiftchange.core.__file__,
             }
         )
     )
 
 
-def _search(config: dict, **options: object) -> dict:
+def _search(config: dict, path_entry: Path | None = None, **options: object) -> dict:
     spec = json.dumps({"config": config, "options": options})
-    done = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=False)
+    argv = [sys.executable, __file__, "--child", spec]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=child_env(path_entry))
     if done.returncode != 0:
         raise SystemExit(f"a search failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -96,80 +113,144 @@ def _flags(config: dict) -> str:
 
 def _line(name: str, run: dict) -> str:
     ending = "complete" if run["complete"] else f"stopped by {run['stopped_by']}"
+    found = f", {run['invariant']} violated" if run["invariant"] else (", clean" if run["complete"] else "")
     return (
-        f"  {name:<34} {run['states']:>9,} states {run['transitions']:>10,} steps {run['elapsed_s']:>7.1f} s"
-        f" {run['states'] / run['elapsed_s']:>7,.0f} states/s {run['memory_mib']:>6,.0f} MiB  {ending}"
+        f"  {name:<30} {run['states']:>9,} states {run['transitions']:>10,} steps {run['elapsed_s']:>7.1f} s"
+        f" {run['states'] / run['elapsed_s']:>6,.0f} states/s {run['memory_mib']:>6,.0f} MiB  {ending}{found}"
     )
+
+
+def _per_process(run: dict, processes: int) -> float:
+    return run["states"] / run["elapsed_s"] / processes
+
+
+def _benchmark(repeat: int, baseline: str | None, checks: list[tuple[bool, str]]) -> tuple[dict, dict]:
+    """The benchmark configuration on each clock (and the baseline's code), alternately; the median run of each."""
+    print(f"benchmark configuration: shiftchange explore {_flags(BENCHMARK)}, one process")
+    print(f"  current  = {describe_current()}")
+    runs: dict[str, list[dict]] = {"abstract": [], "concrete": [], "baseline": []}
+
+    def play(path_entry: Path | None) -> None:
+        for _ in range(repeat):
+            for name, clock in (("abstract", ABSTRACT), ("concrete", CONCRETE)):
+                runs[name].append(_search(BENCHMARK | clock))
+                print(_line(f"{name} clock", runs[name][-1]))
+            if path_entry is not None:
+                runs["baseline"].append(_search(BENCHMARK, path_entry))
+                print(_line(f"{baseline} (concrete)", runs["baseline"][-1]))
+
+    if baseline is None:
+        play(None)
+    else:
+        commit = resolve_revision(baseline)
+        with baseline_tree(commit) as path_entry:
+            print(f"  baseline = {commit[:12]}, importable from {path_entry}")
+            play(path_entry)
+    median = {name: statistics.median(run["elapsed_s"] for run in each) for name, each in runs.items() if each}
+    abstract, concrete = runs["abstract"][0], runs["concrete"][0]
+    for name in median:
+        print(f"  {name:<9} median {median[name]:.2f} s, {runs[name][0]['states'] / median[name]:,.0f} states/s")
+    if runs["baseline"]:
+        base = runs["baseline"][0]
+        same = (base["states"], base["transitions"]) == (concrete["states"], concrete["transitions"])
+        ratio = (concrete["states"] / median["concrete"]) / (base["states"] / median["baseline"])
+        print(f"  concrete states/s, current over {baseline}: {ratio:.2f}x ({'the same' if same else 'NOT the same'} states and steps)")
+        checks.append((same, f"the concrete clock searches what {baseline} searched: the same states and steps"))
+    clean = all(run["ok"] and run["complete"] for each in runs.values() for run in each)
+    checks.append((clean, "the benchmark configuration completes clean on both clocks"))
+    return abstract, concrete
+
+
+def _reductions(abstract: dict, concrete: dict) -> None:
+    print("\nreduction factors on the benchmark configuration:")
+    full = _search(BENCHMARK | ABSTRACT, symmetry=False)
+    reduced = _search(BENCHMARK | ABSTRACT, por=True)
+    print(_line("concrete clock", concrete))
+    print(_line("abstract clock (the default)", abstract))
+    print(_line("abstract, no symmetry", full))
+    print(_line("abstract, sleep sets", reduced))
+    for name, wider in (("abstract clock", concrete), ("symmetry", full)):
+        states, steps = wider["states"] / abstract["states"], wider["transitions"] / abstract["transitions"]
+        print(f"  {name}: {states:.2f}x fewer states, {steps:.2f}x fewer steps")
+    print(
+        f"  partial-order reduction (sleep sets): {abstract['states'] / reduced['states']:.2f}x fewer states (they visit them all),"
+        f" {abstract['transitions'] / reduced['transitions']:.2f}x fewer steps ({reduced['pruned']:,} skipped)"
+    )
+
+
+def _speed_up(checks: list[tuple[bool, str]]) -> None:
+    print(f"\nspeed-up: shiftchange explore {_flags(SCALING)}, to completion in one process and in two")
+    alone, spread = _search(SCALING), _search(SCALING, processes=2)
+    print(_line("one process", alone))
+    print(_line("two processes", spread))
+    speed_up = alone["elapsed_s"] / spread["elapsed_s"]
+    print(f"  {speed_up:.2f}x on two processes: {_per_process(spread, 2):,.0f} distinct states per second per process")
+    same = (alone["states"], alone["transitions"]) == (spread["states"], spread["transitions"])
+    checks.append((speed_up >= SPEED_UP_MIN, f"speed-up on two processes {speed_up:.2f}x (target {SPEED_UP_MIN}x)"))
+    checks.append((same and alone["ok"] and alone["complete"], "one and two processes find the same states and steps, clean"))
+
+
+def _target(name: str, config: dict, limit_s: float, bound_s: float | None) -> tuple[bool, str]:
+    """One configuration of the targets on each clock, two processes, sleep sets; whether it met its target."""
+    print(f"\n{name}: shiftchange explore {_flags(config)} --processes 2 --por --time-limit {limit_s:g}")
+    abstract = _search(config | ABSTRACT, processes=2, por=True, time_limit_s=limit_s)
+    concrete = _search(config | CONCRETE, processes=2, por=True, time_limit_s=limit_s)
+    print(_line("abstract clock", abstract))
+    print(_line("concrete clock", concrete))
+    if abstract["complete"] and concrete["complete"]:
+        print(f"  abstract clock: {concrete['states'] / abstract['states']:.2f}x fewer states")
+    elif abstract["complete"]:
+        fewer = concrete["states"] / abstract["states"]
+        print(f"  abstract clock: more than {fewer:.2f}x fewer states (the concrete search did not complete)")
+    else:
+        print("  neither search completed: the state counts are lower bounds")
+    within = abstract["complete"] and abstract["ok"] and abstract["memory_mib"] < MEMORY_MAX_MIB
+    if bound_s is not None:
+        within = within and abstract["elapsed_s"] <= bound_s
+        said = f"completes on the abstract clock in <= {bound_s:g} s and < {MEMORY_MAX_MIB} MiB, clean"
+    else:
+        said = f"completes on the abstract clock, clean (within the {limit_s:g} s given)"
+    took = f"{abstract['elapsed_s']:.0f} s, {abstract['states']:,} states" + ("" if abstract["complete"] else ", incomplete")
+    return within, f"{_flags(config)} {said} ({took})"
+
+
+def _antipatterns(limit_s: float, checks: list[tuple[bool, str]]) -> None:
+    from shiftchange.explore import EXPOSURES
+
+    print(f"\nevery in-scope anti-pattern at two tasks, abstract clock, one process, --time-limit {limit_s:g}")
+    found = 0
+    for name, exposure in EXPOSURES.items():
+        config = {**exposure.changes, "tasks": 2, "antipattern": name}
+        run = _search(config, time_limit_s=limit_s)
+        shows = run["invariant"] == exposure.invariant and run["replays"]
+        found += shows
+        replays = "yes" if run["replays"] else "NO"
+        path = f"{run['steps']} steps, replays on the concrete clock: {replays}" if run["invariant"] else "not found"
+        print(f"  {name:<28} {run['states']:>8,} states {run['elapsed_s']:>6.1f} s  {run['invariant'] or '-'}: {path}")
+    said = f"{found} of {len(EXPOSURES)} anti-patterns found at two tasks by a path that replays on the concrete clock"
+    checks.append((found == len(EXPOSURES), said))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=positive, default=2, help="searches of the benchmark configuration per process count (default 2)")
-    parser.add_argument("--target-limit", type=positive, default=int(TARGET_S_MAX), help="seconds for the target configuration (60)")
-    parser.add_argument("--three-worker-limit", type=positive, default=600, help="seconds for the three-worker configuration (600)")
+    parser.add_argument("--baseline", metavar="REV", help="also search the benchmark configuration on this revision's code, alternately")
+    parser.add_argument("--repeat", type=positive, default=2, help="searches of the benchmark configuration per clock (default 2)")
+    parser.add_argument("--target-limit", type=positive, default=int(TARGET_S_MAX), help="seconds for the first target configuration (60)")
+    parser.add_argument("--large-limit", type=positive, default=int(LARGE_S_MAX), help="seconds for each larger configuration (600)")
+    parser.add_argument("--antipattern-limit", type=positive, default=300, help="seconds for each anti-pattern at two tasks (300)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         _child(json.loads(args.child))
         return 0
     checks: list[tuple[bool, str]] = []
-
-    print(f"benchmark configuration: shiftchange explore {_flags(BENCHMARK)}")
-    alone = [_search(BENCHMARK) for _ in range(args.repeat)]
-    spread = [_search(BENCHMARK, processes=2) for _ in range(args.repeat)]
-    for run in alone:
-        print(_line("one process", run))
-    for run in spread:
-        print(_line("two processes", run))
-    alone_s = statistics.median(run["elapsed_s"] for run in alone)
-    spread_s = statistics.median(run["elapsed_s"] for run in spread)
-    rate = alone[0]["states"] / alone_s
-    small_speed_up = alone_s / spread_s
-    print(f"  speed-up on two processes: {small_speed_up:.2f}x (a search of a few seconds: mostly forking and level barriers)")
-
-    print(f"\nspeed-up: shiftchange explore {_flags(SCALING)}, to completion in one process and in two")
-    scaled = [_search(SCALING), _search(SCALING, processes=2)]
-    print(_line("one process", scaled[0]))
-    print(_line("two processes", scaled[1]))
-    speed_up = scaled[0]["elapsed_s"] / scaled[1]["elapsed_s"]
-    per_process = scaled[1]["states"] / scaled[1]["elapsed_s"] / 2
-    print(f"  {speed_up:.2f}x on two processes: {per_process:,.0f} distinct states per second per process")
-    runs = alone + spread
-    same = len({(run["states"], run["transitions"], run["depth"], run["quiescent"]) for run in runs}) == 1
-    same = same and len({(run["states"], run["transitions"], run["depth"], run["quiescent"]) for run in scaled}) == 1
-    clean = all(run["ok"] and run["complete"] for run in runs + scaled)
-    best = max(rate, scaled[0]["states"] / scaled[0]["elapsed_s"], per_process)
-    checks.append((best >= STATES_PER_S_MIN, f"{best:,.0f} distinct states per second per process at best (target {STATES_PER_S_MIN:,})"))
-    checks.append((speed_up >= SPEED_UP_MIN, f"speed-up on two processes {speed_up:.2f}x on {_flags(SCALING)} (target {SPEED_UP_MIN}x)"))
-    checks.append((same and clean, "one and two processes find the same states, steps, depth and quiescent states, clean"))
-
-    print("\nreduction factors on the benchmark configuration:")
-    full = _search(BENCHMARK, symmetry=False)
-    reduced = _search(BENCHMARK, por=True)
-    print(_line("no symmetry reduction", full))
-    print(_line("symmetry (the default)", alone[0]))
-    print(_line("symmetry and partial-order reduction", reduced))
-    symmetry = full["states"] / alone[0]["states"]
-    por_steps = alone[0]["transitions"] / reduced["transitions"]
-    print(f"  symmetry: {symmetry:.2f}x fewer states, {full['transitions'] / alone[0]['transitions']:.2f}x fewer steps")
-    print(
-        f"  partial-order reduction: {alone[0]['states'] / reduced['states']:.2f}x fewer states (sleep sets visit them all),"
-        f" {por_steps:.2f}x fewer steps ({reduced['pruned']:,} skipped), {alone[0]['elapsed_s'] / reduced['elapsed_s']:.2f}x the speed"
-    )
-    checks.append((reduced["states"] == alone[0]["states"] and reduced["ok"], "partial-order reduction visits the same states, clean"))
-
-    print(f"\ntarget configuration: shiftchange explore {_flags(TARGET)} --processes 2 --por --time-limit {args.target_limit}")
-    target = _search(TARGET, processes=2, por=True, time_limit_s=float(args.target_limit))
-    print(_line("two processes, reduced", target))
-    fits = target["complete"] and target["ok"] and target["elapsed_s"] <= TARGET_S_MAX and target["memory_mib"] < MEMORY_MAX_MIB
-    checks.append((fits, f"the target configuration completes in <= {TARGET_S_MAX:g} s and < {MEMORY_MAX_MIB} MiB, clean"))
-
-    print(f"\nthree workers: shiftchange explore {_flags(THREE_WORKERS)} --processes 2 --por --time-limit {args.three_worker_limit}")
-    three = _search(THREE_WORKERS, processes=2, por=True, time_limit_s=float(args.three_worker_limit))
-    print(_line("two processes, reduced", three))
-    checks.append((three["complete"] and three["ok"], "the three-worker configuration completes, clean"))
-
-    print(f"\nfingerprint collisions: at most {max(run['collision_probability'] for run in (target, three)):.1e} in any search above")
+    abstract, concrete = _benchmark(args.repeat, args.baseline, checks)
+    _reductions(abstract, concrete)
+    _speed_up(checks)
+    checks.append(_target("target configuration", TARGET, float(args.target_limit), TARGET_S_MAX))
+    checks.append(_target("three workers", THREE_WORKERS, float(args.large_limit), LARGE_S_MAX))
+    checks.append(_target("three tasks", THREE_TASKS, float(args.large_limit), None))
+    _antipatterns(float(args.antipattern_limit), checks)
     print("\ntargets:")
     for ok, text in checks:
         print(f"  {verdict(ok)}  {text}")

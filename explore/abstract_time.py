@@ -103,7 +103,9 @@ CREATED = "created_at"
 MEASURED = frozenset(("elapsed_s",))
 """Durations measured from a time past to now: read only by the time budgets the abstract search keeps out of reach."""
 
-_ROWS: dict[type, tuple[operator.attrgetter, tuple[str, ...]]] = {}
+_ROWS: dict[type, tuple[operator.attrgetter, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
+"""Each record type's getter of every field but `version`, and where among them are its instants, its creation, the
+durations measured to now, and the lease token's digest."""
 
 
 def dyadic(seconds: float) -> bool:
@@ -130,18 +132,27 @@ def record_row(record: Any, now: float, ranks: dict[float, int]) -> tuple:
     kind = type(record)
     found = _ROWS.get(kind)
     if found is None:
-        names = tuple(item.name for item in fields(kind) if item.name != "version")
-        found = _ROWS[kind] = (operator.attrgetter(*names), names)
-    values, names = found
-    row = []
-    for name, value in zip(names, values(record), strict=True):
-        if name in TIME_FIELDS:
-            value = relative(value, now)
-        elif name == CREATED:
-            value = ranks[value]
-        elif name in MEASURED:
-            value = None
-        elif name == "token_digest":
-            value = value is not None
-        row.append(value)
+        found = _ROWS[kind] = _layout(kind)
+    getter, instants, created, measured, token = found
+    row = list(getter(record))
+    for index in instants:
+        at = row[index]
+        if at is not None:
+            row[index] = at - now if at > now else REACHED
+    for index in created:
+        row[index] = ranks[row[index]]
+    for index in measured:
+        row[index] = None
+    for index in token:
+        row[index] = row[index] is not None
     return tuple(row)
+
+
+def _layout(kind: type) -> tuple[operator.attrgetter, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    names = tuple(item.name for item in fields(kind) if item.name != "version")
+
+    def where(wanted: frozenset[str]) -> tuple[int, ...]:
+        return tuple(index for index, name in enumerate(names) if name in wanted)
+
+    created, token = where(frozenset((CREATED,))), where(frozenset(("token_digest",)))
+    return operator.attrgetter(*names), where(TIME_FIELDS), created, where(MEASURED), token

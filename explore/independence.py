@@ -15,6 +15,19 @@ between steps enabled together in the state at hand, which is decided from
 the labels and the world as it is (`footprint`): they skip every step whose
 other order was taken, and visit every state all the same.
 
+The abstract clock (`abstract_time.py`) does not change this. It changes
+what a state is known by, not the steps: time passing still changes every
+time to come (a paused holder's lease is nearer its end, a backoff nearer
+its own), a step that writes a time to come (a grant's deadline, a retry's
+backoff, a claim by a worker that is then paused) writes another offset
+before the clock's step than after it, and a pause or a crash changes the
+clock's next instant. So the clock's step still depends on the steps of
+every worker that may yet be paused or crash. Persistent sets would need
+each timer to be a step of its own task, firing in any order the abstract
+order allows; but the real core keeps one numeric clock that every record
+and every checker reads, on which one timer cannot fire before another
+that is due earlier without rewriting the records and the history.
+
 The footprint of a step is the set of things it reads or writes, named:
 its worker (`worker-1`), its task (the task's records, its history stream
 in the checkers, the control plane's agenda and retries for it), a fault

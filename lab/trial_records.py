@@ -81,9 +81,12 @@ def explore_config(text: str) -> Any:
 
     The counts as the explorer's flags name them, with `_`; a timing in seconds (`call_deadline_s=5`);
     `operations=N`, a workflow of N side effects (`EXPLORED_OPERATIONS`, the default one being the pull request);
-    `idempotent_provider=0`, a code host that ignores operation keys (`--no-idempotency`).
+    `idempotent_provider=0`, a code host that ignores operation keys (`--no-idempotency`). It searches on the abstract
+    clock, unless a timing given is not a whole multiple of 1/1024 s, which only the concrete clock can search (the same
+    verdicts, more states: `explore.abstract_time`).
     """
     from shiftchange.explore import ExploreConfig, ExploreError
+    from shiftchange.explore.abstract_time import dyadic
 
     given: dict[str, Any] = {}
     for word in text.replace(",", " ").split():
@@ -106,6 +109,8 @@ def explore_config(text: str) -> Any:
             given[name] = number
     if not given:
         raise TrialError("an exploration needs at least one name=number word (workers=2 pauses=1)")
+    if any(isinstance(value, float) and not dyadic(value) for value in given.values()):
+        given["time"] = "concrete"
     try:
         return ExploreConfig(**given)
     except (ExploreError, TypeError) as error:

@@ -58,6 +58,8 @@ def test_an_exploration_names_timings_a_workflow_and_a_keyless_code_host():
     assert (config.workers, config.pauses, config.idempotent_provider) == (1, 2, False)
     assert (config.call_deadline_s, config.lease_ttl_s, config.operations) == (5, 2.5, ("push-branch", "create-pr"))
     assert explore_config("workers=1 operations=1").operations == ("create-pr",)  # the default workflow
+    assert config.time == "abstract"  # 2.5 s and 5 s add exactly; 2.3 s does not, and only the concrete clock searches it
+    assert explore_config("workers=1 pauses=1 lease_ttl_s=2.3").time == "concrete"
     for text, says in (
         ("workers=1 operations=4", "operations=N names 1 to 3 side effects"),
         ("workers=1 idempotent_provider=2", "idempotent_provider is 0 or 1"),
