@@ -70,7 +70,8 @@ def _child(spec: dict) -> None:
     import shiftchange.core
     from shiftchange.explore import ExploreConfig, explore
 
-    result = explore(ExploreConfig(**spec["config"]), **spec["options"])
+    config = spec["config"] | ({"operations": tuple(spec["config"]["operations"])} if "operations" in spec["config"] else {})
+    result = explore(ExploreConfig(**config), **spec["options"])  # JSON carries the operations as a list
     example = result.counterexample
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
