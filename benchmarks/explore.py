@@ -217,11 +217,16 @@ def _target(name: str, config: dict, limit_s: float, bound_s: float | None) -> t
 
 def _antipatterns(limit_s: float, checks: list[tuple[bool, str]]) -> None:
     from shiftchange.explore import EXPOSURES
+    from shiftchange.explore.config import CLOCK_READERS
 
-    print(f"\nevery in-scope anti-pattern at two tasks, abstract clock, one process, --time-limit {limit_s:g}")
+    print(
+        f"\nevery in-scope anti-pattern at two tasks, abstract clock (concrete for {', '.join(sorted(CLOCK_READERS))}), one process,"
+        f" --time-limit {limit_s:g}"
+    )
     found = 0
     for name, exposure in EXPOSURES.items():
-        config = {**exposure.changes, "tasks": 2, "antipattern": name}
+        clock = CONCRETE if name in CLOCK_READERS else ABSTRACT  # its core reads the clock's value: `ExploreConfig.time`
+        config = {**exposure.changes, "tasks": 2, "antipattern": name, **clock}
         run = _search(config, time_limit_s=limit_s)
         shows = run["invariant"] == exposure.invariant and run["replays"]
         found += shows

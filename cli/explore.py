@@ -154,7 +154,7 @@ def _config(args: argparse.Namespace) -> Any:
     given["idempotent_provider"] = None if args.no_idempotency is None else False
     given |= {name: getattr(args, flag.replace("-", "_")) for flag, name, _kind, _m, _t in _TIMINGS}
     given["spec"] = args.spec
-    given["time"] = getattr(args, "time", None)
+    given["time"] = "concrete" if args.replay is not None else getattr(args, "time", None)  # a replay plays on the concrete clock
     given = {name: value for name, value in given.items() if value is not None}
     if args.antipattern is not None:
         return exposing_config(args.antipattern, **given)
@@ -342,12 +342,12 @@ def _replay(args: argparse.Namespace, config: Any) -> int:
 
 
 def _list_antipatterns() -> int:
-    from shiftchange.explore import EXPOSURES, OUT_OF_SCOPE, ExploreConfig, steps_flags
+    from shiftchange.explore import EXPOSURES, OUT_OF_SCOPE, exposing_config, steps_flags
 
     width = max(len(name) for name in (*EXPOSURES, *OUT_OF_SCOPE))
     print("exposed by exploration (shiftchange explore --antipattern NAME):")
     for name, exposure in EXPOSURES.items():
-        flags = steps_flags(ExploreConfig(**exposure.changes, antipattern=name))
+        flags = steps_flags(exposing_config(name))  # on the clock it is searched on (`--time concrete` where it must be)
         print(f"  {name:<{width}}  caught by {exposure.invariant}: {exposure.window}")
         print(f"  {'':<{width}}  in: {flags}")
     print("out of scope (quantitative by nature):")

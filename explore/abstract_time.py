@@ -13,10 +13,11 @@ with a clock past the largest constant it is compared with):
 - a time still to come (a lease's expiry, a backoff's end, a call's or a
   cancellation's deadline, a worker's wait) by how far ahead it is, exactly:
   it is never further than the longest timing of the configuration;
-- a time that is now, as 0;
-- a time past, as `EARLIER`, save when a record was created, which is kept
-  as its rank among the creations the state holds (admission and
-  `claim_next` serve Attempts in creation order);
+- a time reached (now or earlier), as `REACHED`, save when a record was
+  created, which is kept as its rank among the creations the state holds
+  (admission and `claim_next` serve Attempts in creation order); and
+  whether a worker renewed at this very instant, which its renewal step
+  reads, as a flag of its own;
 - what is measured from a time past to now, an Attempt's and a task's
   `elapsed_s`, not at all.
 
@@ -44,12 +45,16 @@ against the code:
    approve) is due when its time is not in the future. Creation times are
    read in order, which the rank keeps. What reads how long ago something
    began is an Attempt's time budget (`CoreConfig.timeout_budget_s`,
-   measured from `started_at`) and a task's elapsed budget
-   (`Budget.elapsed_max_s`, the sum of its Attempts' `elapsed_s`): those
-   are out of the abstract search's scope, as rate limits and breakers are
-   out of every search's (`ExploreConfig.reliability`). No path may come
-   near them: the clock's step stops the search with an error before it
-   passes `horizon_s`, after which either budget could bind.
+   measured from `started_at`), a task's elapsed budget
+   (`Budget.elapsed_max_s`, the sum of its Attempts' `elapsed_s`) and the
+   admission queue's age limit (`AdmissionConfig.queue_age_max_s`, measured
+   from the oldest waiting Attempt's creation): those are out of the
+   abstract search's scope, as rate limits and breakers are out of every
+   search's (`ExploreConfig.reliability`). No path may come near them: the
+   clock's step stops the search with an error before it passes
+   `horizon_s`, after which one of them could bind. An anti-pattern whose
+   broken core reads the clock's value itself (`timestamp-keys` mints keys
+   from it) is searched on the concrete clock only (`CLOCK_READERS`).
 3. **Times to come are kept exactly**, relative to now: they are the
    offsets every timed guard (a lease's expiry against a renewal, a
    deadline against a call's landing, the clock's next instant) decides on.

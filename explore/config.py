@@ -56,6 +56,9 @@ _TIMINGS = (
 TIMING_MAX_S = 3600
 ABSTRACT, CONCRETE = "abstract", "concrete"
 TIME_MODES = (ABSTRACT, CONCRETE)
+CLOCK_READERS = frozenset({"timestamp-keys"})
+"""Anti-patterns whose broken core reads the clock's value, not a difference (timestamp-keys mints a key from it, and
+whether two keys are equal then depends on when both were minted): only the concrete clock searches them soundly."""
 OPERATIONS_MAX, OPERATION_NAME_MAX = 3, 40
 
 
@@ -119,8 +122,8 @@ class ExploreConfig:
     spec: str | None = None
     """The spec the core runs: a folder or a git revision naming one (`spec.source.read_spec`); None for the packaged spec."""
     time: str = ABSTRACT
-    """What a state is known by (`abstract_time.py`): "abstract", its times relative to the clock and those past as
-    earlier; "concrete", every time as a number on the clock. The steps, and so the paths, are the same in both."""
+    """What a state is known by (`abstract_time.py`): "abstract", its times to come relative to the clock and those
+    reached as reached; "concrete", every time as a number on the clock. The steps, and so the paths, are the same."""
 
     def __post_init__(self) -> None:
         if self.spec is not None and (not isinstance(self.spec, str) or not self.spec.strip()):
@@ -145,6 +148,11 @@ class ExploreConfig:
     def _check_time(self) -> None:
         if self.time not in TIME_MODES:
             raise ExploreError(f"time must be {' or '.join(TIME_MODES)}, not {self.time!r:.60}")
+        if self.time == ABSTRACT and self.antipattern in CLOCK_READERS:
+            raise ExploreError(
+                f"the {self.antipattern} core reads the clock's value, which the abstract clock does not keep:"
+                " search it with --time concrete"
+            )
         if self.time == ABSTRACT:
             for name in _TIMINGS:
                 if not dyadic(getattr(self, name)):
@@ -158,11 +166,11 @@ class ExploreConfig:
         return replace(self, time=CONCRETE)
 
     def horizon_s(self) -> float:
-        """The clock's bound on an abstract search: before it no Attempt's time budget and no task's elapsed budget can bind,
-        however long ago anything began (`abstract_time.py`, point 2)."""
-        core, budget = self.core(), self.budget()
+        """The clock's bound on an abstract search: before it no Attempt's time budget, no task's elapsed budget and no
+        admission queue's age limit can bind, however long ago anything began (`abstract_time.py`, point 2)."""
+        core, budget, admission = self.core(), self.budget(), self.reliability().admission
         attempts = budget.attempts_max + self.operator_calls  # each operator release may allow one Attempt more
-        return min(core.timeout_budget_s - core.call_deadline_max_s, budget.elapsed_max_s / attempts)
+        return min(core.timeout_budget_s - core.call_deadline_max_s, budget.elapsed_max_s / attempts, admission.queue_age_max_s)
 
     def _check_operations(self) -> None:
         operations = self.operations

@@ -15,7 +15,7 @@ from typing import Any
 
 from shiftchange.antipatterns import ANTIPATTERNS, AntiPattern
 
-from .config import ExploreConfig, ExploreError
+from .config import CLOCK_READERS, CONCRETE, ExploreConfig, ExploreError
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,11 @@ def in_scope(name: str) -> AntiPattern:
 
 
 def exposing_config(name: str, **overrides: Any) -> ExploreConfig:
-    """The configuration that exposes anti-pattern `name`, with `overrides` on top; an out-of-scope one is refused."""
+    """The configuration that exposes anti-pattern `name`, with `overrides` on top; an out-of-scope one is refused. One
+    whose core reads the clock's value (`CLOCK_READERS`) is searched on the concrete clock unless told otherwise."""
     in_scope(name)
-    return ExploreConfig(**{**EXPOSURES[name].changes, **overrides, "antipattern": name})
+    clock = {"time": CONCRETE} if name in CLOCK_READERS else {}
+    return ExploreConfig(**{**EXPOSURES[name].changes, **clock, **overrides, "antipattern": name})
 
 
 def pattern_of(config: ExploreConfig) -> AntiPattern | None:

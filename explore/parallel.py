@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .config import ExploreError
 from .levels import Counts, Partition
 
 PROCESSES_MAX = 64
@@ -84,6 +85,9 @@ def _work(connection: Any, partition: Partition, deadline: float | None, progres
             else:
                 connection.send(("stopped", None, None))
                 return
+        except ExploreError as error:  # a refusal (a path past the abstract clock's horizon) is said in one line, as alone
+            connection.send(("refused", str(error), None))
+            return
         except BaseException:  # a crash in a process is the search's error, raised by the coordinator with its traceback
             connection.send(("error", traceback.format_exc(), None))
             return
@@ -117,6 +121,8 @@ class _Processes:
                 kind, payload, extra = connection.recv()
                 if kind == "error":
                     raise RuntimeError(f"a search process failed:\n{payload}")
+                if kind == "refused":
+                    raise ExploreError(payload)
                 if kind == "progress":
                     self.counts[index] = payload
                     progress()

@@ -258,10 +258,11 @@ class World:
             worker.settle(self, now)
 
     def _advance(self, target: float) -> None:
-        """The clock's step; an abstract search stops with an error before a time budget could bind (`abstract_time.py`)."""
+        """The clock's step; an abstract search stops with an error before a limit measured from a time past could bind
+        (`ExploreConfig.horizon_s`, `abstract_time.py`)."""
         if self.config.time == ABSTRACT and target >= self.config.horizon_s():
             raise ExploreError(
-                f"a path reached t={target:g} s, from which an Attempt's time budget or a task's elapsed budget could bind, and"
+                f"a path reached t={target:g} s, from which a time budget or the admission queue's age limit could bind, and"
                 " the abstract clock does not keep how long ago anything began: search with --time concrete"
             )
         clock.advance(self, target)

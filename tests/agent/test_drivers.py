@@ -47,6 +47,7 @@ EXPLORE_CONFIG = ExploreConfig(
     call_deadline_s=CONFIG.agent.call_deadline_s,
     gateway_retries_max=CONFIG.agent.gateway_retries_max,
     gateway_retry_s=CONFIG.agent.gateway_retry_s,
+    time="concrete",  # the runtime's 0.8 s heartbeat is no whole multiple of 1/1024 s, which only the concrete clock searches
 )
 """The runtime's settings: the simulator's config holds the same `AgentConfig` and workflow; the explorer's flags restate them."""
 CONVERTED = {

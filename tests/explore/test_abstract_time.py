@@ -8,6 +8,7 @@ import pytest
 from shiftchange.cli.main import main
 from shiftchange.explore import EXPOSURES, ExploreConfig, ExploreError, explore, exposing_config, levels
 from shiftchange.explore.abstract_time import REACHED, creation_ranks, dyadic, relative
+from shiftchange.explore.config import CLOCK_READERS
 from shiftchange.explore.digest import digest
 from shiftchange.explore.world import World
 
@@ -57,10 +58,11 @@ def test_states_that_differ_only_in_when_things_happened_are_one():
     assert abstract.finishes and concrete.finishes
 
 
-@pytest.mark.parametrize("name", EXPOSURES)
+@pytest.mark.parametrize("name", sorted(set(EXPOSURES) - CLOCK_READERS))
 def test_the_abstract_and_the_concrete_search_find_the_same_violation(name):
     """Every in-scope anti-pattern: the same invariant at the same least depth, and the path replays on the concrete clock."""
     config = exposing_config(name)
+    assert config.time == "abstract"
     abstract = explore(config)
     concrete = explore(exposing_config(name, time="concrete"))
     assert abstract.counterexample is not None and concrete.counterexample is not None
@@ -68,6 +70,16 @@ def test_the_abstract_and_the_concrete_search_find_the_same_violation(name):
     assert len(abstract.counterexample.steps) == len(concrete.counterexample.steps)
     assert abstract.counterexample.replays and concrete.counterexample.replays
     assert abstract.states <= concrete.states
+
+
+def test_an_anti_pattern_that_reads_the_clocks_value_is_searched_on_the_concrete_clock_only():
+    """timestamp-keys mints a key from the clock's value: whether two keys are equal depends on when both were minted,
+    which the abstract text does not keep."""
+    assert {"timestamp-keys"} == CLOCK_READERS
+    config = exposing_config("timestamp-keys")
+    assert config.time == "concrete" and explore(config).counterexample.invariant == EXPOSURES["timestamp-keys"].invariant
+    with pytest.raises(ExploreError, match=r"reads the clock's value.*--time concrete"):
+        exposing_config("timestamp-keys", time="abstract")
 
 
 def test_a_time_is_written_relative_to_now_and_a_time_reached_as_reached():
@@ -110,16 +122,24 @@ def test_a_timing_the_abstract_clock_cannot_add_exactly_is_refused_and_searched_
 
 
 def test_a_path_that_could_reach_a_time_budget_stops_the_abstract_search_with_an_error(capsys):
-    """An Attempt's time budget is measured from how long ago it started, which the abstract text does not keep: no
-    abstract path may come near it. A paused holder's half-hour lease runs out past it."""
-    slow = {"pauses": 1, "lease_ttl_s": 2048.0, "heartbeat_interval_s": 1024.0}
-    assert ExploreConfig(**slow).horizon_s() == 1800 - 2  # the core's 1,800 s budget less the longest call deadline
-    with pytest.raises(ExploreError, match=r"reached t=2048 s, from which an Attempt's time budget .* --time concrete"):
-        explore(ExploreConfig(**slow))
+    """The time budgets and the admission queue's age limit are measured from how long ago something began, which the
+    abstract text does not keep: no abstract path may come near them. A paused holder's long lease runs out, and its
+    retry's backoff ends, past the first of them."""
+    slow = {"pauses": 1, "lease_ttl_s": 512.0, "heartbeat_interval_s": 256.0, "backoff_base_s": 128.0, "backoff_cap_s": 256.0}
+    # The admission queue's 600 s age limit, measured from an Attempt's creation, comes first: then the core's 1,800 s
+    # time budget less the longest call deadline.
+    assert ExploreConfig(**slow).horizon_s() == 600
+    assert ExploreConfig(**slow, tasks=2).reliability().admission.queue_age_max_s == 600
+    with pytest.raises(ExploreError, match=r"reached t=6\d\d s, from which .* could bind.* --time concrete"):
+        explore(ExploreConfig(**slow))  # the lease runs out at 512 s, the retry waits out its 128 s backoff
+    with pytest.raises(ExploreError, match=r"reached t=6\d\d s"):
+        explore(ExploreConfig(**slow), processes=2)  # said in one line from a forked process too
     assert explore(ExploreConfig(**slow, time="concrete")).complete
-    assert main(["explore", "--pauses", "1", "--lease-ttl", "2048", "--heartbeat", "1024"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--time concrete" in err[0]
+    flags = ["explore", "--pauses", "1", "--lease-ttl", "512", "--heartbeat", "256", "--backoff-base", "128", "--backoff-cap", "256"]
+    for processes in ("1", "2"):
+        assert main([*flags, "--processes", processes]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--time concrete" in err[0]
 
 
 def test_the_command_takes_the_clock_and_a_replay_refuses_it(capsys):
@@ -131,3 +151,9 @@ def test_the_command_takes_the_clock_and_a_replay_refuses_it(capsys):
     assert main(["explore", "--time", "sometimes"]) == 2
     assert main(["explore", "--lease-ttl", "2.3"]) == 2
     assert "--time concrete" in capsys.readouterr().err
+    # A search on the concrete clock prints a replay that plays, timings the abstract clock cannot add and all.
+    assert main(["explore", "--pauses", "1", "--lease-ttl", "2.3", "--time", "concrete", "--json"]) == 0
+    capsys.readouterr()
+    steps = "control:admit,worker-1:claim:task-1,worker-1:pause,clock:advance:2.3"
+    assert main(["explore", "--pauses", "1", "--lease-ttl", "2.3", "--replay", steps]) == 0
+    assert "shiftchange explore" in capsys.readouterr().out
