@@ -303,7 +303,11 @@ def test_ctrl_c_stops_every_process_with_one_line_and_status_130(tmp_path):
     """Goal: an interrupted run SIGTERMs (or SIGKILLs) every child it started, says so in one line, and exits 130."""
     run_dir = tmp_path / "run"
     command = [*CHAOS, "--store", f"sqlite:///{tmp_path / 'store.db'}", "--workers", "2", "--duration", "120", "--run-dir", str(run_dir)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal sends it: a runner started in the background (`cmd &` in a script) hands its children SIGINT
+    # ignored, and a Python started that way never turns it into KeyboardInterrupt.
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    )
     try:
         spec = process.stderr.readline()
         assert spec.startswith("chaos: spec the packaged spec"), spec
