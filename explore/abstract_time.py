@@ -6,8 +6,8 @@ and every path it takes is a path of the concrete search), and changes only
 what a state is known by: its digest writes each time the state holds
 relative to the clock, not as a number on it (Lamport, "Real-Time Model
 Checking is Really Simple", CHARME 2005: states that differ only by a
-translation of every clock are one), and each time already past, whose
-distance from now nothing reads, as "earlier" (UPPAAL's regions do the same
+translation of every clock are one), and each time already reached, whose
+distance from now nothing reads, as one value (UPPAAL's regions do the same
 with a clock past the largest constant it is compared with):
 
 - a time still to come (a lease's expiry, a backoff's end, a call's or a
@@ -22,12 +22,11 @@ with a clock past the largest constant it is compared with):
   `elapsed_s`, not at all.
 
 **Why no behaviour is lost, and none is added.** Two worlds with one
-abstract text take the same steps and
-reach worlds that again share their text, and every checker gives the
-same verdicts on what those steps append. (A clock step's label names its
-target on the clock: the same step, with another number.) The argument rests on what the
-core, the agent and the explorer's actors do with a time, each checked
-against the code:
+abstract text take the same steps and reach worlds that again share their
+text, and every checker gives the same verdicts on what those steps append
+(a clock step's label names its target on the clock: the same step, with
+another number). The argument rests on what the core, the agent and the
+explorer's actors do with a time, each checked against the code:
 
 1. **Nothing reads the clock's value, only differences.** Every time the
    core or the agent writes is now plus a timing (an expiry, a deadline, a
@@ -67,16 +66,17 @@ against the code:
 
 So the abstract search visits one state for every class of concrete states
 with one text (`tests/explore/test_abstract_time.py` checks, on small
-configurations, that every concrete state's abstract text is among those
-the abstract search visited, and that both searches find the same
-violations for every in-scope anti-pattern and none on the correct core).
+configurations and timings, that the abstract texts of the concrete
+search's states are exactly those the abstract search visited, and that
+both searches find the same violation for every in-scope anti-pattern but
+the clock reader, and none on the correct core).
 Each path it reports is a concrete path, and `explore --replay` plays it on
 the concrete clock.
 
 **What it cannot show**, in either mode: liveness beyond "the work can still
 be finished" and rates (how often, how soon); timings that differ in kind
 from the configuration's (the search explores one set of timings, every
-interleaving of them); and the time budgets named in 2.
+interleaving of them); and the limits named in 2.
 """
 
 from __future__ import annotations
@@ -131,14 +131,22 @@ def creation_ranks(records: list[Any]) -> dict[float, int]:
     return {at: rank for rank, at in enumerate(sorted({r.created_at for r in records}))}
 
 
+def concrete_row(record: Any) -> tuple:
+    """A store record as plain values, in field order, every time as a number on the clock: `version` left out (a
+    compare-and-set counter that decides nothing once the write is in), a lease token counted only as issued or not."""
+    getter, _instants, _created, _measured, token = _layout_of(type(record))
+    values = getter(record)
+    if not token:
+        return values
+    row = list(values)
+    for index in token:
+        row[index] = row[index] is not None
+    return tuple(row)
+
+
 def record_row(record: Any, now: float, ranks: dict[float, int]) -> tuple:
-    """A store record as plain values, in field order, every time written as the abstract clock writes it; `version`
-    left out and a lease token counted only as issued or not, as `world._record_row` does."""
-    kind = type(record)
-    found = _ROWS.get(kind)
-    if found is None:
-        found = _ROWS[kind] = _layout(kind)
-    getter, instants, created, measured, token = found
+    """A store record as `concrete_row` gives it, every time written as the abstract clock writes it."""
+    getter, instants, created, measured, token = _layout_of(type(record))
     row = list(getter(record))
     for index in instants:
         at = row[index]
@@ -151,6 +159,13 @@ def record_row(record: Any, now: float, ranks: dict[float, int]) -> tuple:
     for index in token:
         row[index] = row[index] is not None
     return tuple(row)
+
+
+def _layout_of(kind: type) -> tuple[operator.attrgetter, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    found = _ROWS.get(kind)
+    if found is None:
+        found = _ROWS[kind] = _layout(kind)
+    return found
 
 
 def _layout(kind: type) -> tuple[operator.attrgetter, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:

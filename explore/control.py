@@ -25,6 +25,7 @@ the loop decide after all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -167,13 +168,16 @@ class ControlPlane:
             if decided is not None:
                 self.retries[retry.task_id] = decided
 
-    def row(self) -> tuple:
-        """What is due, as plain values, sorted: the order things were noted in only orders the steps, all of them enabled."""
+    def row(self, at: Callable[[float], Any]) -> tuple:
+        """What is due, as plain values, sorted, each time written by `at` (as a number on the clock, or relative to it):
+        the order things were noted in only orders the steps, all of them enabled."""
         agenda = self.agenda
         retries = sorted((t, r.reason, r.hypothesis, r.blind) for t, r in self.retries.items())
-        return (
-            sorted(agenda.reconcile), sorted(agenda.verify.items()), sorted(agenda.decide), sorted(agenda.approve.items()), retries,
-        )  # fmt: skip
+        verify, approve = (
+            sorted((a, at(due)) for a, due in agenda.verify.items()),
+            sorted((t, at(due)) for t, due in agenda.approve.items()),
+        )
+        return (sorted(agenda.reconcile), verify, sorted(agenda.decide), approve, retries)
 
 
 def intake(world: Any, task_id: str) -> None:

@@ -26,9 +26,8 @@ reads the store, a provider call goes in flight.
 
 from __future__ import annotations
 
-import operator
+import functools
 import random
-from dataclasses import fields
 from typing import Any
 
 from shiftchange.agent import Agenda, Agent, Call, Delays, Looked, Perform
@@ -39,7 +38,7 @@ from shiftchange.core import Backoff, Event, ManualClock, MemoryStore, Orchestra
 from shiftchange.core.provider import LedgerProvider
 
 from . import clock, nemesis
-from .abstract_time import creation_ranks, record_row, relative
+from .abstract_time import concrete_row, creation_ranks, record_row, relative
 from .config import ABSTRACT, DEPENDENCY, WORKSPACE, ExploreConfig, ExploreError, StepError, task_name, worker_name
 from .control import ControlPlane, intake, survey
 from .network import Network
@@ -186,8 +185,7 @@ class World:
             def at(value: float | None) -> Any:
                 return relative(value, now)
         else:
-            row, at = _record_row, _same
-        control = self.control.row()
+            row, at = concrete_row, _same
         ordered = (
             None if abstract else now,
             tuple(row(t) for t in tasks),
@@ -197,7 +195,7 @@ class World:
                 (e.provider_id, e.key, e.operation, e.identity, provider.verdict(e.provider_id), e.provider_id in provider.deleted)
                 for e in provider.ledger
             ),
-            (control[0], [(a, at(due)) for a, due in control[1]], control[2], [(t, at(due)) for t, due in control[3]], control[4]),
+            self.control.row(at),
             self.budgets.row(),
         )
         network = self.network
@@ -260,7 +258,7 @@ class World:
     def _advance(self, target: float) -> None:
         """The clock's step; an abstract search stops with an error before a limit measured from a time past could bind
         (`ExploreConfig.horizon_s`, `abstract_time.py`)."""
-        if self.config.time == ABSTRACT and target >= self.config.horizon_s():
+        if self.config.time == ABSTRACT and target >= _horizon_s(self.config):
             raise ExploreError(
                 f"a path reached t={target:g} s, from which a time budget or the admission queue's age limit could bind, and"
                 " the abstract clock does not keep how long ago anything began: search with --time concrete"
@@ -275,22 +273,11 @@ class World:
             worker.act(step, argument, self, self.clock.now(), duplicate == "dup")
 
 
-_ROWS: dict[type, tuple[operator.attrgetter, int | None]] = {}
-"""Each record type's getter of every field but `version`, and where `token_digest` is among them (None: it is not)."""
-
-
 def _same(value: Any) -> Any:
     return value
 
 
-def _record_row(record: Any) -> tuple:
-    """A store record as plain values, in field order; a lease token's digest counts only as issued or not."""
-    kind = type(record)
-    found = _ROWS.get(kind)
-    if found is None:
-        names = tuple(item.name for item in fields(kind) if item.name != "version")
-        found = _ROWS[kind] = (operator.attrgetter(*names), names.index("token_digest") if "token_digest" in names else None)
-    values, token = found[0](record), found[1]
-    if token is None:
-        return values
-    return (*values[:token], values[token] is not None, *values[token + 1 :])
+@functools.cache
+def _horizon_s(config: ExploreConfig) -> float:
+    """`config.horizon_s()`, worked out once per configuration (it builds the core's and the admission's configs)."""
+    return config.horizon_s()

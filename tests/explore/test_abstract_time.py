@@ -34,6 +34,17 @@ SMALL = {
     "two tasks": {"tasks": 2},
     "a cancellation": {"cancels": 1, "pauses": 1},
     "a stall and a backoff": {"stalls": 1, "lost_requests": 1},
+    "two tasks on other timings": {
+        "tasks": 2,
+        "lost_responses": 1,
+        "lease_ttl_s": 5.0,
+        "heartbeat_interval_s": 1.5,
+        "call_deadline_s": 3.25,
+        "cancel_ack_timeout_s": 0.75,
+        "backoff_base_s": 0.5,
+        "backoff_cap_s": 8.0,
+        "gateway_retry_s": 2.5,
+    },
 }
 
 

@@ -62,3 +62,19 @@ def test_a_search_stopped_by_a_bound_says_so_once_and_claims_no_proof():
     assert f"({len(INVARIANTS)} could not tell: held in the " in text and text.count("could not tell") == 1 + len(INVARIANTS)
     assert "INCOMPLETE: the state bound of 20 was reached" in text
     assert text.rstrip().endswith("(the search did not complete, so this is not a proof)")
+
+
+def test_a_counterexample_says_which_clock_searched_it_and_whether_it_replays_on_the_concrete_one():
+    """Goal: the title names the clock; a path that does not show its violation on the concrete clock is labelled so."""
+    from shiftchange.explore import exposing_config
+
+    result = explore(exposing_config("no-fencing"))
+    text = render(search_record(result))
+    assert "abstract clock (states that differ only in when things happened are one)" in text.splitlines()[2]
+    assert result.counterexample.replays and "does not show the violation" not in text
+    result.counterexample = replace(result.counterexample, replays=False)
+    record = search_record(result)
+    assert record.subject["counterexample"]["replays_on_concrete_clock"] is False
+    assert "this path does not show the violation when played on the concrete clock" in render(_read_back(record))
+    concrete = render(search_record(explore(exposing_config("no-fencing", time="concrete"))))
+    assert concrete.splitlines()[2].endswith("workers interchangeable, concrete clock")
