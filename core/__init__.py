@@ -28,6 +28,7 @@ from .config import (
 from .errors import CoreError, InputError, NotFound, StoreConflict, StoreContention, StoreError, StoreRetryable, StoreUnavailable
 from .fence import Fence, LeaseFence
 from .gateway import ToolCall
+from .limits import LIMITS, StoreLimits
 from .orchestrator import Orchestrator
 from .policy import Decision
 from .provider import Effect, LedgerProvider, ProviderAdapter, ProviderRefused, ProviderTimeout
@@ -36,10 +37,11 @@ from .records import Attempt, Budget, Event, Intent, Leader, Lease, Manifest, Pl
 from .results import REFUSAL_CODES, Accepted, Claim, Grant, Reconciliation, Refused, Renewal, Result
 from .retry_budget import RetryBudget, RetryBudgets
 from .seams import KeyRequest, Seams, mint_key
-from .store import MemoryStore, Store, Transaction
+from .store import Durability, MemoryStore, Store, Transaction
 from .tasks import SUBMISSIONS_MAX, Submission
 
 __all__ = [
+    "LIMITS",
     "REFUSAL_CODES",
     "SUBMISSIONS_MAX",
     "Accepted",
@@ -61,6 +63,7 @@ __all__ = [
     "CoreConfig",
     "CoreError",
     "Decision",
+    "Durability",
     "Effect",
     "Event",
     "Fallback",
@@ -97,6 +100,7 @@ __all__ = [
     "StoreConflict",
     "StoreContention",
     "StoreError",
+    "StoreLimits",
     "StoreRetryable",
     "StoreUnavailable",
     "Submission",

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import CoreConfig, ReliabilityConfig
-from .errors import NotFound, StoreContention, StoreRetryable
+from .errors import InputError, NotFound, StoreContention, StoreRetryable
+from .limits import LIMITS, StoreLimits, limited
 from .provider import ProviderAdapter
 from .records import Attempt, Task
 from .results import LATE_CODES, Accepted, Refused, guard_code
@@ -51,6 +52,7 @@ class Context:
         "config",
         "fence",
         "fenced_triggers",
+        "limits",
         "moved",
         "provider",
         "racing",
@@ -87,6 +89,11 @@ class Context:
         self._pending: list[Callable[[], None]] = []
         self._undo: list[Callable[[], None]] = []
         self._open: Any = None
+        declared = getattr(store, "limits", LIMITS)
+        if not isinstance(declared, StoreLimits):
+            raise InputError(f"{type(store).__name__}.limits must be a StoreLimits, not {type(declared).__name__}")
+        self.limits: StoreLimits | None = declared if declared.narrower_than(LIMITS) else None
+        """The store's declared limits where they are narrower than what the core may write: every write is checked first."""
         self.racing: bool = getattr(store, "races", True)
         """The store may run transactions side by side and raise StoreRetryable: contracts are then run again (`contract`)."""
         self.retries = 0
@@ -102,7 +109,7 @@ class Context:
         opened = self.store.transaction()
         tx = opened.__enter__()
         self._open = opened
-        return tx
+        return tx if self.limits is None else limited(tx, self.limits)
 
     def __exit__(self, kind: type | None, error: BaseException | None, trace: Any) -> None:
         opened, self._open = self._open, None

@@ -31,9 +31,11 @@ import inspect
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .errors import InputError, NotFound, StoreConflict, StoreError
+from .limits import LIMITS, StoreLimits
 from .records import Attempt, Event, Intent, Leader, Task, field_names, new_event
 from .states import ATTEMPT_TERMINAL
 
@@ -170,6 +172,14 @@ class Transaction(ABC):
         raise StoreError(f"{type(self).__name__} keeps no leader leases")
 
 
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """What a store says about surviving a crash: its engine and the settings it runs with, as the engine names them."""
+
+    engine: str
+    settings: dict[str, str]
+
+
 class Store(ABC):
     """A durable home for Tasks, Attempts, intents and the history."""
 
@@ -181,6 +191,17 @@ class Store(ABC):
     races: ClassVar[bool] = True
     """Whether transactions may run side by side and lose a race (StoreRetryable), so contracts must be ready to run again.
     True unless a store says otherwise: a port that serializes every transaction (memory, SQLite) sets False."""
+
+    limits: StoreLimits = LIMITS
+    """The longest ids, keys and texts this store holds (`shiftchange.core.limits`). A port that holds less declares its
+    own, never wider ones; the core then refuses anything longer with InputError before it is written."""
+
+    lock_timeout_s: float | None = None
+    """The longest a transaction waits for a lock another handle holds before it raises StoreRetryable. A store several
+    processes share states it (the kit holds a lock longer and checks); None: one handle, nothing to wait for."""
+
+    clock_epoch_offset_s: float = 0.0
+    """How far ahead of Unix time the store's own clock (`clock()`) reads, in seconds: 0 for a clock on the Unix epoch."""
 
     @abstractmethod
     def transaction(self) -> Any:
@@ -202,6 +223,16 @@ class Store(ABC):
         read in that transaction; outside one, the server's time as last read
         plus the local monotonic time since. None (memory, SQLite: one
         machine) means the caller's clock is the time.
+        """
+        return None
+
+    def durability(self) -> Durability | None:
+        """The settings this store runs with that decide whether a commit survives a crash, read from the store itself.
+
+        None (the default, the memory store) means the store does not say it
+        is durable. The kit judges the settings of the engines it knows
+        (`Durability.engine` "sqlite" or "postgresql") and reports the rest as
+        taken on the store's word.
         """
         return None
 

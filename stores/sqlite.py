@@ -38,9 +38,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shiftchange.core.errors import InputError, NotFound, StoreConflict, StoreError
+from shiftchange.core.errors import InputError, NotFound, StoreConflict, StoreError, StoreRetryable
 from shiftchange.core.records import Attempt, Event, Intent, Leader, Task, new_event
-from shiftchange.core.store import Store, Transaction
+from shiftchange.core.store import Durability, Store, Transaction
 
 from .columns import check_changes
 from .sqlite_statements import (
@@ -92,6 +92,8 @@ BUSY_TIMEOUT_S = 30.0
 
 
 SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
+SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+"""`PRAGMA synchronous` answers with a number; its name, as the level is set."""
 """The `PRAGMA synchronous` levels allowed. Each keeps the file consistent through a power cut; OFF may not, so it is refused."""
 
 
@@ -302,6 +304,18 @@ class SQLiteStore(Store):
             raise
         self._connection = connection
 
+    @property
+    def lock_timeout_s(self) -> float:  # type: ignore[override]
+        """The busy timeout: how long a transaction waits for another process's write lock before StoreRetryable."""
+        return self.busy_timeout_s
+
+    def durability(self) -> Durability:
+        """The journal mode and the synchronous level this connection runs with, read from SQLite itself."""
+        connection = self._open_connection()
+        (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
+        (level,) = connection.execute("PRAGMA synchronous").fetchone()
+        return Durability("sqlite", {"journal_mode": str(mode).lower(), "synchronous": SYNCHRONOUS_NAMES.get(level, str(level))})
+
     def _configure(self, connection: sqlite3.Connection) -> None:
         # Look before changing anything, so a foreign file is refused untouched (not even switched to WAL).
         self._check_schema(connection)
@@ -346,7 +360,8 @@ class SQLiteStore(Store):
 
     def _error(self, error: sqlite3.Error) -> StoreError:
         if getattr(error, "sqlite_errorname", "") == "SQLITE_BUSY":
-            return StoreError(f"store {self.path} is busy: another process held its write lock for over {self.busy_timeout_s} s")
+            # Retryable: nothing of the transaction was written, and the same contract may win once the lock is free.
+            return StoreRetryable(f"store {self.path} is busy: another process held its write lock for over {self.busy_timeout_s} s")
         return StoreError(f"store {self.path}: {error}")
 
     @contextmanager

@@ -16,7 +16,7 @@ from shiftchange.core.records import (
     Intent,
     Task,
 )
-from shiftchange.core.store import Store, Transaction
+from shiftchange.core.store import Durability, Store, Transaction
 
 from .. import wakeup
 from .clock import ServerClock
@@ -43,6 +43,8 @@ from .statements import (
 from .text import _adapt_numbers, _adapt_text
 from .transaction import _PostgresTransaction
 
+DURABILITY_SETTINGS = "SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')"
+"""What `durability()` reads: the settings of the server and of this store's sessions a crash-safe commit depends on."""
 CHECKOUT_TIMEOUT_S = 30.0
 """How long a transaction waits for a free connection when every one of the pool's is in use."""
 
@@ -265,6 +267,25 @@ class PostgresStore(Store):
             return open_tx.events(task_id, after_seq)
         with self.transaction() as tx:
             return tx.events(task_id, after_seq)  # type: ignore[attr-defined]
+
+    def durability(self) -> Durability:
+        """The server settings that decide whether a commit survives a crash, as one pooled connection's session sees them.
+
+        `synchronous_commit` is a session setting (a URL may set it, as the
+        contract tests' unsynced URLs do), so it is read on a connection of
+        this store's pool; `fsync` and `full_page_writes` are the server's.
+        """
+        pool = self._pool
+        if pool is None:
+            raise StoreError(f"store {self!r} is closed")
+        connection = self._checkout(pool)
+        try:
+            row = connection.execute(DURABILITY_SETTINGS).fetchone()
+        except psycopg.Error as error:
+            raise _mapped(error, self.where, broken=connection.broken, committing=False) from error
+        finally:
+            self._release(pool, connection)
+        return Durability("postgresql", dict(zip(("fsync", "synchronous_commit", "full_page_writes"), row, strict=True)))
 
     def clock(self) -> ServerClock:
         """The server's clock: leases are judged by it (see `ServerClock`)."""

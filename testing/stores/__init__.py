@@ -50,11 +50,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..checks import Check, CheckResult, Report, run_checks
-from . import fields, history, records, shared, transactions
+from . import atomicity, clock, durability, fields, history, records, scale, shared, transactions, values
 from .builders import event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, minimal_task, seed
 from .registry import AWKWARD_TEXT, UNENCODABLE_TEXT, Reopen, SharedStore, StoreFactory
 
-_CHECKS: list[Check] = [*records.CHECKS, *transactions.CHECKS, *history.CHECKS, *fields.CHECKS]
+_CHECKS: list[Check] = [
+    *records.CHECKS,
+    *transactions.CHECKS,
+    *history.CHECKS,
+    *fields.CHECKS,
+    *values.CHECKS,
+    *scale.CHECKS,
+    *atomicity.CHECKS,
+    *clock.CHECKS,
+    *durability.CHECKS,
+]
 """Every check through one handle, in the suite's order: the factory's first (it runs alone when it fails)."""
 _SHARED_CHECKS: list[Check] = list(shared.CHECKS)
 """The checks through two handles, in order: whether the second handle shares the store first."""

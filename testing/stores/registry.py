@@ -21,6 +21,38 @@ DONE_WAIT_S = 10.0
 CLAIMERS_TASKS = 8
 """How many admitted Attempts two concurrent claimers share out."""
 
+LIMIT_EXAMPLES = 25
+"""How many examples Hypothesis draws for each check of values at their limits, after the fixed ones."""
+TODAY_S = 1_800_000_000.0
+"""A time at today's epoch magnitude (January 2027, in Unix seconds): where a real store's times are."""
+
+CLOCK_EPOCH_TOLERANCE_S = 1.0
+"""How far a store's clock may read from the kit's wall clock (less its declared `clock_epoch_offset_s`)."""
+CLOCK_WATCH_S = 0.5
+"""How long the kit watches a store's clock advance."""
+CLOCK_RATE_TOLERANCE = 0.1
+"""How far, as a fraction of real time, a store's clock may drift over the watch (plus `CLOCK_JITTER_S`)."""
+CLOCK_JITTER_S = 0.05
+"""The reading error the kit allows a store's clock: a round trip to its server."""
+CLOCK_AGREEMENT_S = 0.05
+"""How far two handles' readings of the store's clock, taken together, may differ."""
+
+SCALE_ROWS = 2_500
+"""Tasks, and Attempts, the scale check writes: well past the page sizes of paginated backends (100, 1,000)."""
+SCALE_CHILDREN = 1_100
+"""Attempts of one task, intents of one Attempt and events of one task the scale check writes."""
+SCALE_BATCH = 500
+"""Records per transaction while the scale check seeds its store."""
+AGE_WAIT_S = 1.5
+"""How long the kit lets real time pass before it reads rows whose times it has overtaken (they must all still be there)."""
+
+ATOMIC_WRITES = 600
+"""Writes in the transaction that must commit whole or not at all."""
+KILLED_WRITES = 300
+"""Writes a child process makes in the transaction it is killed in."""
+LOCK_TIMEOUT_SLACK_S = 1.0
+"""Past the store's stated lock timeout (and half as much again), how long a blocked writer may take to get its error."""
+
 TERMINAL_STATES = ("blocked", "cancelled", "failed", "quarantined", "succeeded")
 """The Attempt machine's terminal states (spec/attempt.toml); a store refuses any write to an Attempt in one."""
 

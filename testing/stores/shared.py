@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import select
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -11,17 +16,29 @@ from typing import Any
 
 from shiftchange.core import (
     Event,
+    Leader,
     ManualClock,
     Orchestrator,
     Store,
     StoreRetryable,
     Task,
 )
+from shiftchange.core.leadership import Leadership
 
-from ..checks import Check, Violation, collector, expect, expect_equal, expect_raises
-from .builders import event_fields, fresh, make_task, minimal_task, seed
-from .history import _admitted, _claimed_id, _orchestrator, _stored_attempt
-from .registry import CLAIMERS_TASKS, DONE_WAIT_S, SETTLE_S, Reopen, SharedStore
+from ..checks import Check, Violation, collector, expect, expect_equal, expect_raises, skip
+from .builders import event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, minimal_task, seed
+from .clock import reading
+from .history import _admitted, _claimed_id, _implements, _orchestrator, _require, _stored_attempt
+from .registry import (
+    CLAIMERS_TASKS,
+    CLOCK_AGREEMENT_S,
+    DONE_WAIT_S,
+    KILLED_WRITES,
+    LOCK_TIMEOUT_SLACK_S,
+    SETTLE_S,
+    Reopen,
+    SharedStore,
+)
 
 CHECKS: list[Check] = []
 """This module's checks, in the order they are defined (the suite's order within it)."""
@@ -252,3 +269,233 @@ def _claim_all(orchestrator: Orchestrator, worker_id: str, start: threading.Barr
             return claimed
         claimed.append(_claimed_id(result, f"claim_next by {worker_id} after it took {claimed}"))
     raise Violation(f"{worker_id} claimed more Attempts than were admitted: {claimed}")
+
+
+# ---- the clock, the leader leases and the scans across handles
+
+
+@_shared_check
+def both_handles_read_the_same_store_clock(make: SharedStore) -> None:
+    """Two handles on one store read its clock alike: readings taken together agree within a round trip."""
+    with _two_handles(make) as (store, other):
+        clock = store.clock()
+        if clock is None:
+            skip("the store has no clock of its own (clock() is None): each process's caller passes the time")
+        for n in range(5):
+            before = reading(clock, "this handle's reading")
+            there = other.run(lambda handle: reading(handle.clock(), "the other handle's reading"), "the other handle's clock")
+            after = reading(clock, "this handle's reading")
+            expect(
+                before - CLOCK_AGREEMENT_S <= there <= after + CLOCK_AGREEMENT_S,
+                f"reading {n + 1}: the other handle's clock read {there:.3f} between this handle's {before:.3f} and {after:.3f}"
+                f" (allowed {CLOCK_AGREEMENT_S:g} s either side): processes sharing the store judge leases by different times",
+            )
+
+
+@_shared_check
+def leader_leases_are_one_across_handles(make: SharedStore) -> None:
+    """A leader lease one handle takes is the one the other reads: refused to it while held, taken by it once expired."""
+    clock = ManualClock(500.25)
+    with _two_handles(make) as (store, other):
+        with store.transaction() as tx:
+            _require(tx, "leader", "put_leader")
+        here = Leadership(store, "admission", "orchestrator-here", 2.5, clock)
+        expect(here.hold(), "orchestrator-here could not take a leader lease nobody held")
+        seen = other.run(lambda handle: _leader_of(handle, "admission"), "the other handle's read of the lease")
+        expect_equal(seen, Leader("admission", "orchestrator-here", 1, 502.75), "the lease the other handle reads")
+        there = other.run(lambda handle: Leadership(handle, "admission", "orchestrator-there", 2.5, clock), "a Leadership there")
+        clock.set(502.5)
+        expect(not other.run(lambda _handle: there.hold(), "the other handle's attempt"), "the other handle took a lease held until 502.75")
+        clock.set(503.0)
+        expect(other.run(lambda _handle: there.hold(), "the other handle's takeover"), "the other handle could not take an expired lease")
+        expect(not here.hold(), "orchestrator-here took back the lease the other handle has just taken")
+        expect_equal(_leader_of(store, "admission"), Leader("admission", "orchestrator-there", 2, 505.5), "the lease after the takeover")
+
+
+def _leader_of(handle: Store, name: str) -> Leader | None:
+    with handle.transaction() as tx:
+        return tx.leader(name)
+
+
+def _scans(handle: Store) -> dict[str, Any]:
+    """What every scan of the protocol answers on `handle` about the scan-* records."""
+    with handle.transaction() as tx:
+        found: dict[str, Any] = {
+            "attempts_in": [(a.attempt_id, a.state) for a in tx.attempts_in(["queued", "admitted", "running", "suspect"])],
+            "claimable": [a.attempt_id for a in tx.claimable(["admitted"], 100, "repo-scan")],
+            "attempts_of": [(a.attempt_id, a.state) for a in tx.attempts_of("scan-1")],
+            "intents_of": [(i.key, i.receipt) for i in tx.intents_of("scan-1#1")],
+            "tasks": [getattr(t, "state", None) for t in tx.tasks(["scan-1", "scan-2", "scan-3"])],
+        }
+        if _implements(tx, "tasks_in"):
+            found["tasks_in"] = [(t.task_id, t.state) for t in tx.tasks_in(["ready", "running", "done"])]
+    found["events"] = [(e.task_id, e.kind) for e in handle.events(task_id="scan-1")]
+    return found
+
+
+@_shared_check
+def every_scan_sees_the_other_handles_commits(make: SharedStore) -> None:
+    """attempts_in, claimable, attempts_of, intents_of, tasks, tasks_in and the history on one handle follow the other's commits."""
+    with _two_handles(make) as (store, other):
+        tasks = [make_task(f"scan-{n}", workspace="repo-scan", state="running") for n in (1, 2, 3)]
+        attempts = [make_attempt(f"scan-{n}#1", f"scan-{n}", state="admitted", created_at=float(n)) for n in (1, 2, 3)]
+        seed(store, *tasks, *attempts, make_intent("scan-key", "scan-1#1", task_id="scan-1", receipt=None))
+        with store.transaction() as tx:
+            tx.append_event(**event_fields("scan-1", kind="claim"))
+        here = _scans(store)
+        expect_equal(other.run(_scans, "the other handle's scans"), here, "every scan on the other handle, after this handle's commits")
+        with store.transaction() as tx:
+            tx.update_attempt(tx.attempt("scan-1#1"), state="running")
+            tx.update_attempt(tx.attempt("scan-2#1"), state="suspect")
+            tx.update_task(tx.task("scan-3"), state="done")
+            tx.update_intent(tx.intent("scan-key"), receipt="pr-1")
+            tx.insert_attempt(minimal_attempt("scan-3#2", "scan-3", number=2, state="admitted"))
+            tx.append_event(**event_fields("scan-1", kind="complete"))
+        changed = _scans(store)
+        expect(changed != here, "the scans on this handle did not follow its own commit")
+        expect_equal(
+            other.run(_scans, "the other handle's scans"), changed, "every scan on the other handle, after this handle changed them"
+        )
+
+
+# ---- a lock held past the stated timeout, claimers side by side, a writer killed
+
+
+@_shared_check
+def a_writer_blocked_past_the_lock_timeout_gets_a_retryable_error_in_time(make: SharedStore) -> None:
+    """A writer blocked longer than the store's stated lock_timeout_s gets StoreRetryable within it and half again, plus a second."""
+    with _two_handles(make) as (store, other):
+        timeout = getattr(other.handle, "lock_timeout_s", None)
+        expect(
+            timeout is not None,
+            "the store states no lock timeout (lock_timeout_s is None): a writer blocked by another process may wait without bound",
+        )
+        bound = 1.5 * float(timeout) + LOCK_TIMEOUT_SLACK_S
+        seed(store, minimal_task("locked"))
+        with store.transaction() as tx:
+            tx.update_task(tx.task("locked"), tokens=1)
+            started = time.monotonic()
+            blocked = other.submit(_write_once("locked"))
+            try:
+                error = blocked.exception(timeout=bound)
+            except FutureTimeout:
+                error = None
+            waited = time.monotonic() - started
+            finished = blocked.done()
+        expect(
+            finished, f"a writer blocked by another handle's transaction had no answer after {waited:.2f} s (lock_timeout_s={timeout:g})"
+        )
+        result = _result_or_error(blocked)
+        expect(
+            isinstance(error, StoreRetryable),
+            f"a writer blocked past lock_timeout_s={timeout:g} must get StoreRetryable, but after {waited:.2f} s it got {result}",
+        )
+        expect(waited <= bound, f"a writer blocked past lock_timeout_s={timeout:g} got its error after {waited:.2f} s (bound {bound:g} s)")
+
+
+def _write_once(task_id: str) -> Callable[[Store], int]:
+    def write(handle: Store) -> int:
+        with handle.transaction() as tx:
+            task = tx.task(task_id)
+            tx.update_task(task, tokens=task.tokens + 10)
+            return task.tokens
+
+    return write
+
+
+def _result_or_error(pending: Future) -> str:
+    error = pending.exception()
+    return f"{type(error).__name__}: {error}" if error is not None else f"no error (it wrote, returning {pending.result()!r})"
+
+
+@_shared_check
+def concurrent_claimers_on_two_handles_both_make_progress(make: SharedStore) -> None:
+    """Two claimers, one per handle, claiming in rounds side by side: each gets an Attempt every round while two are left."""
+    clock = ManualClock()
+    with _two_handles(make) as (store, other):
+        orchestrator = _orchestrator(store, clock)
+        admitted = [_admitted(orchestrator, clock, f"task-{n}", "repo-a") for n in range(CLAIMERS_TASKS)]
+        there_orchestrator = other.run(lambda handle: _orchestrator(handle, clock), "the reference core on the other handle")
+        taken: list[str] = []
+        for round_number in range(CLAIMERS_TASKS // 2):
+            start = threading.Barrier(2, timeout=DONE_WAIT_S)
+            there = other.submit(functools.partial(_claim_on, there_orchestrator, "worker-there", start))
+            here = _claim_once(orchestrator, "worker-here", start)
+            there_result = _result(there, "the claimer on the other handle")
+            left = CLAIMERS_TASKS - len(taken)
+            for worker, result in (("worker-here", here), ("worker-there", there_result)):
+                expect(
+                    result is not None,
+                    f"round {round_number + 1}: {worker} found nothing to claim while {left} Attempts were admitted and unclaimed"
+                    f" (the two claimers took {len(taken)} before): one claimer starves",
+                )
+                taken.append(_claimed_id(result, f"round {round_number + 1}: {worker}'s claim"))
+        expect_equal(sorted(taken), sorted(admitted), "the Attempts two claimers took in rounds (each exactly once)")
+
+
+def _claim_on(orchestrator: Orchestrator, worker_id: str, start: threading.Barrier, _handle: Store) -> Any:
+    return _claim_once(orchestrator, worker_id, start)
+
+
+def _claim_once(orchestrator: Orchestrator, worker_id: str, start: threading.Barrier) -> Any:
+    start.wait()
+    return orchestrator.claim_next(worker_id, "repo-a", True)
+
+
+def _child_writes(store: Store, reopen: Reopen, ready: int) -> None:
+    """In the forked child: a handle of its own, a marker committed, then a transaction of many writes left open until killed."""
+    handle = reopen(store)
+    seed(handle, minimal_task("written-by-the-child"))
+    with handle.transaction() as tx:
+        for n in range(KILLED_WRITES // 3):
+            tx.insert_task(minimal_task(f"killed-{n:04d}"))
+            tx.insert_attempt(minimal_attempt(f"killed-{n:04d}#1", f"killed-{n:04d}"))
+            tx.append_event(**event_fields(f"killed-{n:04d}", attempt_id=None))
+        tx.update_task(tx.task("before-the-kill"), tokens=99)
+        os.write(ready, b"x")
+        time.sleep(DONE_WAIT_S * 6)  # killed long before this ends
+
+
+@_shared_check
+def a_writer_killed_mid_transaction_leaves_nothing_visible(make: SharedStore) -> None:
+    """A process killed in the middle of a transaction of hundreds of writes leaves none of them visible, and no lock held."""
+    if not hasattr(os, "fork"):
+        skip("needs os.fork, to kill a child process in the middle of a transaction")
+    with fresh(make.make_store) as store:
+        seed(store, minimal_task("before-the-kill"))
+        before = store.events()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the kit
+            code = 1
+            try:
+                os.close(read_end)
+                _child_writes(store, make.reopen, write_end)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        try:
+            ready = select.select([read_end], [], [], DONE_WAIT_S * 3)[0]
+            got = os.read(read_end, 1) if ready else b""
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read_end)
+        expect(got == b"x", f"the child process did not reach the middle of its transaction within {DONE_WAIT_S * 3:g} s")
+        if store.get_task("written-by-the-child") is None:
+            skip("a handle opened by reopen() in another process does not share this store (a row it committed is not visible here)")
+        left = [n for n in range(KILLED_WRITES // 3) if store.get_task(f"killed-{n:04d}") is not None]
+        expect(not left, f"{len(left)} tasks written by a transaction whose process was killed are visible (the first {left[:3]})")
+        expect_equal(store.get_task("before-the-kill").tokens, 0, "a task the killed transaction changed")
+        expect_equal(store.events(), before, "the history after a writer was killed mid-transaction")
+        other = _OtherHandle(store, make.reopen)
+        try:
+            seen = other.run(lambda handle: handle.get_task(f"killed-{0:04d}"), "a fresh handle's read after the kill")
+            expect(seen is None, "a handle opened after the kill sees a task the killed transaction wrote")
+        finally:
+            other.close()
+        try:
+            seed(store, minimal_task("after-the-kill"))
+        except Exception as error:
+            raise Violation(f"a write after a writer was killed mid-transaction failed: {type(error).__name__}: {error}") from error
