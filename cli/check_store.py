@@ -8,7 +8,9 @@ with the reference core over that store (`check_contracts`), and, with
 A store URL (`sqlite:///DIR`, `postgresql://...`) names a place for fresh
 stores instead, and the command opens a second handle on each store the kit
 asks for one (the same file, the same schema), so those stores are checked
-through two handles as the processes of a deployment use them.
+through two handles as the processes of a deployment use them. For a
+user's own port, `--reopen MODULE:FUNCTION` names the function of a store
+that opens that second handle (`reopen(store)`, as `check_store` takes it).
 
 `--json` prints one object instead of the lines: `target`, `ok`, `suites`
 (each `suite`, `checks` with `name`, `goal`, `passed`, `skipped`, `detail`,
@@ -35,6 +37,9 @@ __all__ = ["add_parser", "run_check_store"]
 
 EXAMPLES_DEFAULT = 25
 """The stateful machine's example budget with `--stateful` and no `--examples`: a smoke test, not a search."""
+KIT_LOCK_TIMEOUT_S = 2.0
+"""The busy timeout of the SQLite files a `sqlite:///DIR` target makes (PostgreSQL's default lock timeout): the kit holds a
+lock past it, and SQLite's own default (30 s) would make every run wait that long."""
 STORE_METHODS = ("transaction", "events", "close", "get_task", "get_attempt", "get_attempts", "get_intent", "get_intents")
 """What the kit calls on a store; an object without them is not a store, whatever its class."""
 
@@ -47,6 +52,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="MODULE:FACTORY|URL",
         help="a callable that returns a fresh, empty Store on every call; or a store URL: memory:, sqlite:///DIR (fresh files in"
         " that directory) or postgresql://... (a fresh schema per store, dropped afterwards)",
+    )
+    check.add_argument(
+        "--reopen",
+        metavar="MODULE:FUNCTION",
+        help="with MODULE:FACTORY: a function of a store that opens a second handle on the data it holds (another connection, as"
+        " another process would); the kit then also runs its two-handle checks",
     )
     check.add_argument("--stateful", action="store_true", help="also run the Hypothesis stateful machine over the reference core")
     check.add_argument("--examples", metavar="N", type=_whole, default=EXAMPLES_DEFAULT, help="stateful examples (default %(default)s)")
@@ -69,9 +80,14 @@ def _whole(text: str) -> int:
 def run_check_store(args: argparse.Namespace) -> int:
     """Load the factory the target names, run the suites, print a line per check and a summary; returns the exit status."""
     if _is_url(args.target):
+        if args.reopen is not None:
+            from shiftchange.cli.common import BadInput
+
+            raise BadInput(f"check-store {args.target}: --reopen is for MODULE:FACTORY; a store URL opens its own second handle")
         make_store, reopen, cleanup = url_factory(args.target)
     else:
-        make_store, reopen, cleanup = load_factory(args.target), None, None
+        make_store, cleanup = load_factory(args.target), None
+        reopen = None if args.reopen is None else load_callable(args.reopen, "--reopen", "MODULE:FUNCTION")
     try:
         return _run(args, make_store, reopen)
     finally:
@@ -165,9 +181,12 @@ def url_factory(url: str) -> tuple[Callable[[], Any], Callable[[Any], Any] | Non
         made = iter(range(1, 1_000_000))
 
         def make_file() -> Any:
-            return open_store(f"sqlite:///{holder / f'store-{next(made)}.sqlite'}")
+            return open_store(f"sqlite:///{holder / f'store-{next(made)}.sqlite'}", busy_timeout_s=KIT_LOCK_TIMEOUT_S)
 
-        return make_file, (lambda store: open_store(f"sqlite:///{store.path}")), lambda: shutil.rmtree(holder, True)
+        def reopen_file(store: Any) -> Any:
+            return open_store(f"sqlite:///{store.path}", busy_timeout_s=KIT_LOCK_TIMEOUT_S)
+
+        return make_file, reopen_file, lambda: shutil.rmtree(holder, True)
     if scheme not in ("postgresql", "postgres"):
         raise BadInput(
             f"check-store: not a store URL: {describe(url)!r}; use memory:, sqlite:///DIR (a directory for fresh store files)"
@@ -198,9 +217,25 @@ def load_factory(target: str) -> Callable[[], Any]:
     """The store factory `MODULE:FACTORY` names, called once to see that it makes a store; bad input otherwise."""
     from shiftchange.cli.common import BadInput
 
+    factory = load_callable(target, "check-store", "MODULE:FACTORY")
+    try:
+        store = factory()
+    except Exception as error:
+        raise BadInput(f"{target}() raised {type(error).__name__}: {error}") from None
+    missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
+    if missing:
+        raise BadInput(f"{target}() returned a {type(store).__name__}, not a Store (it has no {', '.join(missing)})")
+    store.close()
+    return factory
+
+
+def load_callable(target: str, option: str, form: str) -> Callable[..., Any]:
+    """The callable `MODULE:NAME` names (the current directory on the import path); bad input otherwise."""
+    from shiftchange.cli.common import BadInput
+
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
-        raise BadInput(f"check-store takes MODULE:FACTORY (e.g. mypackage.stores:make_store), not {target!r}")
+        raise BadInput(f"{option} takes {form} (e.g. mypackage.stores:{'make_store' if 'FACTORY' in form else 'reopen'}), not {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -213,15 +248,8 @@ def load_factory(target: str) -> Callable[[], Any]:
             raise BadInput(f"{module_name} has no attribute {attribute!r}")
         factory = getattr(factory, part)
     if not callable(factory):
-        raise BadInput(f"{target} is a {type(factory).__name__}, not a callable that makes a store")
-    try:
-        store = factory()
-    except Exception as error:
-        raise BadInput(f"{target}() raised {type(error).__name__}: {error}") from None
-    missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
-    if missing:
-        raise BadInput(f"{target}() returned a {type(store).__name__}, not a Store (it has no {', '.join(missing)})")
-    store.close()
+        what = "makes a store" if "FACTORY" in form else "opens a second handle on a store"
+        raise BadInput(f"{target} is a {type(factory).__name__}, not a callable that {what}")
     return factory
 
 

@@ -16,24 +16,48 @@ and a rollback drops it, so a transaction that raises leaves nothing behind
 and the history has no gap. The price is a copy of every record per
 transaction (records are shallow-copied; their strings are shared), which is
 fine for an example and for tests, not for a million tasks: the memory store
-(`shiftchange.core.MemoryStore`) keeps an undo log instead. One process, one
-handle: a store that several processes share must also pass the kit through
-two handles (`check_store(make_store, reopen=...)`).
+(`shiftchange.core.MemoryStore`) keeps an undo log instead.
+
+Two handles: `reopen(store)` opens a second handle on the same tables, as a
+second connection would, for threads of one process; a lock taken for the
+whole transaction makes the handles take turns, and a handle that cannot get
+it within `lock_timeout_s` raises `StoreRetryable`, as a database's lock
+timeout does. So the example passes the kit's two-handle checks too:
+
+    shiftchange check-store examples.store_port:make_store --reopen examples.store_port:reopen
+
+The tables live in one process's memory: a handle opened in another process
+(the kit's check of a writer killed mid-transaction) holds a copy, which the
+kit sees and reports as skipped. A port to a real database shares its data
+between processes, and that check then runs.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from shiftchange.core import Attempt, Event, InputError, Intent, Leader, NotFound, Store, StoreConflict, Task, Transaction
+from shiftchange.core import (
+    Attempt,
+    Event,
+    InputError,
+    Intent,
+    Leader,
+    NotFound,
+    Store,
+    StoreConflict,
+    StoreRetryable,
+    Task,
+    Transaction,
+)
 from shiftchange.core.store import WRITABLE
 from shiftchange.spec import load_spec
 
-__all__ = ["DictStore", "make_store"]
+__all__ = ["DictStore", "make_store", "reopen"]
 
 TERMINAL = frozenset(load_spec().attempt.terminal_states)
 """The Attempt states no write may leave."""
@@ -152,32 +176,59 @@ class DictTransaction(Transaction):
             target.version += 1
 
 
+@dataclass
+class _Shared:
+    """What every handle on one store shares: the committed tables, and the lock a transaction holds from start to commit."""
+
+    tables: _Tables = field(default_factory=_Tables)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 class DictStore(Store):
     """Records in dictionaries, one transaction at a time; a commit swaps in the transaction's copy of the tables."""
 
     races: ClassVar[bool] = False
-    """Transactions never run side by side, so none loses a race."""
+    """Transactions never run side by side (every handle takes the one lock), so none loses a race."""
 
-    def __init__(self) -> None:
-        self._tables = _Tables()
+    lock_timeout_s: float = 1.0
+    """How long a transaction waits for another handle's before it raises StoreRetryable."""
+
+    def __init__(self, shared: _Shared | None = None) -> None:
+        self._shared = _Shared() if shared is None else shared
         self._open = False
+
+    @contextmanager
+    def _locked(self) -> Iterator[_Shared]:
+        if not self._shared.lock.acquire(timeout=self.lock_timeout_s):
+            raise StoreRetryable(f"another handle held the store's lock for over {self.lock_timeout_s} s")
+        try:
+            yield self._shared
+        finally:
+            self._shared.lock.release()
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         if self._open:
             raise RuntimeError("DictStore transactions do not nest")
         self._open = True
-        working = self._tables.copy()
         try:
-            yield DictTransaction(working)
-            self._tables = working  # the commit; an exception skips it, which is the rollback
+            with self._locked() as shared:
+                working = shared.tables.copy()
+                yield DictTransaction(working)
+                shared.tables = working  # the commit; an exception (any BaseException) skips it, which is the rollback
         finally:
             self._open = False
 
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
-        return [e for e in self._tables.events if e.seq > after_seq and (task_id is None or e.task_id == task_id)]
+        with self._locked() as shared:
+            return [e for e in shared.tables.events if e.seq > after_seq and (task_id is None or e.task_id == task_id)]
 
 
 def make_store() -> DictStore:
     """A fresh, empty store: what the kit calls for every check."""
     return DictStore()
+
+
+def reopen(store: DictStore) -> DictStore:
+    """A second handle on the tables `store` holds (for the kit's two-handle checks: `--reopen examples.store_port:reopen`)."""
+    return DictStore(store._shared)

@@ -422,12 +422,12 @@ def concurrent_claimers_on_two_handles_both_make_progress(make: SharedStore) -> 
             there = other.submit(functools.partial(_claim_on, there_orchestrator, "worker-there", start))
             here = _claim_once(orchestrator, "worker-here", start)
             there_result = _result(there, "the claimer on the other handle")
-            left = CLAIMERS_TASKS - len(taken)
+            before = len(taken)
             for worker, result in (("worker-here", here), ("worker-there", there_result)):
                 expect(
                     result is not None,
-                    f"round {round_number + 1}: {worker} found nothing to claim while {left} Attempts were admitted and unclaimed"
-                    f" (the two claimers took {len(taken)} before): one claimer starves",
+                    f"round {round_number + 1}: {worker} found nothing to claim while {CLAIMERS_TASKS - before} Attempts were admitted"
+                    " and unclaimed at the round's start: one claimer starves",
                 )
                 taken.append(_claimed_id(result, f"round {round_number + 1}: {worker}'s claim"))
         expect_equal(sorted(taken), sorted(admitted), "the Attempts two claimers took in rounds (each exactly once)")

@@ -8,16 +8,36 @@ imports.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import itertools
+import re
+import shutil
 import sqlite3
+import struct
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shiftchange.core import Attempt, Event, Intent, Leader, MemoryStore, Store, Task, Transaction
+from shiftchange.core import (
+    Attempt,
+    Event,
+    Intent,
+    Leader,
+    MemoryStore,
+    Plan,
+    Store,
+    StoreError,
+    StoreLimits,
+    StoreRetryable,
+    Task,
+    Transaction,
+)
 from shiftchange.spec import load_spec
 from shiftchange.stores import sqlite
 from shiftchange.stores.sqlite import SQLiteStore
@@ -733,3 +753,751 @@ SHARED_BROKEN = {
     "reopen_elsewhere": ("second_handle_shares_the_first_handles_store",),
 }
 """Each broken pair of (factory, reopen), built by the function of that name from a directory, and the two-handle checks that must fail."""
+
+
+# ==== the ports of the kit's checks of the clock, values at their limits, scale and age, atomicity, two handles and durability
+#
+# One per check: each breaks the one property a real port plausibly breaks (a column type, a pagination token forgotten,
+# a TTL, a rollback in `except Exception:`, a per-process cache), and the kit must reject it naming that check.
+
+
+class _Clock:
+    """A clock anchored on the wall clock once, then advancing by the monotonic clock; `shape` bends each reading."""
+
+    def __init__(self, shape: Callable[[float, int], float] = lambda now, n: now, offset_s: float = 0.0) -> None:
+        self.anchor = time.time() - time.monotonic() + offset_s
+        self.shape = shape
+        self.readings = 0
+
+    def now(self) -> float:
+        self.readings += 1
+        return self.shape(self.anchor + time.monotonic(), self.readings)
+
+
+class WithClock(WrappedStore):
+    """A memory store that has a clock of its own (as a server store does): the wall clock, unless a subclass bends it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._clock = self.make_clock()
+
+    def make_clock(self) -> _Clock:
+        return _Clock()
+
+    def clock(self) -> Any:
+        return self._clock
+
+
+class ClockInMilliseconds(WithClock):
+    """The store's clock reads milliseconds since the epoch (a server's `now()` in ms where seconds were meant)."""
+
+    def make_clock(self) -> _Clock:
+        return _Clock(lambda now, n: now * 1000.0)
+
+
+class FrozenClock(WithClock):
+    """The store's clock answers the time it was first read, for ever (a server time cached and never read again)."""
+
+    def make_clock(self) -> _Clock:
+        first = time.time()
+        return _Clock(lambda now, n: first)
+
+
+class ClockSteppingBack(WithClock):
+    """Every other reading of the store's clock is a quarter second behind the last (a wall clock stepped back by NTP)."""
+
+    def make_clock(self) -> _Clock:
+        return _Clock(lambda now, n: now - (0.25 if n % 2 else 0.0))
+
+
+def make_with_clock() -> Store:
+    """The memory store with the wall clock as its own: broken in nothing, it passes the clock checks."""
+    return WithClock()
+
+
+def make_clock_in_milliseconds() -> Store:
+    return ClockInMilliseconds()
+
+
+def make_frozen_clock() -> Store:
+    return FrozenClock()
+
+
+def make_clock_stepping_back() -> Store:
+    return ClockSteppingBack()
+
+
+# ---- values at their limits
+
+
+def _texts(record: Any, change: Callable[[str, str], str]) -> Any:
+    """A copy of `record` with `change(name, value)` applied to each of its string fields (and its Plan's)."""
+    values = {}
+    for field in dataclass_fields(record):
+        value = getattr(record, field.name)
+        if isinstance(value, str):
+            values[field.name] = change(field.name, value)
+        elif isinstance(value, Plan):
+            values[field.name] = replace(value, **{f.name: change(f.name, getattr(value, f.name)) for f in dataclass_fields(value)})
+    return replace(record, **values)
+
+
+class _Mangling(WrappedTransaction):
+    """Every string field written (insert, update, event) goes through `change`, as a column type would change it."""
+
+    def change(self, name: str, value: str) -> str:
+        return value
+
+    def _changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+        return {name: self.change(name, value) if isinstance(value, str) else value for name, value in changes.items()}
+
+    def insert_task(self, task: Task) -> None:
+        self.inner.insert_task(_texts(task, self.change))
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        self.inner.insert_attempt(_texts(attempt, self.change))
+
+    def insert_intent(self, intent: Intent) -> None:
+        self.inner.insert_intent(_texts(intent, self.change))
+
+    def update_task(self, task: Task, **changes: Any) -> None:
+        self.inner.update_task(task, **self._changes(changes))
+
+    def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        self.inner.update_attempt(attempt, **self._changes(changes))
+
+    def update_intent(self, intent: Intent, **changes: Any) -> None:
+        self.inner.update_intent(intent, **self._changes(changes))
+
+    def append_event(self, **fields: Any) -> Event:
+        return self.inner.append_event(**self._changes(fields))
+
+    def task(self, task_id: str) -> Task | None:
+        return self.inner.task(self.change("task_id", task_id))
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        return self.inner.attempt(self.change("attempt_id", attempt_id))
+
+
+IDS = frozenset({"task_id", "attempt_id", "previous_attempt_id", "workspace", "worker_id"})
+
+
+class _TruncatingIds(_Mangling):
+    def change(self, name: str, value: str) -> str:
+        return value[:64] if name in IDS else value
+
+
+class TruncatingIds(WrappedStore):
+    """Ids are cut to 64 characters (a VARCHAR(64) in a non-strict SQL mode), with no limit declared."""
+
+    transaction_type = _TruncatingIds
+
+
+class _TruncatingIdsAt50(_Mangling):
+    def change(self, name: str, value: str) -> str:
+        return value[:50] if name in IDS else value
+
+
+class OverDeclared(WrappedStore):
+    """Declares ids of up to 64 characters (StoreLimits) but holds 50: the kit writes ids at the declared limit."""
+
+    limits = StoreLimits(id_chars_max=64)
+    transaction_type = _TruncatingIdsAt50
+
+
+class WiderThanTheCore(WrappedStore):
+    """Declares texts of a million characters, more than the core ever writes: a declaration the kit cannot check up to."""
+
+    limits = StoreLimits(text_chars_max=1_000_000)
+
+
+class NarrowDeclared(WrappedStore):
+    """Declares ids of 64 characters and texts of 4,000, and holds exactly that: broken in nothing, it passes; the core keeps under it."""
+
+    limits = StoreLimits(id_chars_max=64, text_chars_max=4_000)
+
+
+class _ByteCountedTexts(_Mangling):
+    def change(self, name: str, value: str) -> str:
+        if len(value) <= 25_000:  # at most 100,000 bytes whatever its characters
+            return value
+        encoded = value.encode()
+        return value if len(encoded) <= 100_000 else encoded[:100_000].decode(errors="ignore")
+
+
+class ByteCountedTexts(WrappedStore):
+    """Texts are cut at 100,000 UTF-8 bytes where the limit is 100,000 characters (a byte-sized column or item)."""
+
+    transaction_type = _ByteCountedTexts
+
+
+def _rounded(record: Any, digits: int) -> Any:
+    return replace(
+        record,
+        **{
+            f.name: round(v, digits)
+            for f in dataclass_fields(record)
+            if f.name.endswith("_at") and isinstance(v := getattr(record, f.name), float)
+        },
+    )
+
+
+class _MillisecondTimes(WrappedTransaction):
+    def insert_task(self, task: Task) -> None:
+        self.inner.insert_task(_rounded(task, 3))
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        self.inner.insert_attempt(_rounded(attempt, 3))
+
+    def insert_intent(self, intent: Intent) -> None:
+        self.inner.insert_intent(_rounded(intent, 3))
+
+    def append_event(self, **fields: Any) -> Event:
+        return self.inner.append_event(
+            **{k: round(v, 3) if k in ("at", "expires_at") and isinstance(v, float) else v for k, v in fields.items()}
+        )
+
+
+class MillisecondTimes(WrappedStore):
+    """Times are kept to the millisecond (a TIMESTAMP(3) column): a lease's expiry loses its last digits."""
+
+    transaction_type = _MillisecondTimes
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+class _Float32Budgets(WrappedTransaction):
+    def insert_task(self, task: Task) -> None:
+        budget = replace(task.budget, cost_max_usd=_float32(task.budget.cost_max_usd), elapsed_max_s=_float32(task.budget.elapsed_max_s))
+        self.inner.insert_task(replace(task, budget=budget))
+
+
+class Float32Budgets(WrappedStore):
+    """A budget's dollars and seconds are kept as 32-bit floats (MySQL's FLOAT): 12.345678 USD comes back 12.345677852630615."""
+
+    transaction_type = _Float32Budgets
+
+
+def _like(pattern: str) -> re.Pattern[str]:
+    """SQL LIKE without an ESCAPE clause: % any run, _ any one character."""
+    return re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern), re.DOTALL)
+
+
+class _LikeLookups(WrappedTransaction):
+    """Lookups by key are `WHERE key LIKE ?` where `= ?` was meant: the first stored match in key order."""
+
+    def _first(self, table: dict[str, Any], wanted: str) -> Any:
+        pattern = _like(wanted)
+        return next((table[key] for key in sorted(table) if pattern.fullmatch(key)), None)
+
+    def task(self, task_id: str) -> Task | None:
+        return self._first(self.store._tasks, task_id)  # type: ignore[attr-defined]
+
+    def intent(self, key: str) -> Intent | None:
+        return self._first(self.store._intents, key)  # type: ignore[attr-defined]
+
+
+class LikeLookups(WrappedStore):
+    """Tasks and intents are looked up with LIKE: an id holding _ or % finds another record first."""
+
+    def transaction(self) -> Any:
+        return _WithStore(self.inner.transaction(), _LikeLookups, self.inner)
+
+
+def make_truncating_ids() -> Store:
+    return TruncatingIds()
+
+
+def make_over_declared() -> Store:
+    return OverDeclared()
+
+
+def make_wider_than_the_core() -> Store:
+    return WiderThanTheCore()
+
+
+def make_narrow_declared() -> Store:
+    return NarrowDeclared()
+
+
+def make_byte_counted_texts() -> Store:
+    return ByteCountedTexts()
+
+
+def make_millisecond_times() -> Store:
+    return MillisecondTimes()
+
+
+def make_float32_budgets() -> Store:
+    return Float32Budgets()
+
+
+def make_like_lookups() -> Store:
+    return LikeLookups()
+
+
+# ---- scale and age
+
+PAGE = 1_000
+"""The page size of the paginated backend the first-page store stands for."""
+
+
+class _FirstPageOnly(WrappedTransaction):
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        return self.inner.attempts_in(states)[:PAGE]
+
+    def claimable(self, states: Iterable[str], limit: int, workspace: str | None = None) -> list[Attempt]:
+        return self.inner.claimable(states, limit, workspace)[:PAGE]
+
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        return self.inner.attempts_of(task_id)[:PAGE]
+
+    def intents_of(self, attempt_id: str) -> list[Intent]:
+        return self.inner.intents_of(attempt_id)[:PAGE]
+
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        return self.inner.tasks_in(states)[:PAGE]
+
+
+class FirstPageOnly(WrappedStore):
+    """Every scan and the history answer their first page of 1,000 rows (a continuation token never followed)."""
+
+    transaction_type = _FirstPageOnly
+
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        return self.inner.events(task_id, after_seq)[:PAGE]
+
+
+TTL_HORIZON_S = 5 * 365 * 86_400.0
+"""How far in the past an expiry may be and still be acted on (DynamoDB's TTL ignores older ones): small test times never expire."""
+
+
+def _expired(at: float | None) -> bool:
+    now = time.time()
+    return at is not None and now - TTL_HORIZON_S < at < now
+
+
+class _ExpiringRows(WrappedTransaction):
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        found = self.inner.attempt(attempt_id)
+        return None if found is None or _expired(found.expires_at) else found
+
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        return [a for a in self.inner.attempts_in(states) if not _expired(a.expires_at)]
+
+    def attempts_of(self, task_id: str) -> list[Attempt]:
+        return [a for a in self.inner.attempts_of(task_id) if not _expired(a.expires_at)]
+
+    def leader(self, name: str) -> Leader | None:
+        found = self.inner.leader(name)
+        return None if found is None or _expired(found.expires_at) else found
+
+
+class ExpiringRows(WrappedStore):
+    """An Attempt or a leader lease vanishes once its expiry has passed on the wall clock (a TTL attribute on the lease's expiry)."""
+
+    transaction_type = _ExpiringRows
+
+
+def make_first_page_only() -> Store:
+    return FirstPageOnly()
+
+
+def make_expiring_rows() -> Store:
+    return ExpiringRows()
+
+
+# ---- atomicity
+
+
+class _CommitsOnBaseException(_Opened):
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+        if kind is not None and not issubclass(kind, Exception):
+            return self.context.__exit__(None, None, None)  # the rollback sits in `except Exception:`; a commit in `finally:`
+        return self.context.__exit__(kind, error, trace)
+
+
+class CommitsOnInterrupt(WrappedStore):
+    """A transaction left by a BaseException (Ctrl-C, a cancellation) commits: the rollback was written for Exception only."""
+
+    def transaction(self) -> Any:
+        return _CommitsOnBaseException(self.inner.transaction(), self.transaction_type)
+
+
+class _Batching(WrappedTransaction):
+    def __init__(self, inner: Transaction) -> None:
+        super().__init__(inner)
+        self.opened: _Flushing | None = None
+        self.writes = 0
+
+    def _wrote(self) -> None:
+        self.writes += 1
+        if self.writes % BATCH_WRITES == 0 and self.opened is not None:
+            self.inner = self.opened.flush()
+
+    def insert_task(self, task: Task) -> None:
+        super().insert_task(task)
+        self._wrote()
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        super().insert_attempt(attempt)
+        self._wrote()
+
+    def append_event(self, **fields: Any) -> Event:
+        event = super().append_event(**fields)
+        self._wrote()
+        return event
+
+
+class _Flushing(_Opened):
+    def __init__(self, store: FlushesEveryHundred) -> None:
+        super().__init__(store.inner.transaction(), _Batching)
+        self.store = store
+
+    def __enter__(self) -> WrappedTransaction:
+        tx = super().__enter__()
+        tx.opened = self  # type: ignore[attr-defined]
+        return tx
+
+    def flush(self) -> Transaction:
+        """Commit what is written so far and go on in a new transaction (a backend that takes 100 items per transaction)."""
+        self.context.__exit__(None, None, None)
+        self.context = self.store.inner.transaction()
+        return self.context.__enter__()
+
+
+BATCH_WRITES = 100
+"""The most writes the batching store sends in one transaction of its backend."""
+
+
+class FlushesEveryHundred(WrappedStore):
+    """Writes go to the backend in transactions of 100 (a DynamoDB-style item cap): a rollback leaves every full batch behind."""
+
+    def transaction(self) -> Any:
+        return _Flushing(self)
+
+
+def make_commits_on_interrupt() -> Store:
+    return CommitsOnInterrupt()
+
+
+def make_flushes_every_hundred() -> Store:
+    return FlushesEveryHundred()
+
+
+# ---- durability
+
+
+class UnsyncedSQLite(SQLiteStore):
+    """SQLite tuned for speed with `synchronous=OFF` after opening: a commit is not synced, and a power cut may lose or corrupt it."""
+
+    def _configure(self, connection: sqlite3.Connection) -> None:
+        super()._configure(connection)
+        connection.execute("PRAGMA synchronous=OFF")
+
+
+_FILES: list[Path] = []
+
+
+def _directory() -> Path:
+    """A directory of this process's for the SQLite files the module-level factories make (removed when the process ends)."""
+    if not _FILES:
+        _FILES.append(Path(tempfile.mkdtemp(prefix="broken-stores-")))
+        atexit.register(shutil.rmtree, _FILES[0], True)
+    return _FILES[0]
+
+
+_NUMBERS = itertools.count()
+
+
+def make_unsynced_sqlite() -> Store:
+    return UnsyncedSQLite(_directory() / f"unsynced-{next(_NUMBERS)}.sqlite")
+
+
+# ---- two handles: memory stores whose handles share one MemoryStore and take turns at it
+
+
+class SharedMemory(WrappedStore):
+    """Handles on one memory store that take turns at it under one lock (a correct two-handle store, for threads of one process).
+
+    A handle that cannot get the lock within `lock_timeout_s` raises StoreRetryable, as a database's lock timeout does.
+    `reopen()` opens another handle on the same data; a subclass breaks one rule between handles.
+    """
+
+    lock_timeout_s: float = 1.0
+
+    def __init__(self, inner: MemoryStore | None = None, lock: Any = None) -> None:
+        super().__init__(inner)
+        self.lock = threading.RLock() if lock is None else lock
+
+    def acquire(self) -> None:
+        if not self.lock.acquire(timeout=self.lock_timeout_s):
+            raise StoreRetryable(f"another handle held the shared memory store for over {self.lock_timeout_s} s")
+
+    def transaction(self) -> Any:
+        return _Turns(self)
+
+    def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        self.acquire()
+        try:
+            return self.inner.events(task_id, after_seq)
+        finally:
+            self.lock.release()
+
+    def reopen(self) -> SharedMemory:
+        return type(self)(self.inner, self.lock)
+
+    def committed(self, tx: WrappedTransaction) -> None:
+        """Told of each transaction of this handle that committed (a subclass keeps its per-handle cache with it)."""
+
+
+class _Turns(_Opened):
+    def __init__(self, store: SharedMemory) -> None:
+        self.store = store
+        self.wrap = store.transaction_type
+
+    def __enter__(self) -> WrappedTransaction:
+        self.store.acquire()
+        try:
+            self.context = self.store.inner.transaction()
+            self.tx = super().__enter__()
+            self.tx.handle = self.store  # type: ignore[attr-defined]
+            return self.tx
+        except BaseException:
+            self.store.lock.release()
+            raise
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            result = super().__exit__(*exc)
+            if exc[0] is None:
+                self.store.committed(self.tx)
+            return result
+        finally:
+            self.store.lock.release()
+
+
+def reopen(store: Any) -> Store:
+    """The second handle of every two-handle store of this module: `--reopen tests.kit.broken_stores:reopen`."""
+    if hasattr(store, "reopen"):
+        return store.reopen()
+    from tests.kit.journal_store import reopen as reopen_journal
+
+    return reopen_journal(store)
+
+
+def make_journal() -> Store:
+    """A store several processes share through one journal file (tests/kit/journal_store.py): broken in nothing."""
+    from tests.kit.journal_store import JournalStore
+
+    return JournalStore(_directory() / f"journal-{next(_NUMBERS)}.log")
+
+
+def make_journal_keeping_dead_writes() -> Store:
+    """The journal store that replays the logged writes of a writer killed mid-transaction as if they had committed."""
+    from tests.kit.journal_store import JournalStore
+
+    return JournalStore(_directory() / f"journal-{next(_NUMBERS)}.log", keeps_unfinished=True)
+
+
+class ClockPerHandle(SharedMemory):
+    """Each handle reads the wall clock of its own machine, the second half a second ahead: processes disagree on every lease."""
+
+    def __init__(self, inner: MemoryStore | None = None, lock: Any = None, offset_s: float = 0.0) -> None:
+        super().__init__(inner, lock)
+        self._clock = _Clock(offset_s=offset_s)
+
+    def clock(self) -> Any:
+        return self._clock
+
+    def reopen(self) -> SharedMemory:
+        return ClockPerHandle(self.inner, self.lock, offset_s=0.5)
+
+
+class _CachedLeaders(WrappedTransaction):
+    def leader(self, name: str) -> Leader | None:
+        pending = getattr(self, "pending", {})
+        if name in pending:  # this transaction's own write
+            return pending[name]
+        cache = self.handle.leaders  # type: ignore[attr-defined]
+        if name not in cache:
+            cache[name] = self.inner.leader(name)
+        return cache[name]
+
+    def put_leader(self, name: str, holder: str, generation: int, expires_at: float) -> None:
+        self.inner.put_leader(name, holder, generation, expires_at)
+        self.pending = {**getattr(self, "pending", {}), name: Leader(name, holder, generation, expires_at)}
+
+
+class LeadersPerHandle(SharedMemory):
+    """Each handle caches the leader leases it has read or written and never reads them again: another process's takeover is missed."""
+
+    transaction_type = _CachedLeaders
+
+    def __init__(self, inner: MemoryStore | None = None, lock: Any = None) -> None:
+        super().__init__(inner, lock)
+        self.leaders: dict[str, Leader | None] = {}
+
+    def committed(self, tx: WrappedTransaction) -> None:
+        self.leaders.update(getattr(tx, "pending", {}))
+
+
+class _IndexedScans(WrappedTransaction):
+    """attempts_in and tasks_in from this handle's own index of states, fed by its own committed writes."""
+
+    def _note(self, kind: str, identity: str, state: str) -> None:
+        self.pending = [*getattr(self, "pending", []), (kind, identity, state)]
+
+    def insert_task(self, task: Task) -> None:
+        super().insert_task(task)
+        self._note("task", task.task_id, task.state)
+
+    def update_task(self, task: Task, **changes: Any) -> None:
+        super().update_task(task, **changes)
+        self._note("task", task.task_id, task.state)
+
+    def insert_attempt(self, attempt: Attempt) -> None:
+        super().insert_attempt(attempt)
+        self._note("attempt", attempt.attempt_id, attempt.state)
+
+    def update_attempt(self, attempt: Attempt, **changes: Any) -> None:
+        super().update_attempt(attempt, **changes)
+        self._note("attempt", attempt.attempt_id, attempt.state)
+
+    def _indexed(self, kind: str, states: Iterable[str]) -> list[str]:
+        wanted = set(states)
+        index = {**self.handle.index[kind], **{i: s for k, i, s in getattr(self, "pending", []) if k == kind}}  # type: ignore[attr-defined]
+        return sorted(identity for identity, state in index.items() if state in wanted)
+
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        return [self.inner.attempt(attempt_id) for attempt_id in self._indexed("attempt", states)]  # type: ignore[misc]
+
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        return [self.inner.task(task_id) for task_id in self._indexed("task", states)]  # type: ignore[misc]
+
+    def claimable(self, states: Iterable[str], limit: int, workspace: str | None = None) -> list[Attempt]:
+        return Transaction.claimable(self, states, limit, workspace)
+
+
+class ScanIndexPerHandle(SharedMemory):
+    """Each handle answers attempts_in and tasks_in (and so its claim queue) from an index of states kept in its own memory."""
+
+    transaction_type = _IndexedScans
+
+    def __init__(self, inner: MemoryStore | None = None, lock: Any = None) -> None:
+        super().__init__(inner, lock)
+        self.index: dict[str, dict[str, str]] = {"task": {}, "attempt": {}}
+
+    def committed(self, tx: WrappedTransaction) -> None:
+        for kind, identity, state in getattr(tx, "pending", []):
+            self.index[kind][identity] = state
+
+
+class _QueuedHere(_IndexedScans):
+    """Only the claim queue is this handle's own: attempts_in and tasks_in read the store."""
+
+    def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
+        return self.inner.attempts_in(states)
+
+    def tasks_in(self, states: Iterable[str]) -> list[Task]:
+        return self.inner.tasks_in(states)
+
+    def _unordered_in(self, states: Iterable[str]) -> list[Attempt]:
+        return [self.inner.attempt(attempt_id) for attempt_id in self._indexed("attempt", states)]  # type: ignore[misc]
+
+
+class ClaimQueuePerHandle(ScanIndexPerHandle):
+    """The claim queue is kept in each process's memory, fed by its own writes: a claimer on another handle starves."""
+
+    transaction_type = _QueuedHere
+
+
+class LockWaitUnbounded(SharedMemory):
+    """States a lock timeout of 1 s but waits for the lock without bound (a timeout option never passed to the driver)."""
+
+    def acquire(self) -> None:
+        self.lock.acquire()
+
+
+class BusyNotRetryable(SQLiteStore):
+    """SQLite whose busy timeout ends in a plain StoreError (not retryable): a contract that only waited is reported as broken."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, busy_timeout_s=2.0)
+
+    def _error(self, error: sqlite3.Error) -> Any:
+        if getattr(error, "sqlite_errorname", "") == "SQLITE_BUSY":
+            return StoreError(f"store {self.path} is busy")
+        return super()._error(error)
+
+    def reopen(self) -> BusyNotRetryable:
+        return BusyNotRetryable(self.path)
+
+
+def make_shared_memory() -> Store:
+    """Two-handle memory stores broken in nothing: with `reopen` they pass every two-handle check the kit runs in one process."""
+    return SharedMemory()
+
+
+def make_clock_per_handle() -> Store:
+    return ClockPerHandle()
+
+
+def make_leaders_per_handle() -> Store:
+    return LeadersPerHandle()
+
+
+def make_scan_index_per_handle() -> Store:
+    return ScanIndexPerHandle()
+
+
+def make_claim_queue_per_handle() -> Store:
+    return ClaimQueuePerHandle()
+
+
+def make_lock_wait_unbounded() -> Store:
+    return LockWaitUnbounded()
+
+
+def make_busy_not_retryable() -> Store:
+    return BusyNotRetryable(_directory() / f"busy-{next(_NUMBERS)}.sqlite")
+
+
+KIT_PORTS: dict[str, tuple[str, bool]] = {
+    "make_clock_in_milliseconds": ("store_clock_reads_seconds_on_the_shared_epoch", False),
+    "make_frozen_clock": ("store_clock_advances_with_real_time", False),
+    "make_clock_stepping_back": ("store_clock_never_goes_backwards", False),
+    "make_truncating_ids": ("ids_at_their_limit_round_trip_and_look_up_in_full_unicode", False),
+    "make_over_declared": ("ids_at_their_limit_round_trip_and_look_up_in_full_unicode", False),
+    "make_wider_than_the_core": ("declared_limits_are_enforced_by_the_core", False),
+    "make_byte_counted_texts": ("texts_at_their_limit_round_trip_counted_in_characters", False),
+    "make_millisecond_times": ("times_keep_sub_millisecond_parts_at_todays_epoch", False),
+    "make_float32_budgets": ("every_field_round_trips_at_non_default_values", False),
+    "make_like_lookups": ("keys_with_pattern_metacharacters_match_only_themselves", False),
+    "make_first_page_only": ("every_scan_and_history_read_is_whole_and_in_order_past_a_page", False),
+    "make_expiring_rows": ("rows_live_on_after_real_time_passes_their_times", False),
+    "make_commits_on_interrupt": ("an_interrupt_at_any_write_leaves_nothing_behind", False),
+    "make_flushes_every_hundred": ("hundreds_of_writes_commit_whole_or_not_at_all", False),
+    "make_unsynced_sqlite": ("a_durable_store_runs_with_settings_a_commit_survives_a_crash_under", False),
+    "make_clock_per_handle": ("both_handles_read_the_same_store_clock", True),
+    "make_leaders_per_handle": ("leader_leases_are_one_across_handles", True),
+    "make_scan_index_per_handle": ("every_scan_sees_the_other_handles_commits", True),
+    "make_claim_queue_per_handle": ("concurrent_claimers_on_two_handles_both_make_progress", True),
+    "make_lock_wait_unbounded": ("a_writer_blocked_past_the_lock_timeout_gets_a_retryable_error_in_time", True),
+    "make_busy_not_retryable": ("a_writer_blocked_past_the_lock_timeout_gets_a_retryable_error_in_time", True),
+    "make_journal_keeping_dead_writes": ("a_writer_killed_mid_transaction_leaves_nothing_visible", True),
+}
+"""The ports of the kit's checks of the clock, limits, scale, atomicity, two handles and durability, one per check: each
+factory, the check it must fail, and whether it is checked through two handles (`--reopen tests.kit.broken_stores:reopen`).
+The command line must reject each (tests/kit/test_kit_ports.py)."""
+
+UNBROKEN_PORTS: dict[str, bool] = {
+    "make_with_clock": False,
+    "make_narrow_declared": False,
+    "make_shared_memory": True,
+    "make_journal": True,
+}
+"""The same wrappers broken in nothing (a clock of its own, narrower limits declared, two handles in one process, a journal
+several processes share): each passes the kit."""
