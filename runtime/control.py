@@ -53,7 +53,16 @@ from typing import Any
 
 from shiftchange.agent import Agenda, Delays, retry_for
 from shiftchange.agent.control import RECOVERING
-from shiftchange.core import CoreError, InputError, Orchestrator, ProviderRefused, ProviderTimeout, ReliabilityConfig, StoreError
+from shiftchange.core import (
+    CoreError,
+    InputError,
+    Orchestrator,
+    ProviderRefused,
+    ProviderTimeout,
+    ReliabilityConfig,
+    StoreError,
+    StoreRetryable,
+)
 from shiftchange.core.leadership import FencedStore, Leadership, NotLeader
 from shiftchange.core.states import ATTEMPT_STATES, ATTEMPT_TERMINAL, TASK_AT_REST, TASK_RESTING, TASK_STATES, TASK_TERMINAL
 from shiftchange.core.table import Table, table_for
@@ -142,7 +151,7 @@ class ControlProcess:
                     continue
                 try:
                     duty()
-                except (StoreError, ProviderTimeout, ProviderRefused) as error:
+                except (StoreError, StoreRetryable, ProviderTimeout, ProviderRefused) as error:
                     log.warning("%s: no answer this round: %s", name, error)
                     self.metrics.duty_failed(name)
                 except CoreError as error:  # a defect, not a fault: said loudly, but it costs a round, not the process
@@ -252,7 +261,7 @@ class ControlProcess:
         one that cannot be done this round costs itself, not the rest of the round."""
         try:
             answer = contract(item)
-        except (StoreError, ProviderTimeout, ProviderRefused) as error:
+        except (StoreError, StoreRetryable, ProviderTimeout, ProviderRefused) as error:
             log.warning("%s %s: no answer this round: %s", duty, item, error)
             self.metrics.unanswered(duty)
             return False

@@ -86,6 +86,7 @@ from shiftchange.core import (
     ProviderTimeout,
     ReliabilityConfig,
     StoreError,
+    StoreRetryable,
 )
 from shiftchange.core.table import Table, table_for
 from shiftchange.stores import describe, open_store, wakeup
@@ -132,7 +133,7 @@ def _asked(contract: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) ->
     """`ask`, and whether an answer came back (a contract may answer None: `claim_next` with nothing to claim)."""
     try:
         return contract(*args, **kwargs), True
-    except (StoreError, ProviderTimeout, ProviderRefused) as error:
+    except (StoreError, StoreRetryable, ProviderTimeout, ProviderRefused) as error:
         log.warning("no answer to %s: %s", getattr(contract, "__name__", "call"), error)
         return None, False
     except CoreError as error:  # a defect, not a fault: said loudly, but it costs one call, not the process
@@ -450,7 +451,7 @@ class Worker:
     def _look(self, command: Look) -> Looked | None:
         try:
             return Looked.read(self.orchestrator.store, command.attempt_id)
-        except StoreError:
+        except (StoreError, StoreRetryable):
             return None  # start over: the keys make every repeated effect a replay
 
     def _sleep(self, seconds: float) -> Command | None:

@@ -115,7 +115,8 @@ def rows_live_on_after_real_time_passes_their_times(make_store: StoreFactory) ->
         seed(store, task, attempt, done, intent)
         with store.transaction() as tx:
             event = tx.append_event(**event_fields("aged", attempt_id="aged#1", at=soon - 1, expires_at=soon))
-            tx.put_leader("aged-leader", "orchestrator-1", 3, soon)
+            if _has(tx, "put_leader"):
+                tx.put_leader("aged-leader", "orchestrator-1", 3, soon)
         time.sleep(max(0.0, soon - time.time()) + AGE_WAIT_S - 1.0)
         expect(time.time() > soon, "the kit's wait ended before the rows' times")
         for read, written, what in (

@@ -210,15 +210,16 @@ def _add_tokens(task_id: str, tokens: int, retries_max: int = 8) -> Callable[[St
     """A contract's shape: read the task, write from what was read; run again on StoreRetryable, as the core's contracts do."""
 
     def write(handle: Store) -> int:
+        lost: StoreRetryable | None = None
         for _ in range(retries_max):
             try:
                 with handle.transaction() as tx:
                     task = tx.task(task_id)
                     tx.update_task(task, tokens=task.tokens + tokens)
                     return task.tokens
-            except StoreRetryable:
-                continue
-        raise StoreRetryable(f"lost the race {retries_max} times")
+            except StoreRetryable as error:
+                lost = error
+        raise StoreRetryable(f"lost the race {retries_max} times, the last: {lost}")
 
     return write
 

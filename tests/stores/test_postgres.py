@@ -48,7 +48,6 @@ from shiftchange.stores.postgres import SCHEMA_VERSION, TABLES, escape_text, mig
 from shiftchange.stores.sqlite import SQLiteStore
 from shiftchange.testing import check_store
 from shiftchange.testing.stores import event_fields, make_task, minimal_attempt, minimal_task, seed
-from tests.conftest import unsynced
 
 # The adapter's own tests take a schema each (and some a server-side wait): heavy, out of the fast tier, which still meets
 # PostgreSQL through tests/core's store fixture.
@@ -91,7 +90,7 @@ def with_parameter(url: str, parameter: str) -> str:
 
 def test_the_store_contract_passes_on_postgres(make_postgres_store):
     """Goal: every check of the store contract (atomicity, guards, round trips, NUL included, history numbering) passes."""
-    report = check_store(lambda: make_postgres_store(conninfo=unsynced(make_postgres_store.url), pool_max=2))
+    report = check_store(lambda: make_postgres_store(pool_max=2))  # synced: the kit checks synchronous_commit
     assert report.ok, "\n".join(f"{result.name}: {result.detail}" for result in report.failures)
     assert len(report.results) > 30
 
