@@ -83,11 +83,13 @@ def run_check_store(args: argparse.Namespace) -> int:
         if args.reopen is not None:
             from shiftchange.cli.common import BadInput
 
-            raise BadInput(f"check-store {args.target}: --reopen is for MODULE:FACTORY; a store URL opens its own second handle")
+            raise BadInput(
+                f"check-store: --reopen goes with a MODULE:FACTORY target; the store URL {args.target} opens its own second handle"
+            )
         make_store, reopen, cleanup = url_factory(args.target)
     else:
         make_store, cleanup = load_factory(args.target), None
-        reopen = None if args.reopen is None else load_callable(args.reopen, "--reopen", "MODULE:FUNCTION")
+        reopen = None if args.reopen is None else load_reopen(args.reopen, make_store, args.target)
     try:
         return _run(args, make_store, reopen)
     finally:
@@ -229,6 +231,28 @@ def load_factory(target: str) -> Callable[[], Any]:
     return factory
 
 
+def load_reopen(name: str, make_store: Callable[[], Any], target: str) -> Callable[[Any], Any]:
+    """The `--reopen` function, tried once on a fresh store from the factory to see that it opens a store; bad input otherwise."""
+    from shiftchange.cli.common import BadInput
+
+    reopen = load_callable(name, "--reopen", "MODULE:FUNCTION")
+    store = make_store()
+    try:
+        try:
+            other = reopen(store)
+        except Exception as error:
+            raise BadInput(f"--reopen {name}(a store from {target}) raised {type(error).__name__}: {error}") from None
+        missing = [method for method in STORE_METHODS if not callable(getattr(other, method, None))]
+        if missing:
+            raise BadInput(f"--reopen {name}(store) returned a {type(other).__name__}, not a Store (it has no {', '.join(missing)})")
+        if other is store:
+            raise BadInput(f"--reopen {name}(store) returned the store it was given: it must open a second handle on its data")
+        other.close()
+    finally:
+        store.close()
+    return reopen
+
+
 def load_callable(target: str, option: str, form: str) -> Callable[..., Any]:
     """The callable `MODULE:NAME` names (the current directory on the import path); bad input otherwise."""
     from shiftchange.cli.common import BadInput
@@ -241,15 +265,15 @@ def load_callable(target: str, option: str, form: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
-        raise BadInput(f"cannot import {module_name}: {type(error).__name__}: {error}") from None
+        raise BadInput(f"{option}: cannot import {module_name}: {type(error).__name__}: {error}") from None
     factory = module
     for part in attribute.split("."):
         if not hasattr(factory, part):
-            raise BadInput(f"{module_name} has no attribute {attribute!r}")
+            raise BadInput(f"{option}: {module_name} has no attribute {attribute!r}")
         factory = getattr(factory, part)
     if not callable(factory):
         what = "makes a store" if "FACTORY" in form else "opens a second handle on a store"
-        raise BadInput(f"{target} is a {type(factory).__name__}, not a callable that {what}")
+        raise BadInput(f"{option}: {target} is a {type(factory).__name__}, not a callable that {what}")
     return factory
 
 

@@ -81,7 +81,11 @@ class FencedStore(Store):
     def __init__(self, store: Store, leadership: Leadership) -> None:
         self._store = store
         self._leadership = leadership
+        # What the wrapped store declares is this store's too: the core enforces its limits, the kit reads the rest.
         self.races = store.races
+        self.limits = getattr(store, "limits", self.limits)
+        self.lock_timeout_s = getattr(store, "lock_timeout_s", None)
+        self.clock_epoch_offset_s = getattr(store, "clock_epoch_offset_s", 0.0)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -95,3 +99,6 @@ class FencedStore(Store):
     def clock(self) -> Any | None:
         """The wrapped store's clock: a fenced transaction is the wrapped store's own."""
         return self._store.clock()
+
+    def durability(self) -> Any:
+        return self._store.durability()

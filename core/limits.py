@@ -35,10 +35,16 @@ from typing import Any
 from .errors import InputError
 from .records import Attempt, Event, Intent, Task
 
-__all__ = ["ATTEMPT_SUFFIX_CHARS", "LIMITS", "StoreLimits", "check_fields", "limited"]
+__all__ = ["ATTEMPT_SUFFIX_CHARS", "ID_CHARS_MIN", "KEY_CHARS_MIN", "LIMITS", "TEXT_CHARS_MIN", "StoreLimits", "check_fields", "limited"]
 
 ATTEMPT_SUFFIX_CHARS = 20
 """Room an Attempt id takes beyond its task id (`#` and the number): a task id is at most `id_chars_max` less this."""
+ID_CHARS_MIN = 64
+"""The least `id_chars_max` a store may declare: task ids of 44 characters (a UUID and a prefix)."""
+KEY_CHARS_MIN = 128
+"""The least `key_chars_max` a store may declare: an operation, a task id and a content hash."""
+TEXT_CHARS_MIN = 1_000
+"""The least `text_chars_max` a store may declare: a reason, a checkpoint note, a short result."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +56,11 @@ class StoreLimits:
     text_chars_max: int = 100_000
 
     def __post_init__(self) -> None:
+        least = {"id_chars_max": ID_CHARS_MIN, "key_chars_max": KEY_CHARS_MIN, "text_chars_max": TEXT_CHARS_MIN}
         for field in fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"StoreLimits.{field.name} must be a whole number of characters >= 1, not {value!r}")
-        if self.id_chars_max <= ATTEMPT_SUFFIX_CHARS:
-            raise InputError(
-                f"StoreLimits.id_chars_max must leave room for an Attempt's suffix ({ATTEMPT_SUFFIX_CHARS}), not {self.id_chars_max}"
-            )
+            value, smallest = getattr(self, field.name), least[field.name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+                raise InputError(f"StoreLimits.{field.name} must be a whole number of characters >= {smallest}, not {value!r}")
 
     @property
     def task_id_chars_max(self) -> int:

@@ -195,7 +195,8 @@ class DictStore(Store):
 
     def __init__(self, shared: _Shared | None = None) -> None:
         self._shared = _Shared() if shared is None else shared
-        self._open = False
+        self._working: _Tables | None = None
+        """The open transaction's copy of the tables (this handle holds the lock while it is open), else None."""
 
     @contextmanager
     def _locked(self) -> Iterator[_Shared]:
@@ -208,20 +209,26 @@ class DictStore(Store):
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        if self._open:
+        if self._working is not None:
             raise RuntimeError("DictStore transactions do not nest")
-        self._open = True
-        try:
-            with self._locked() as shared:
-                working = shared.tables.copy()
-                yield DictTransaction(working)
-                shared.tables = working  # the commit; an exception (any BaseException) skips it, which is the rollback
-        finally:
-            self._open = False
+        with self._locked() as shared:
+            self._working = shared.tables.copy()
+            try:
+                yield DictTransaction(self._working)
+                shared.tables = self._working  # the commit; an exception (any BaseException) skips it, which is the rollback
+            finally:
+                self._working = None
 
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
+        """The history; inside this handle's open transaction, the one it sees (its own writes too), without waiting for itself."""
+        if self._working is not None:
+            return self._history(self._working, task_id, after_seq)
         with self._locked() as shared:
-            return [e for e in shared.tables.events if e.seq > after_seq and (task_id is None or e.task_id == task_id)]
+            return self._history(shared.tables, task_id, after_seq)
+
+    @staticmethod
+    def _history(tables: _Tables, task_id: str | None, after_seq: int) -> list[Event]:
+        return [e for e in tables.events if e.seq > after_seq and (task_id is None or e.task_id == task_id)]
 
 
 def make_store() -> DictStore:

@@ -92,9 +92,9 @@ BUSY_TIMEOUT_S = 30.0
 
 
 SYNCHRONOUS_LEVELS = ("NORMAL", "FULL", "EXTRA")
+"""The `PRAGMA synchronous` levels allowed. Each keeps the file consistent through a power cut; OFF may not, so it is refused."""
 SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 """`PRAGMA synchronous` answers with a number; its name, as the level is set."""
-"""The `PRAGMA synchronous` levels allowed. Each keeps the file consistent through a power cut; OFF may not, so it is refused."""
 
 
 def _refusal(error: sqlite3.IntegrityError, what: str) -> Exception:
@@ -358,7 +358,7 @@ class SQLiteStore(Store):
             raise StoreError(f"store {self.path} is closed")
         return self._connection
 
-    def _error(self, error: sqlite3.Error) -> StoreError:
+    def _error(self, error: sqlite3.Error) -> StoreError | StoreRetryable:
         if getattr(error, "sqlite_errorname", "") == "SQLITE_BUSY":
             # Retryable: nothing of the transaction was written, and the same contract may win once the lock is free.
             return StoreRetryable(f"store {self.path} is busy: another process held its write lock for over {self.busy_timeout_s} s")

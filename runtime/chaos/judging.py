@@ -40,7 +40,7 @@ class _Judging:
 
     def judge(self) -> ChaosReport:
         from shiftchange.checkers import context_for, judge
-        from shiftchange.core import StoreError
+        from shiftchange.core import StoreError, StoreRetryable
         from shiftchange.runtime.codehost import read_ledger
 
         try:
@@ -51,7 +51,7 @@ class _Judging:
             keyless = () if self.idempotency else ("code_host",)  # its code host ignores keys: findings there are final
             verdicts = judge(events, ledger, self.store, context=context_for(self.config.core, keyless=keyless))
             tasks = {task_id: self.store.get_task(task_id) for task_id in sorted(mine)}
-        except (StoreError, OSError, ValueError) as error:
+        except (StoreError, StoreRetryable, OSError, ValueError) as error:
             raise ChaosError(f"cannot read the run back for judgement: {type(error).__name__}: {error}") from None
         measures = self._measure(events, ledger)
         metrics = self._metrics(events, ledger, verdicts, tasks, measures, getattr(records, "torn", 0))

@@ -301,7 +301,7 @@ class _Run(_Delivery, _Judging):
 
     def _submit(self, task_id: str) -> None:
         """Create, accept and dispatch one task; after a store error, finish whatever of it did not land."""
-        from shiftchange.core import Plan, StoreError
+        from shiftchange.core import Plan, StoreError, StoreRetryable
         from shiftchange.runtime.workload import first_hypothesis, submit
 
         last = ""
@@ -318,22 +318,22 @@ class _Run(_Delivery, _Judging):
                 self.task_ids.append(task_id)
                 self.pending.add(task_id)
                 return
-            except StoreError as error:
+            except (StoreError, StoreRetryable) as error:  # unreachable, or busy past its lock timeout: try again
                 last = f"{type(error).__name__}: {error}"
                 time.sleep(0.2)
         self.submit_failures.append(f"{task_id}: {last}")
-        with contextlib.suppress(StoreError):
+        with contextlib.suppress(StoreError, StoreRetryable):
             if self.store.get_task(task_id) is not None:  # created, but not seen through: it is judged like the rest
                 self.task_ids.append(task_id)
                 self.pending.add(task_id)
 
     def _check_pending(self) -> None:
-        from shiftchange.core import StoreError
+        from shiftchange.core import StoreError, StoreRetryable
 
         for task_id in sorted(self.pending):
             try:
                 task = self.store.get_task(task_id)
-            except StoreError:
+            except (StoreError, StoreRetryable):
                 return  # asked again at the next check
             if task is not None and task.state in self.at_rest:
                 self.pending.discard(task_id)

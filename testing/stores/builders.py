@@ -9,11 +9,13 @@ from dataclasses import fields
 from typing import Any
 
 from shiftchange.core import (
+    LIMITS,
     Attempt,
     Budget,
     Intent,
     Plan,
     Store,
+    StoreLimits,
     Task,
 )
 
@@ -170,3 +172,12 @@ def _same_record(read: object, written: object, what: str) -> None:
         expect_equal(got, wanted, f"{what}: field {field.name}")
         if wanted is None or isinstance(wanted, bool | str | Budget | Plan):
             expect_equal(type(got), type(wanted), f"{what}: type of field {field.name}")
+
+
+def limits_of(store: Store) -> StoreLimits:
+    """The limits the store declares, checked to be a StoreLimits no wider than LIMITS (the kit writes up to these)."""
+    declared = getattr(store, "limits", LIMITS)
+    expect(isinstance(declared, StoreLimits), f"store.limits must be a shiftchange.core.StoreLimits, not {type(declared).__name__}")
+    wider = declared.beyond(LIMITS)
+    expect(not wider, f"store.limits declares {wider} wider than the core ever writes ({LIMITS}): declare at most LIMITS")
+    return declared

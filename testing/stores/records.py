@@ -18,7 +18,18 @@ from shiftchange.core import (
 )
 
 from ..checks import Check, Violation, collector, expect, expect_equal, expect_raises
-from .builders import _same_record, event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, minimal_task, seed
+from .builders import (
+    _same_record,
+    event_fields,
+    fresh,
+    limits_of,
+    make_attempt,
+    make_intent,
+    make_task,
+    minimal_attempt,
+    minimal_task,
+    seed,
+)
 from .registry import AWKWARD_TEXT, TERMINAL_STATES, UNENCODABLE_TEXT, StoreFactory
 
 CHECKS: list[Check] = []
@@ -147,15 +158,23 @@ def event_round_trips_every_field_with_assigned_seq(make_store: StoreFactory) ->
 def awkward_text_round_trips_exactly(make_store: StoreFactory) -> None:
     """Every text field holds quotes, SQL, NUL, line separators, both forms of é, RTL, emoji and 100k characters exactly."""
     with fresh(make_store) as store:
+        limits = limits_of(store)  # a port that declares narrower limits is held to its declaration
         for index, text in enumerate(AWKWARD_TEXT):
+            text = text[: limits.text_chars_max]
             short = text[:40]
-            task_id = f"task-{index}-{short}"
+            task_id = f"task-{index}-{short}"[: limits.task_id_chars_max]
             attempt_id = f"{task_id}#1"
             task = make_task(task_id, objective=text, scope=text, workspace=short, decision=text, decision_reason=text)
             attempt = make_attempt(attempt_id, task_id, hypothesis=text, reason=text, checkpoint=text, result=text, evidence=text)
             attempt = replace(attempt, plan=Plan(hypothesis=text, base_sha=short), failure_signature=text, cancel_reason=text)
             intent = make_intent(
-                f"key-{index}-{short}", attempt_id, task_id=task_id, identity=text, request=text, receipt=text, result=text
+                f"key-{index}-{short}",
+                attempt_id,
+                task_id=task_id,
+                identity=text[: limits.id_chars_max],
+                request=text,
+                receipt=text,
+                result=text,
             )
             seed(store, task, attempt, intent)
             with store.transaction() as tx:

@@ -443,49 +443,77 @@ def _claim_once(orchestrator: Orchestrator, worker_id: str, start: threading.Bar
     return orchestrator.claim_next(worker_id, "repo-a", True)
 
 
-def _child_writes(store: Store, reopen: Reopen, ready: int) -> None:
-    """In the forked child: a handle of its own, a marker committed, then a transaction of many writes left open until killed."""
+def _child_writes(store: Store, reopen: Reopen, to_parent: int, from_parent: int) -> None:
+    """In the forked child: a handle of its own and a marker committed; then, once told, a transaction of many writes, left
+    open until the child is killed. It tells the parent "m" (marker committed) and "x" (in the middle of the transaction)."""
     handle = reopen(store)
     seed(handle, minimal_task("written-by-the-child"))
+    os.write(to_parent, b"m")
+    if os.read(from_parent, 1) != b"g":
+        return
     with handle.transaction() as tx:
         for n in range(KILLED_WRITES // 3):
             tx.insert_task(minimal_task(f"killed-{n:04d}"))
             tx.insert_attempt(minimal_attempt(f"killed-{n:04d}#1", f"killed-{n:04d}"))
             tx.append_event(**event_fields(f"killed-{n:04d}", attempt_id=None))
         tx.update_task(tx.task("before-the-kill"), tokens=99)
-        os.write(ready, b"x")
+        os.write(to_parent, b"x")
         time.sleep(DONE_WAIT_S * 6)  # killed long before this ends
+
+
+def _forked_child(store: Store, reopen: Reopen) -> tuple[int, int, int]:
+    """Fork the child that writes; (its pid, the end it speaks on, the end it listens on). It never returns into the kit."""
+    parent_hears, child_speaks = os.pipe()  # (read end, write end)
+    child_hears, parent_speaks = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(parent_hears)
+            os.close(parent_speaks)
+            try:
+                _child_writes(store, reopen, child_speaks, child_hears)
+                code = 0
+            except BaseException as error:  # told to the parent, which reports it: a child's traceback would go nowhere
+                os.write(child_speaks, b"E" + f"{type(error).__name__}: {error}".encode(errors="replace")[:2000])
+        finally:
+            os._exit(code)
+    os.close(child_speaks)
+    os.close(child_hears)
+    return pid, parent_hears, parent_speaks
+
+
+def _heard(channel: int, wanted: bytes, what: str) -> None:
+    """Wait (at most 3 x DONE_WAIT_S) for the child to say `wanted`; its failure, or its silence, is a Violation."""
+    ready = select.select([channel], [], [], DONE_WAIT_S * 3)[0]
+    said = os.read(channel, 4096) if ready else b""
+    if said.startswith(b"E"):
+        raise Violation(f"the child process failed before {what}: {said[1:].decode(errors='replace')}")
+    expect(said == wanted, f"the child process did not reach {what} within {DONE_WAIT_S * 3:g} s (it said {said!r})")
 
 
 @_shared_check
 def a_writer_killed_mid_transaction_leaves_nothing_visible(make: SharedStore) -> None:
-    """A process killed in the middle of a transaction of hundreds of writes leaves none of them visible, and no lock held."""
+    """A process killed in the middle of a transaction of hundreds of writes leaves none of them visible, its rows not locked, and
+    what it committed before kept."""
     if not hasattr(os, "fork"):
         skip("needs os.fork, to kill a child process in the middle of a transaction")
     with fresh(make.make_store) as store:
         seed(store, minimal_task("before-the-kill"))
         before = store.events()
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into the kit
-            code = 1
-            try:
-                os.close(read_end)
-                _child_writes(store, make.reopen, write_end)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_end)
+        pid, hears, speaks = _forked_child(store, make.reopen)
         try:
-            ready = select.select([read_end], [], [], DONE_WAIT_S * 3)[0]
-            got = os.read(read_end, 1) if ready else b""
+            _heard(hears, b"m", "its first commit, through a handle reopen() opened in it")
+            if store.get_task("written-by-the-child") is None:
+                skip("a handle opened by reopen() in another process does not share this store (a row it committed is not visible here)")
+            os.write(speaks, b"g")
+            _heard(hears, b"x", "the middle of its transaction")
         finally:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            os.close(read_end)
-        expect(got == b"x", f"the child process did not reach the middle of its transaction within {DONE_WAIT_S * 3:g} s")
-        if store.get_task("written-by-the-child") is None:
-            skip("a handle opened by reopen() in another process does not share this store (a row it committed is not visible here)")
+            os.close(hears)
+            os.close(speaks)
+        expect(store.get_task("written-by-the-child") is not None, "a row the child committed vanished when the child was killed")
         left = [n for n in range(KILLED_WRITES // 3) if store.get_task(f"killed-{n:04d}") is not None]
         expect(not left, f"{len(left)} tasks written by a transaction whose process was killed are visible (the first {left[:3]})")
         expect_equal(store.get_task("before-the-kill").tokens, 0, "a task the killed transaction changed")
@@ -497,6 +525,8 @@ def a_writer_killed_mid_transaction_leaves_nothing_visible(make: SharedStore) ->
         finally:
             other.close()
         try:
+            _add_tokens("before-the-kill", 5)(store)  # the very row the killed transaction had written: its lock must be gone
             seed(store, minimal_task("after-the-kill"))
         except Exception as error:
             raise Violation(f"a write after a writer was killed mid-transaction failed: {type(error).__name__}: {error}") from error
+        expect_equal(store.get_task("before-the-kill").tokens, 5, "the row the killed transaction had written, written again")

@@ -6,7 +6,7 @@ from shiftchange.core import (
     StoreConflict,
 )
 
-from ..checks import Check, collector, expect, expect_equal, expect_raises
+from ..checks import Check, Violation, collector, expect, expect_equal, expect_raises
 from .builders import _same_record, event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, seed
 from .registry import StoreFactory
 
@@ -142,6 +142,27 @@ def a_transaction_reads_its_own_writes(make_store: StoreFactory) -> None:
         tx.update_intent(tx.intent("k-1"), attempt_id="attempt-2")
         expect_equal(tx.intents_of("attempt-1"), [], "intents_of the Attempt an intent was handed away from")
         expect_equal([i.key for i in tx.intents_of("attempt-2")], ["k-1"], "intents_of the Attempt an intent was handed to")
+
+
+@_check
+def the_history_can_be_read_inside_an_open_transaction(make_store: StoreFactory) -> None:
+    """store.events() called while the same handle's transaction is open answers (the core's timeline does it), every commit in it."""
+    with fresh(make_store) as store:
+        with store.transaction() as tx:
+            committed = [tx.append_event(**event_fields("task-1")), tx.append_event(**event_fields("task-2"))]
+        history = store.events()
+        with store.transaction() as tx:
+            tx.append_event(**event_fields("task-3"))
+            try:
+                inside = store.events()
+            except Exception as error:
+                raise Violation(
+                    f"store.events() inside this handle's open transaction raised {type(error).__name__}: {error}"
+                    " (a lock the transaction holds, taken again by the read?)"
+                ) from error
+        expect_equal(len(history), len(committed), "the history after two committed appends")
+        expect_equal(inside[: len(history)], history, "the history read inside an open transaction, up to what was committed")
+        expect_equal(len(store.events()), len(committed) + 1, "the history once the transaction committed")
 
 
 @_check

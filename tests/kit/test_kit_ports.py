@@ -92,3 +92,21 @@ def test_a_declaration_that_is_not_store_limits_is_refused_when_the_core_is_buil
 
     with pytest.raises(InputError, match="limits must be a StoreLimits"):
         World(reference_orchestrator(Odd))
+
+
+def test_the_runtimes_fenced_store_keeps_the_ports_declarations_and_the_core_enforces_them():
+    """Goal: the leader-fenced store the runtime's control plane builds its orchestrator on passes the limits through: refused there too."""
+    from shiftchange.core import LedgerProvider, ManualClock, Orchestrator
+    from shiftchange.core.leadership import FencedStore, Leadership
+
+    store, clock = broken_stores.make_narrow_declared(), ManualClock(10.0)
+    leadership = Leadership(store, "admission", "orchestrator-1", 30.0, clock)
+    assert leadership.hold()
+    fenced = FencedStore(store, leadership)
+    assert (fenced.limits, fenced.lock_timeout_s) == (store.limits, store.lock_timeout_s)
+    orchestrator = Orchestrator(fenced, clock, LedgerProvider(clock=clock))
+    with pytest.raises(InputError, match="longer than this store holds"):
+        orchestrator.create_task("t" * 45, "objective", "repo-a", scope="")
+    assert store.events() == []
+    orchestrator.create_task("t" * 44, "objective", "repo-a", scope="")
+    assert [event.kind for event in store.events()] == ["create"]
