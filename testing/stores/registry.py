@@ -43,8 +43,10 @@ SCALE_CHILDREN = 1_100
 """Attempts of one task, intents of one Attempt and events of one task the scale check writes."""
 SCALE_BATCH = 500
 """Records per transaction while the scale check seeds its store."""
-AGE_WAIT_S = 1.5
-"""How long the kit lets real time pass before it reads rows whose times it has overtaken (they must all still be there)."""
+AGE_LEAD_S = 0.25
+"""How far ahead of the wall clock the kit writes the times of rows it then lets real time overtake."""
+AGE_MARGIN_S = 0.05
+"""How far past the next whole second after those times the kit waits (a TTL kept in whole seconds has passed too)."""
 
 ATOMIC_WRITES = 600
 """Writes in the transaction that must commit whole or not at all."""

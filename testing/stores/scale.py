@@ -9,19 +9,20 @@ seeded with `SCALE_ROWS` tasks and Attempts, and one task with
 them all, in its promised order. And a backend with expiry (a TTL attribute,
 an `EXPIRE`, a retention policy) may drop a row once a time in it has passed;
 nothing the core writes may ever go, so the kit writes rows whose lease
-expiries are a second away on the wall clock, lets `AGE_WAIT_S` pass, and reads
-them all again.
+expiries are `AGE_LEAD_S` away on the wall clock, waits until the whole second
+after them has passed, and reads them all again.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from shiftchange.core import Attempt, Leader, Store
 
 from ..checks import Check, collector, expect, expect_equal
 from .builders import _same_record, event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, minimal_task, seed
-from .registry import AGE_WAIT_S, SCALE_BATCH, SCALE_CHILDREN, SCALE_ROWS, StoreFactory
+from .registry import AGE_LEAD_S, AGE_MARGIN_S, SCALE_BATCH, SCALE_CHILDREN, SCALE_ROWS, StoreFactory
 
 CHECKS: list[Check] = []
 """This module's checks, in the order they are defined (the suite's order within it)."""
@@ -107,7 +108,7 @@ def _has(tx: object, name: str) -> bool:
 def rows_live_on_after_real_time_passes_their_times(make_store: StoreFactory) -> None:
     """Records whose lease expiries and deadlines real time overtakes are all still there, unchanged, after it has."""
     with fresh(make_store) as store:
-        soon = time.time() + 1.0
+        soon = time.time() + AGE_LEAD_S
         task = make_task("aged", created_at=soon - 30, deadline_at=soon)
         attempt = make_attempt("aged#1", "aged", expires_at=soon, heartbeat_at=soon - 10, cancel_deadline_at=soon, eligible_at=soon)
         intent = make_intent("aged-key", "aged#1", task_id="aged", deadline_at=soon)
@@ -117,7 +118,7 @@ def rows_live_on_after_real_time_passes_their_times(make_store: StoreFactory) ->
             event = tx.append_event(**event_fields("aged", attempt_id="aged#1", at=soon - 1, expires_at=soon))
             if _has(tx, "put_leader"):
                 tx.put_leader("aged-leader", "orchestrator-1", 3, soon)
-        time.sleep(max(0.0, soon - time.time()) + AGE_WAIT_S - 1.0)
+        time.sleep(max(0.0, math.floor(soon) + 1 + AGE_MARGIN_S - time.time()))
         expect(time.time() > soon, "the kit's wait ended before the rows' times")
         for read, written, what in (
             (store.get_task("aged"), task, "a task whose deadline has passed"),
