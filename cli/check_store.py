@@ -236,20 +236,26 @@ def load_reopen(name: str, make_store: Callable[[], Any], target: str) -> Callab
     from shiftchange.cli.common import BadInput
 
     reopen = load_callable(name, "--reopen", "MODULE:FUNCTION")
-    store = make_store()
+    try:
+        store = make_store()
+    except Exception as error:
+        raise BadInput(f"{target}() raised {type(error).__name__}: {error}") from None
     try:
         try:
             other = reopen(store)
         except Exception as error:
             raise BadInput(f"--reopen {name}(a store from {target}) raised {type(error).__name__}: {error}") from None
         missing = [method for method in STORE_METHODS if not callable(getattr(other, method, None))]
+        if other is not store:
+            with contextlib.suppress(Exception):  # whatever it is, it was opened: closed before the one-line error
+                other.close()
         if missing:
             raise BadInput(f"--reopen {name}(store) returned a {type(other).__name__}, not a Store (it has no {', '.join(missing)})")
         if other is store:
             raise BadInput(f"--reopen {name}(store) returned the store it was given: it must open a second handle on its data")
-        other.close()
     finally:
-        store.close()
+        with contextlib.suppress(Exception):
+            store.close()
     return reopen
 
 

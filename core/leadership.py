@@ -83,6 +83,7 @@ class FencedStore(Store):
         self._leadership = leadership
         # What the wrapped store declares is this store's too: the core enforces its limits, the kit reads the rest.
         self.races = store.races
+        self.numbers_on_append = store.numbers_on_append
         self.limits = getattr(store, "limits", self.limits)
         self.lock_timeout_s = getattr(store, "lock_timeout_s", None)
         self.clock_epoch_offset_s = getattr(store, "clock_epoch_offset_s", 0.0)

@@ -197,6 +197,8 @@ class DictStore(Store):
         self._shared = _Shared() if shared is None else shared
         self._working: _Tables | None = None
         """The open transaction's copy of the tables (this handle holds the lock while it is open), else None."""
+        self._working_thread: int | None = None
+        """The thread that opened it: only its own reads see the copy; another thread waits for the commit."""
 
     @contextmanager
     def _locked(self) -> Iterator[_Shared]:
@@ -212,17 +214,18 @@ class DictStore(Store):
         if self._working is not None:
             raise RuntimeError("DictStore transactions do not nest")
         with self._locked() as shared:
-            self._working = shared.tables.copy()
+            self._working, self._working_thread = shared.tables.copy(), threading.get_ident()
             try:
                 yield DictTransaction(self._working)
                 shared.tables = self._working  # the commit; an exception (any BaseException) skips it, which is the rollback
             finally:
-                self._working = None
+                self._working = self._working_thread = None
 
     def events(self, task_id: str | None = None, after_seq: int = 0) -> list[Event]:
         """The history; inside this handle's open transaction, the one it sees (its own writes too), without waiting for itself."""
-        if self._working is not None:
-            return self._history(self._working, task_id, after_seq)
+        working = self._working
+        if working is not None and self._working_thread == threading.get_ident():
+            return self._history(working, task_id, after_seq)
         with self._locked() as shared:
             return self._history(shared.tables, task_id, after_seq)
 

@@ -45,6 +45,8 @@ SCALE_BATCH = 500
 """Records per transaction while the scale check seeds its store."""
 AGE_LEAD_S = 0.25
 """How far ahead of the wall clock the kit writes the times of rows it then lets real time overtake."""
+AGE_PAST_S = 0.5
+"""The least time the kit lets pass after those times (a backend whose clock runs a little behind the kit's has passed them too)."""
 AGE_MARGIN_S = 0.05
 """How far past the next whole second after those times the kit waits (a TTL kept in whole seconds has passed too)."""
 
@@ -52,6 +54,8 @@ ATOMIC_WRITES = 600
 """Writes in the transaction that must commit whole or not at all."""
 KILLED_WRITES = 300
 """Writes a child process makes in the transaction it is killed in."""
+HISTORY_WAIT_S = 10.0
+"""The most the kit waits for store.events() inside the handle's own open transaction (a store that waits for itself)."""
 LOCK_TIMEOUT_SLACK_S = 1.0
 """Past the store's stated lock timeout (and half as much again), how long a blocked writer may take to get its error."""
 

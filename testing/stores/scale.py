@@ -22,7 +22,7 @@ from shiftchange.core import Attempt, Leader, Store
 
 from ..checks import Check, collector, expect, expect_equal
 from .builders import _same_record, event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, minimal_task, seed
-from .registry import AGE_LEAD_S, AGE_MARGIN_S, SCALE_BATCH, SCALE_CHILDREN, SCALE_ROWS, StoreFactory
+from .registry import AGE_LEAD_S, AGE_MARGIN_S, AGE_PAST_S, SCALE_BATCH, SCALE_CHILDREN, SCALE_ROWS, StoreFactory
 
 CHECKS: list[Check] = []
 """This module's checks, in the order they are defined (the suite's order within it)."""
@@ -118,7 +118,8 @@ def rows_live_on_after_real_time_passes_their_times(make_store: StoreFactory) ->
             event = tx.append_event(**event_fields("aged", attempt_id="aged#1", at=soon - 1, expires_at=soon))
             if _has(tx, "put_leader"):
                 tx.put_leader("aged-leader", "orchestrator-1", 3, soon)
-        time.sleep(max(0.0, math.floor(soon) + 1 + AGE_MARGIN_S - time.time()))
+        past = max(math.floor(soon) + 1, soon + AGE_PAST_S) + AGE_MARGIN_S  # a whole second, and half of one, past them
+        time.sleep(max(0.0, past - time.time()))
         expect(time.time() > soon, "the kit's wait ended before the rows' times")
         for read, written, what in (
             (store.get_task("aged"), task, "a task whose deadline has passed"),

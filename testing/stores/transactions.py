@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+
 from shiftchange.core import (
+    Store,
     StoreConflict,
 )
 
 from ..checks import Check, Violation, collector, expect, expect_equal, expect_raises
 from .builders import _same_record, event_fields, fresh, make_attempt, make_intent, make_task, minimal_attempt, seed
-from .registry import StoreFactory
+from .registry import HISTORY_WAIT_S, StoreFactory
 
 CHECKS: list[Check] = []
 """This module's checks, in the order they are defined (the suite's order within it)."""
@@ -147,22 +150,43 @@ def a_transaction_reads_its_own_writes(make_store: StoreFactory) -> None:
 @_check
 def the_history_can_be_read_inside_an_open_transaction(make_store: StoreFactory) -> None:
     """store.events() called while the same handle's transaction is open answers (the core's timeline does it), every commit in it."""
-    with fresh(make_store) as store:
-        with store.transaction() as tx:
-            committed = [tx.append_event(**event_fields("task-1")), tx.append_event(**event_fields("task-2"))]
-        history = store.events()
-        with store.transaction() as tx:
-            tx.append_event(**event_fields("task-3"))
-            try:
-                inside = store.events()
-            except Exception as error:
-                raise Violation(
-                    f"store.events() inside this handle's open transaction raised {type(error).__name__}: {error}"
-                    " (a lock the transaction holds, taken again by the read?)"
-                ) from error
-        expect_equal(len(history), len(committed), "the history after two committed appends")
-        expect_equal(inside[: len(history)], history, "the history read inside an open transaction, up to what was committed")
-        expect_equal(len(store.events()), len(committed) + 1, "the history once the transaction committed")
+    outcome: list[BaseException | None] = []
+
+    def body() -> None:  # a store of its own, on a thread of its own: a store that waits for itself fails, never hangs the kit
+        try:
+            with fresh(make_store) as store:
+                _history_inside(store)
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=body, name="check-store-history-inside", daemon=True)
+    thread.start()
+    thread.join(HISTORY_WAIT_S)
+    expect(
+        not thread.is_alive(),
+        f"store.events() inside this handle's open transaction had not answered after {HISTORY_WAIT_S:g} s: it waits for itself",
+    )
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
+
+
+def _history_inside(store: Store) -> None:
+    with store.transaction() as tx:
+        committed = [tx.append_event(**event_fields("task-1")), tx.append_event(**event_fields("task-2"))]
+    history = store.events()
+    with store.transaction() as tx:
+        tx.append_event(**event_fields("task-3"))
+        try:
+            inside = store.events()
+        except Exception as error:
+            raise Violation(
+                f"store.events() inside this handle's open transaction raised {type(error).__name__}: {error}"
+                " (a lock the transaction holds, taken again by the read?)"
+            ) from error
+    expect_equal(len(history), len(committed), "the history after two committed appends")
+    expect_equal(inside[: len(history)], history, "the history read inside an open transaction, up to what was committed")
+    expect_equal(len(store.events()), len(committed) + 1, "the history once the transaction committed")
 
 
 @_check

@@ -110,3 +110,12 @@ def test_the_runtimes_fenced_store_keeps_the_ports_declarations_and_the_core_enf
     assert store.events() == []
     orchestrator.create_task("t" * 44, "objective", "repo-a", scope="")
     assert [event.kind for event in store.events()] == ["create"]
+
+
+@pytest.mark.parametrize(
+    "declared", [{"id_chars_max": 63}, {"key_chars_max": 127}, {"text_chars_max": 999}, {"id_chars_max": True}, {"text_chars_max": 1.5e3}]
+)
+def test_limits_below_the_least_a_store_may_declare_are_refused(declared):
+    """Goal: a StoreLimits below the named minimums (ids 64, keys 128, texts 1,000) or not a whole number is an InputError naming it."""
+    with pytest.raises(InputError, match=f"StoreLimits.{next(iter(declared))} must be a whole number of characters >= "):
+        StoreLimits(**declared)
